@@ -1,0 +1,35 @@
+// Element types of tensors and their sizes.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace tandem::gpu {
+
+enum class dtype { float32, bfloat16, float16 };
+
+/// Bytes per element.
+constexpr std::size_t size_of(dtype t) {
+  switch (t) {
+    case dtype::float32: return 4;
+    case dtype::bfloat16: return 2;
+    case dtype::float16: return 2;
+  }
+  return 0;
+}
+
+/// Canonical name ("float32", "bfloat16", "float16").
+constexpr std::string_view to_string(dtype t) {
+  switch (t) {
+    case dtype::float32: return "float32";
+    case dtype::bfloat16: return "bfloat16";
+    case dtype::float16: return "float16";
+  }
+  return "?";
+}
+
+/// Parses a canonical name or a safetensors / torch spelling ("F32", "BF16", "torch.bfloat16").
+std::optional<dtype> parse_dtype(std::string_view name);
+
+}  // namespace tandem::gpu

@@ -1,0 +1,35 @@
+// Rendering of locations and configuration errors.
+#include "orchestration/config/config_error.h"
+
+namespace tandem::config {
+
+std::string source_location::to_string() const {
+  if (is_override()) {
+    return "override " + std::to_string(override_index) + " '" + file + "'";
+  }
+  if (file.empty()) return "default";
+  std::string out = file;
+  if (line > 0) {
+    out += ":" + std::to_string(line);
+    if (column > 0) out += ":" + std::to_string(column);
+  }
+  return out;
+}
+
+std::string config_error::to_string() const {
+  std::string out = where.to_string() + ": error: ";
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+std::string to_string(const config_errors& errors) {
+  std::string out;
+  for (const auto& e : errors) {
+    out += e.to_string();
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace tandem::config

@@ -1,0 +1,167 @@
+// The cross-field rules, one function per concern.
+#include "orchestration/config/rules.h"
+
+#include <initializer_list>
+#include <string>
+
+#include "orchestration/config/resolve.h"
+#include "orchestration/topology/worlds.h"
+
+namespace tandem::config {
+namespace {
+
+class rule_checker {
+ public:
+  explicit rule_checker(const resolved_recipe& r) : r_(r), c_(r.config) {}
+
+  config_errors run() {
+    const std::size_t before = errors_.size();
+    cluster_fit();
+    batch_sizes(errors_.size() == before);
+    lengths();
+    algorithm();
+    validation_and_checkpoints();
+    return std::move(errors_);
+  }
+
+ private:
+  // How specific an origin is: overrides > the recipe's own file > parents > defaults.
+  int rank(const source_location& o) const {
+    if (o.is_override()) return 3;
+    if (o.file == r_.file) return 2;
+    if (!o.is_default()) return 1;
+    return 0;
+  }
+
+  void fail(std::initializer_list<const char*> keys, std::string message) {
+    const char* best = *keys.begin();
+    for (const char* k : keys)
+      if (rank(r_.origin(k)) > rank(r_.origin(best))) best = k;
+    source_location where = r_.origin(best);
+    if (where.is_default()) where = source_location{r_.file, 1, 1, 0};
+    errors_.push_back({where, best, std::move(message)});
+  }
+
+  static std::string n(std::int64_t v) { return std::to_string(v); }
+
+  void cluster_fit() {
+    const auto& g = c_.policy.generation;
+    const auto G = c_.cluster.gpus_per_node, N = c_.cluster.num_nodes;
+    const char* gpn = "policy.generation.colocated.resources.gpus_per_node";
+    const char* nn = "policy.generation.colocated.resources.num_nodes";
+    const char* enabled = "policy.generation.colocated.enabled";
+    if (g.colocated) {
+      if (g.resources.gpus_per_node)
+        fail({gpn}, "only used by non-colocated generation, but policy.generation.colocated.enabled is true");
+      if (g.resources.num_nodes)
+        fail({nn}, "only used by non-colocated generation, but policy.generation.colocated.enabled is true");
+      return;
+    }
+    if (N == 1) {
+      if (!g.resources.gpus_per_node) {
+        fail({enabled}, "non-colocated generation on one node needs its own GPUs: set " + std::string(gpn) +
+                            " (1 to " + n(G - 1) + ")");
+      } else if (*g.resources.gpus_per_node >= G) {
+        fail({gpn, "cluster.gpus_per_node"}, n(*g.resources.gpus_per_node) +
+                 " generation GPUs leave none for training on one node of " + n(G) + " (cluster.gpus_per_node)");
+      }
+      if (g.resources.num_nodes && *g.resources.num_nodes != 1)
+        fail({nn, "cluster.num_nodes"}, "dedicated generation nodes need more than one node (cluster.num_nodes is 1)");
+      return;
+    }
+    if (!g.resources.num_nodes) {
+      fail({enabled}, "non-colocated generation on " + n(N) + " nodes needs dedicated nodes: set " +
+                          std::string(nn) + " (1 to " + n(N - 1) + ")");
+    } else if (*g.resources.num_nodes >= N) {
+      fail({nn, "cluster.num_nodes"}, n(*g.resources.num_nodes) + " generation nodes leave none for training (cluster.num_nodes is " + n(N) + ")");
+    }
+    if (g.resources.gpus_per_node && *g.resources.gpus_per_node != G)
+      fail({gpn, "cluster.gpus_per_node"}, "dedicated generation nodes use all their GPUs: must be null or " +
+                                               n(G) + " (cluster.gpus_per_node), got " + n(*g.resources.gpus_per_node));
+  }
+
+  void batch_sizes(bool cluster_fits) {
+    const auto& p = c_.policy;
+    const std::int64_t rollouts = c_.grpo.num_prompts_per_step * c_.grpo.num_generations_per_prompt;
+    if (rollouts % p.train_global_batch_size != 0)
+      fail({"grpo.num_prompts_per_step", "grpo.num_generations_per_prompt", "policy.train_global_batch_size"},
+           "rollouts per step, grpo.num_prompts_per_step (" + n(c_.grpo.num_prompts_per_step) +
+               ") x grpo.num_generations_per_prompt (" + n(c_.grpo.num_generations_per_prompt) + ") = " + n(rollouts) +
+               ", must be a multiple of policy.train_global_batch_size (" + n(p.train_global_batch_size) + ")");
+    if (cluster_fits) {  // the data-parallel size needs a cluster that fits
+      const std::int64_t dp = topology::compute_worlds(c_).data_parallel_size;
+      if (p.train_global_batch_size % (dp * p.train_micro_batch_size) != 0)
+        fail({"policy.train_global_batch_size", "policy.train_micro_batch_size", "cluster.num_nodes",
+              "cluster.gpus_per_node"},
+             "policy.train_global_batch_size (" + n(p.train_global_batch_size) +
+                 ") must be a multiple of the data-parallel size (" + n(dp) +
+                 " training devices) x policy.train_micro_batch_size (" + n(p.train_micro_batch_size) + ") = " +
+                 n(dp * p.train_micro_batch_size));
+    }
+  }
+
+  void lengths() {
+    const auto in = c_.data.max_input_seq_length, out = c_.policy.generation.max_new_tokens,
+               total = c_.policy.max_total_sequence_length;
+    if (in + out > total)
+      fail({"policy.max_total_sequence_length", "data.max_input_seq_length", "policy.generation.max_new_tokens"},
+           "data.max_input_seq_length (" + n(in) + ") + policy.generation.max_new_tokens (" + n(out) + ") = " +
+               n(in + out) + " exceeds policy.max_total_sequence_length (" + n(total) + ")");
+    const auto& s = c_.grpo.reward_shaping;
+    if (s.enabled && s.overlong_buffer_length >= s.max_response_length)
+      fail({"grpo.reward_shaping.overlong_buffer_length", "grpo.reward_shaping.max_response_length"},
+           "the overlong buffer (" + n(s.overlong_buffer_length) +
+               " tokens) must be shorter than grpo.reward_shaping.max_response_length (" + n(s.max_response_length) + ")");
+  }
+
+  void algorithm() {
+    const auto& g = c_.grpo;
+    if (g.batch_multiplier > 1 && !g.use_dynamic_sampling)
+      fail({"grpo.batch_multiplier", "grpo.use_dynamic_sampling"},
+           "batch_multiplier " + n(g.batch_multiplier) +
+               " generates extra prompts for dynamic sampling, but grpo.use_dynamic_sampling is false");
+    const auto& sc = g.reward_scaling;
+    if (sc.enabled && !(sc.source_min < sc.source_max))
+      fail({"grpo.reward_scaling.source_max", "grpo.reward_scaling.source_min"},
+           "source_min must be below source_max");
+    if (sc.enabled && sc.target_min == sc.target_max)
+      fail({"grpo.reward_scaling.target_max", "grpo.reward_scaling.target_min"},
+           "target_min equals target_max: every reward would become the same");
+    if (g.advantage_clip_low && g.advantage_clip_high && !(*g.advantage_clip_low < *g.advantage_clip_high))
+      fail({"grpo.advantage_clip_high", "grpo.advantage_clip_low"}, "advantage_clip_low must be below advantage_clip_high");
+    const auto& l = c_.loss_fn;
+    if (l.use_importance_sampling_correction && l.truncated_importance_sampling_type != importance_sampling_type::tis &&
+        !l.truncated_importance_sampling_ratio)
+      fail({"loss_fn.truncated_importance_sampling_type", "loss_fn.truncated_importance_sampling_ratio"},
+           "icepop and seq-mask-tis need an upper bound: set loss_fn.truncated_importance_sampling_ratio");
+    if (l.truncated_importance_sampling_ratio &&
+        !(l.truncated_importance_sampling_ratio_min < *l.truncated_importance_sampling_ratio))
+      fail({"loss_fn.truncated_importance_sampling_ratio_min", "loss_fn.truncated_importance_sampling_ratio"},
+           "the lower bound must be below loss_fn.truncated_importance_sampling_ratio");
+    if (g.max_trajectory_age_steps > 0 && !l.use_importance_sampling_correction)
+      fail({"grpo.max_trajectory_age_steps", "loss_fn.use_importance_sampling_correction"},
+           "off-policy trajectories need loss_fn.use_importance_sampling_correction: true");
+  }
+
+  void validation_and_checkpoints() {
+    const auto& g = c_.grpo;
+    const bool validates = g.val_period > 0 || g.val_at_start || g.val_at_end;
+    if (validates && !c_.data.validation_dataset)
+      fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset"},
+           "validation is on but data.validation_dataset is null");
+    const auto& m = c_.checkpointing.metric_name;
+    if (c_.checkpointing.enabled && m && m->starts_with("val:") && !validates)
+      fail({"checkpointing.metric_name", "grpo.val_period"},
+           "ranks checkpoints by a validation metric, but validation is off (grpo.val_period is 0)");
+  }
+
+  const resolved_recipe& r_;
+  const recipe_config& c_;
+  config_errors errors_;
+};
+
+}  // namespace
+
+config_errors check_rules(const resolved_recipe& r) { return rule_checker(r).run(); }
+
+}  // namespace tandem::config

@@ -1,0 +1,14 @@
+// Cross-field rules of a recipe: combinations of individually valid values that cannot run.
+#pragma once
+
+#include "orchestration/config/config_error.h"
+
+namespace tandem::config {
+
+struct resolved_recipe;
+
+/// Every violated rule, each located at the involved key that was set last (an override before
+/// the recipe's own file before its parents; schema defaults last).
+config_errors check_rules(const resolved_recipe& r);
+
+}  // namespace tandem::config

@@ -1,0 +1,109 @@
+// The per-phase memory estimate. Conventions: compute dtype bfloat16 on cuda, float32 on cpu;
+// parameters, gradients and optimizer state are sharded over data-parallel ranks and gathered one
+// unit (layer or embedding table) at a time, double-buffered; gradients reduce into float32 shards.
+#include "orchestration/topology/memory_plan.h"
+
+#include <cstdio>
+
+namespace tandem::topology {
+namespace {
+
+using config::compute_backend;
+using config::recompute_granularity;
+using config::state_dtype;
+
+double bytes_of(state_dtype t) { return t == state_dtype::float32 ? 4.0 : 2.0; }
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+double phase_budget::total_bytes() const {
+  double t = 0;
+  for (const auto& i : items) t += i.bytes;
+  return t;
+}
+
+memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const model_facts& m) {
+  memory_plan plan;
+  plan.device_bytes = c.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
+  const bool cuda = c.cluster.backend == compute_backend::cuda;
+  const double cb = cuda ? 2.0 : 4.0;
+  const char* compute_name = cuda ? "bfloat16" : "float32";
+  const double P = static_cast<double>(m.parameters);
+  const double dp = static_cast<double>(std::max<std::int64_t>(w.data_parallel_size, 1));
+  const std::string shard = dp > 1 ? ", 1/" + std::to_string(static_cast<long long>(dp)) + " shard" : "";
+  const auto& opt = c.policy.optimizer;
+  // On cpu the float32 parameters are the master weights; on cuda a separate copy unless bf16.
+  const double master = (cuda || opt.master_weights_dtype != state_dtype::float32) ? bytes_of(opt.master_weights_dtype) : 0;
+  const double moments = bytes_of(opt.first_moment_dtype) + bytes_of(opt.second_moment_dtype);
+  const double seq = static_cast<double>(c.policy.max_total_sequence_length);
+  const double V = static_cast<double>(m.vocab_size);
+  const double chunk = static_cast<double>(c.policy.logprob_chunk_size);
+
+  const memory_item params{std::string("parameters (") + compute_name + shard + ")", P * cb / dp};
+  const memory_item gathered{"gathered unit, double-buffered (" + std::to_string(m.largest_gathered_unit) + " elements)",
+                             dp > 1 ? 2.0 * static_cast<double>(m.largest_gathered_unit) * cb : 0.0};
+  const memory_item master_item{"master weights" + shard, P * master / dp};
+  const memory_item moment_item{"AdamW moments" + shard, P * moments / dp};
+
+  double saved = static_cast<double>(m.saved_activations_none);
+  if (c.policy.recompute == recompute_granularity::selective) saved = static_cast<double>(m.saved_activations_selective);
+  if (c.policy.recompute == recompute_granularity::full)
+    saved = static_cast<double>(m.saved_activations_full + m.layer_working_activations);
+  const double train_tokens = static_cast<double>(c.policy.train_micro_batch_size) * seq;
+
+  plan.training.phase = "training";
+  plan.training.items = {params, gathered, {"gradients (float32" + shard + ")", P * 4.0 / dp}, master_item, moment_item,
+                         {"activations (" + std::to_string(static_cast<long long>(train_tokens)) + " tokens per micro-batch)",
+                          train_tokens * saved * cb},
+                         {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
+                          2.0 * chunk * V * 4.0}};
+
+  const double lp_tokens = static_cast<double>(c.policy.logprob_batch_size) * seq;
+  plan.logprobs.phase = "logprobs";
+  plan.logprobs.items = {params, gathered};
+  if (!c.policy.offload_optimizer_for_logprob) {
+    plan.logprobs.items.push_back(master_item);
+    plan.logprobs.items.push_back(moment_item);
+  }
+  plan.logprobs.items.push_back({"activations of one layer (" + std::to_string(static_cast<long long>(lp_tokens)) + " tokens)",
+                                 lp_tokens * static_cast<double>(m.layer_working_activations) * cb});
+  plan.logprobs.items.push_back({"logits (chunk, float32)", chunk * V * 4.0});
+
+  plan.generation.phase = "generation";
+  const bool zero_copy = w.colocated && dp == 1;  // the rollout engine reads the trainer's weights
+  plan.generation.items = {{std::string("weights (") + compute_name + (zero_copy ? ", shared with training" : ", full copy") + ")",
+                            P * cb}};
+  if (w.colocated) {
+    if (!zero_copy) plan.generation.items.push_back({"training parameters" + shard + ", resident", P * cb / dp});
+    if (!c.policy.offload_optimizer_for_generation) {
+      plan.generation.items.push_back(master_item);
+      plan.generation.items.push_back(moment_item);
+    }
+  }
+  const double usable = plan.device_bytes * c.policy.generation.gpu_memory_utilization;
+  plan.kv_cache_bytes = usable - plan.generation.total_bytes();
+  const double per_token = static_cast<double>(m.kv_elements_per_token) * cb;
+  plan.kv_cache_tokens = plan.kv_cache_bytes > 0 && per_token > 0 ? plan.kv_cache_bytes / per_token : 0;
+  plan.generation.items.push_back({"KV cache (policy.generation.gpu_memory_utilization " +
+                                       std::to_string(c.policy.generation.gpu_memory_utilization).substr(0, 4) + ")",
+                                   std::max(plan.kv_cache_bytes, 0.0)});
+
+  for (const phase_budget* p : {&plan.training, &plan.logprobs}) {
+    if (p->total_bytes() > plan.device_bytes)
+      plan.warnings.push_back(p->phase + " needs " + gib(p->total_bytes()) + " per device, more than its " +
+                              gib(plan.device_bytes) + " (cluster.device_memory_gib)");
+  }
+  if (plan.kv_cache_tokens < seq)
+    plan.warnings.push_back("generation leaves room for " + std::to_string(static_cast<long long>(plan.kv_cache_tokens)) +
+                            " KV-cache tokens, less than one sequence of policy.max_total_sequence_length (" +
+                            std::to_string(c.policy.max_total_sequence_length) + ")");
+  return plan;
+}
+
+}  // namespace tandem::topology

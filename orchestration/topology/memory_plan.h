@@ -1,0 +1,39 @@
+// Per-device memory budget of each phase (training, logprobs, generation), estimated from the
+// model's sizes and the recipe. Figures are plans, not measurements: the engines size their slabs
+// and KV cache from the real free memory at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "orchestration/config/recipe.h"
+#include "orchestration/topology/model_facts.h"
+#include "orchestration/topology/worlds.h"
+
+namespace tandem::topology {
+
+struct memory_item {
+  std::string what;    ///< "parameters (bfloat16, 1/8 shard)"
+  double bytes = 0;
+};
+
+struct phase_budget {
+  std::string phase;                 ///< "training", "logprobs", "generation"
+  std::vector<memory_item> items;
+  double total_bytes() const;
+};
+
+struct memory_plan {
+  double device_bytes = 0;            ///< cluster.device_memory_gib
+  phase_budget training;              ///< on each policy device
+  phase_budget logprobs;              ///< on each policy device
+  phase_budget generation;            ///< on each rollout device, KV cache last
+  double kv_cache_bytes = 0;          ///< what generation leaves for the KV cache (may be < 0)
+  double kv_cache_tokens = 0;         ///< tokens that fit in it
+  std::vector<std::string> warnings;  ///< phases over budget, a KV cache too small for one sequence
+};
+
+memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const model_facts& m);
+
+}  // namespace tandem::topology

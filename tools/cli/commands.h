@@ -1,0 +1,26 @@
+// The tandem command-line interface: one function per subcommand, writing to the given streams
+// and returning the process exit code (0 ok, 1 refused input, 2 usage error). main.cpp only
+// dispatches, so tests call these directly.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tandem::cli {
+
+constexpr int exit_ok = 0;
+constexpr int exit_refused = 1;  ///< a recipe or model was refused, or --minimize found keys
+constexpr int exit_usage = 2;
+
+using args = std::vector<std::string>;
+
+/// Dispatches `tandem <args...>` (args exclude the program name).
+int run_cli(const args& a, std::ostream& out, std::ostream& err);
+
+int validate_command(const args& a, std::ostream& out, std::ostream& err);
+int run_command(const args& a, std::ostream& out, std::ostream& err);
+int help_command(const args& a, std::ostream& out, std::ostream& err);
+int version_command(std::ostream& out);
+
+}  // namespace tandem::cli

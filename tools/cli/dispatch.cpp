@@ -1,0 +1,21 @@
+// Subcommand dispatch.
+#include "tools/cli/commands.h"
+
+namespace tandem::cli {
+
+int run_cli(const args& a, std::ostream& out, std::ostream& err) {
+  if (a.empty()) {
+    help_command({}, err, err);
+    return exit_usage;
+  }
+  const std::string& cmd = a[0];
+  const args rest(a.begin() + 1, a.end());
+  if (cmd == "validate") return validate_command(rest, out, err);
+  if (cmd == "run") return run_command(rest, out, err);
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
+  if (cmd == "--version" || cmd == "version") return version_command(out);
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, help, --version)\n";
+  return exit_usage;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,28 @@
+# Finds CAF 0.17 (Debian's libcaf-dev ships neither a CMake config nor a .pc file).
+# Defines CAF::core (and CAF::io when present; tandem does not use CAF's network layer).
+find_path(CAF_INCLUDE_DIR caf/all.hpp)
+foreach(_c core io)
+  find_library(CAF_${_c}_LIBRARY caf_${_c})
+  set(CAF_${_c}_FOUND FALSE)
+  if(CAF_${_c}_LIBRARY)
+    set(CAF_${_c}_FOUND TRUE)
+  endif()
+endforeach()
+if(CAF_INCLUDE_DIR)
+  file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_v REGEX "^#define CAF_VERSION [0-9]+")
+  string(REGEX REPLACE ".* ([0-9]+)$" "\\1" _caf_v "${_caf_v}")
+  math(EXPR _caf_major "${_caf_v} / 10000")
+  math(EXPR _caf_minor "(${_caf_v} / 100) % 100")
+  math(EXPR _caf_patch "${_caf_v} % 100")
+  set(CAF_VERSION "${_caf_major}.${_caf_minor}.${_caf_patch}")
+endif()
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CAF REQUIRED_VARS CAF_INCLUDE_DIR CAF_core_LIBRARY
+  VERSION_VAR CAF_VERSION HANDLE_COMPONENTS)
+if(CAF_FOUND AND NOT TARGET CAF::core)
+  find_package(Threads REQUIRED)
+  add_library(CAF::core SHARED IMPORTED)
+  set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION "${CAF_core_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}" INTERFACE_LINK_LIBRARIES Threads::Threads)
+endif()
+mark_as_advanced(CAF_INCLUDE_DIR CAF_core_LIBRARY CAF_io_LIBRARY)
