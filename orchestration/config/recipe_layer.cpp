@@ -138,6 +138,11 @@ class chain_loader {
       out_.complete = false;
       return;
     }
+    if (!root.IsMap() && !root.IsNull()) {
+      fail({at(file, root.Mark()), "", "a recipe is a mapping of sections (grpo:, policy:, ...), got " +
+                                          layer_reader::shape_of(root)});
+      return;
+    }
     stack.push_back(identity(file));
     if (root.IsMap() && root["defaults"]) load_parents(file, root, stack);
     recipe_layer layer;

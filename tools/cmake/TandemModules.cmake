@@ -20,6 +20,7 @@ function(tandem_add_boost_tests exe)
   cmake_parse_arguments(T "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${exe} ${T_SOURCES} ${CMAKE_SOURCE_DIR}/tests/boost_main.cpp)
   target_link_libraries(${exe} PRIVATE ${T_LIBS} Boost::unit_test_framework)
+  target_include_directories(${exe} PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
   target_compile_definitions(${exe} PRIVATE
     TANDEM_SOURCE_DIR="${CMAKE_SOURCE_DIR}" TANDEM_BINARY_DIR="${CMAKE_BINARY_DIR}")
   if(NOT T_TIMEOUT)

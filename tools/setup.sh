@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what tandem builds with, from Debian packages; does nothing when all are present.
+# CUDA 13 (nvcc, cuBLAS, NCCL) is used from /usr/local/cuda when there; without it the build
+# leaves the CUDA backend out.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libcaf-dev libzmq3-dev cppzmq-dev libyaml-cpp-dev
+          libboost-test-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "tools/setup.sh: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "tools/setup.sh: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
