@@ -3,6 +3,7 @@
 // unit (layer or embedding table) at a time, double-buffered; gradients reduce into float32 shards.
 #include "orchestration/topology/memory_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace tandem::topology {
@@ -88,10 +89,16 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
   }
   const double usable = plan.device_bytes * c.policy.generation.gpu_memory_utilization;
   plan.kv_cache_bytes = usable - plan.generation.total_bytes();
-  const double per_token = static_cast<double>(m.kv_elements_per_token) * cb;
-  plan.kv_cache_tokens = plan.kv_cache_bytes > 0 && per_token > 0 ? plan.kv_cache_bytes / per_token : 0;
-  plan.generation.items.push_back({"KV cache (policy.generation.gpu_memory_utilization " +
-                                       std::to_string(c.policy.generation.gpu_memory_utilization).substr(0, 4) + ")",
+  // A sequence of the longest allowed length: full layers cache every position, sliding layers
+  // at most the window.
+  const double per_sequence =
+      cb * (static_cast<double>(m.kv_elements_per_token_full) * seq +
+            static_cast<double>(m.kv_elements_per_token_sliding) * std::min(seq, static_cast<double>(m.sliding_window)));
+  plan.kv_cache_sequences = plan.kv_cache_bytes > 0 && per_sequence > 0 ? plan.kv_cache_bytes / per_sequence : 0;
+  plan.kv_cache_tokens = plan.kv_cache_sequences * seq;
+  char utilization[16];
+  std::snprintf(utilization, sizeof utilization, "%.2f", c.policy.generation.gpu_memory_utilization);
+  plan.generation.items.push_back({std::string("KV cache (policy.generation.gpu_memory_utilization ") + utilization + ")",
                                    std::max(plan.kv_cache_bytes, 0.0)});
 
   for (const phase_budget* p : {&plan.training, &plan.logprobs}) {

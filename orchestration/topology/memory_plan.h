@@ -30,7 +30,8 @@ struct memory_plan {
   phase_budget logprobs;              ///< on each policy device
   phase_budget generation;            ///< on each rollout device, KV cache last
   double kv_cache_bytes = 0;          ///< what generation leaves for the KV cache (may be < 0)
-  double kv_cache_tokens = 0;         ///< tokens that fit in it
+  double kv_cache_sequences = 0;      ///< sequences of max_total_sequence_length that fit in it
+  double kv_cache_tokens = 0;         ///< kv_cache_sequences x max_total_sequence_length
   std::vector<std::string> warnings;  ///< phases over budget, a KV cache too small for one sequence
 };
 

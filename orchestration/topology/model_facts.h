@@ -16,7 +16,11 @@ struct model_facts {
   std::int64_t max_position_embeddings = 0;
   std::int64_t parameters = 0;             ///< elements of the text stack (tied head counted once)
   std::int64_t largest_gathered_unit = 0;  ///< elements of the largest layer or embedding table
-  std::int64_t kv_elements_per_token = 0;  ///< K and V elements cached per token, all cache layers
+  /// K and V elements cached per token by layers that keep every position (full attention) and
+  /// by sliding-window layers, which keep at most sliding_window positions of a sequence.
+  std::int64_t kv_elements_per_token_full = 0;
+  std::int64_t kv_elements_per_token_sliding = 0;
+  std::int64_t sliding_window = 0;
   /// Activation elements kept per token for backward, summed over layers, per recompute mode.
   std::int64_t saved_activations_none = 0;
   std::int64_t saved_activations_selective = 0;

@@ -94,8 +94,8 @@ std::string render_plan(const config::resolved_recipe& r, const model_facts& m, 
   phase(out, mem.logprobs, mem.device_bytes);
   phase(out, mem.generation, mem.device_bytes);
   out += "    " + pad("KV cache capacity", 62) + fmt("%12.0f tokens", mem.kv_cache_tokens) +
-         fmt(" (%.1f sequences of ", mem.kv_cache_tokens / static_cast<double>(c.policy.max_total_sequence_length)) +
-         std::to_string(c.policy.max_total_sequence_length) + " tokens)\n";
+         fmt(" (%.1f sequences of ", mem.kv_cache_sequences) + std::to_string(c.policy.max_total_sequence_length) +
+         " tokens; sliding-window layers cache at most " + std::to_string(m.sliding_window) + " per sequence)\n";
   for (const auto& w : mem.warnings) out += "warning: " + w + "\n";
   return out;
 }

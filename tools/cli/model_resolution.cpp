@@ -93,11 +93,15 @@ topology::model_facts facts_of(const gpu::model_config& c, const std::string& na
   if (c.hidden_size_per_layer_input > 0)
     f.largest_gathered_unit = std::max(f.largest_gathered_unit,
                                        c.vocab_size_per_layer_input * c.num_hidden_layers * c.hidden_size_per_layer_input);
-  f.kv_elements_per_token = gpu::kv_cache_bytes_per_token(c, gpu::dtype::float32) / 4;
+  f.sliding_window = c.sliding_window;
   const std::int64_t H = c.hidden_size, P = c.hidden_size_per_layer_input;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const auto& L = c.layers[static_cast<std::size_t>(l)];
     f.largest_gathered_unit = std::max(f.largest_gathered_unit, gpu::layer_parameter_count(c, l));
+    if (!L.is_kv_shared) {
+      const std::int64_t kv = 2 * L.num_key_value_heads * L.head_dim;
+      (L.type == gpu::layer_type::full ? f.kv_elements_per_token_full : f.kv_elements_per_token_sliding) += kv;
+    }
     // Saved for backward without recompute: norm inputs and outputs and residual sums (6H), q and
     // the attention output, raw and normed K/V of store-owning layers, the MLP's gate, up and
     // product, the MoE branch (router probabilities, per-slot expert activations, two norms) and
