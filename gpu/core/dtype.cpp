@@ -8,6 +8,8 @@ std::optional<dtype> parse_dtype(std::string_view name) {
   if (name == "float32" || name == "F32" || name == "float") return dtype::float32;
   if (name == "bfloat16" || name == "BF16") return dtype::bfloat16;
   if (name == "float16" || name == "F16" || name == "half") return dtype::float16;
+  if (name == "float64" || name == "F64" || name == "double") return dtype::float64;
+  if (name == "int32" || name == "I32") return dtype::int32;
   return std::nullopt;
 }
 

@@ -7,7 +7,9 @@
 
 namespace tandem::gpu {
 
-enum class dtype { float32, bfloat16, float16 };
+/// float64 exists for the CPU reference (finite differences, op references); models never use it.
+/// int32 holds token ids, positions, sequence offsets and expert indices.
+enum class dtype { float32, bfloat16, float16, float64, int32 };
 
 /// Bytes per element.
 constexpr std::size_t size_of(dtype t) {
@@ -15,6 +17,8 @@ constexpr std::size_t size_of(dtype t) {
     case dtype::float32: return 4;
     case dtype::bfloat16: return 2;
     case dtype::float16: return 2;
+    case dtype::float64: return 8;
+    case dtype::int32: return 4;
   }
   return 0;
 }
@@ -25,6 +29,8 @@ constexpr std::string_view to_string(dtype t) {
     case dtype::float32: return "float32";
     case dtype::bfloat16: return "bfloat16";
     case dtype::float16: return "float16";
+    case dtype::float64: return "float64";
+    case dtype::int32: return "int32";
   }
   return "?";
 }

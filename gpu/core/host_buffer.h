@@ -1,0 +1,70 @@
+// An owning, zero-initialised, 64-byte aligned host tensor: scratch space of the CPU backend and
+// the inputs and outputs of tests. Copies share the storage. Model state lives in slabs (slab.h).
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "gpu/core/half.h"
+#include "gpu/core/tensor.h"
+
+namespace tandem::gpu {
+
+/// The dtype of a C++ element type.
+template <class T>
+constexpr dtype dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return dtype::float32;
+  else if constexpr (std::is_same_v<T, double>) return dtype::float64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::int32;
+  else if constexpr (std::is_same_v<T, bfloat16>) return dtype::bfloat16;
+  else {
+    static_assert(std::is_same_v<T, float16>, "no dtype for this type");
+    return dtype::float16;
+  }
+}
+
+class host_buffer {
+ public:
+  host_buffer() = default;
+  host_buffer(dtype type, std::vector<std::int64_t> shape);
+
+  /// A buffer of T's dtype holding `values` (its size must match the shape).
+  template <class T>
+  static host_buffer of(std::vector<std::int64_t> shape, const std::vector<T>& values);
+
+  tensor view() const { return tensor::contiguous(data_.get(), type_, shape_); }
+  operator tensor() const { return view(); }  // NOLINT: a buffer is usable wherever a view is
+
+  template <class T>
+  T* data() const { return static_cast<T*>(data_.get()); }
+  template <class T>
+  std::span<T> span() const { return {data<T>(), static_cast<std::size_t>(numel())}; }
+  template <class T>
+  std::vector<T> to_vector() const { return {data<T>(), data<T>() + numel()}; }
+
+  dtype type() const { return type_; }
+  const std::vector<std::int64_t>& shape() const { return shape_; }
+  std::int64_t numel() const;
+
+ private:
+  struct aligned_free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  dtype type_ = dtype::float32;
+  std::vector<std::int64_t> shape_;
+  std::shared_ptr<void> data_;
+};
+
+template <class T>
+host_buffer host_buffer::of(std::vector<std::int64_t> shape, const std::vector<T>& values) {
+  host_buffer b(dtype_of<T>(), std::move(shape));
+  if (static_cast<std::int64_t>(values.size()) != b.numel()) std::abort();  // a test bug
+  std::copy(values.begin(), values.end(), b.data<T>());
+  return b;
+}
+
+}  // namespace tandem::gpu

@@ -1,0 +1,48 @@
+// Linear layers: checks and dispatch to GEMM.
+#include "gpu/ops/linear.h"
+
+#include "gpu/ops/cpu/gemm.h"
+#include "gpu/ops/dispatch.h"
+#include "gpu/ops/op_check.h"
+
+namespace tandem::gpu::ops {
+
+status linear_forward(const tensor& x, const tensor& w, const tensor& y, bool accumulate) {
+  constexpr const char* op = "linear_forward";
+  TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
+  const std::int64_t n = x.dim(0), in = x.dim(1);
+  TANDEM_RETURN_IF_ERROR(expect_shape(w, op, "w", {any, in}));
+  const std::int64_t out = w.dim(0);
+  TANDEM_RETURN_IF_ERROR(expect_shape(y, op, "y", {n, out}));
+  TANDEM_RETURN_IF_ERROR(expect_type(w, op, "w", x.type()));
+  TANDEM_RETURN_IF_ERROR(expect_type(y, op, "y", x.type()));
+  return dispatch_float(op, x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::gemm<T>(false, true, n, out, in, T(1), x.as<T>(), in, w.as<T>(), in, accumulate ? T(1) : T(0), y.as<T>(), out);
+    return status::ok();
+  });
+}
+
+status linear_backward(const tensor& x, const tensor& w, const tensor& dy, const tensor& dx, const tensor& dw,
+                       bool accumulate_dx) {
+  constexpr const char* op = "linear_backward";
+  TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
+  const std::int64_t n = x.dim(0), in = x.dim(1);
+  TANDEM_RETURN_IF_ERROR(expect_shape(w, op, "w", {any, in}));
+  const std::int64_t out = w.dim(0);
+  TANDEM_RETURN_IF_ERROR(expect_shape(dy, op, "dy", {n, out}));
+  if (!dx.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dx, op, "dx", {n, in}));
+  if (!dw.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dw, op, "dw", {out, in}));
+  for (const tensor* t : {&w, &dy, &dx, &dw})
+    if (!t->empty()) TANDEM_RETURN_IF_ERROR(expect_type(*t, op, "operand", x.type()));
+  return dispatch_float(op, x, [&](auto zero) {
+    using T = decltype(zero);
+    if (!dx.empty())
+      cpu::gemm<T>(false, false, n, in, out, T(1), dy.as<T>(), out, w.as<T>(), in, accumulate_dx ? T(1) : T(0),
+                   dx.as<T>(), in);
+    if (!dw.empty()) cpu::gemm<T>(true, false, out, in, n, T(1), dy.as<T>(), out, x.as<T>(), in, T(1), dw.as<T>(), in);
+    return status::ok();
+  });
+}
+
+}  // namespace tandem::gpu::ops
