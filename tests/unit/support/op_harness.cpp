@@ -73,7 +73,7 @@ void expect_close(const host_buffer& actual, const host_buffer& expected, tolera
   std::int64_t bad = 0, first = -1;
   for (std::int64_t i = 0; i < actual.numel(); ++i) {
     const double a = value_at(actual, i), e = value_at(expected, i);
-    const bool ok = std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e) || (std::isnan(a) && std::isnan(e));
+    const bool ok = a == e || std::abs(a - e) <= tol.atol + tol.rtol * std::abs(e) || (std::isnan(a) && std::isnan(e));
     if (!ok && bad++ == 0) first = i;
   }
   if (bad == 0) {

@@ -1,0 +1,55 @@
+// Logit softcapping: checks and dispatch to the CPU kernels.
+#include "gpu/ops/softcap.h"
+
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "gpu/ops/cpu/softcap.h"
+#include "gpu/ops/dispatch.h"
+#include "gpu/ops/op_check.h"
+
+namespace tandem::gpu::ops {
+namespace {
+
+// A double as a message shows it ("0", "1e-06", "-2.5").
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+status softcap_forward(const tensor& x, double cap, const tensor& y) {
+  constexpr const char* op = "softcap_forward";
+  TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
+  TANDEM_RETURN_IF_ERROR(expect_shape(y, op, "y", {x.dim(0), x.dim(1)}));
+  TANDEM_RETURN_IF_ERROR(expect_type(y, op, "y", x.type()));
+  TANDEM_RETURN_IF_ERROR(expect_same_device(y, x, op, "y"));
+  TANDEM_RETURN_IF_ERROR(require(cap > 0, op, "cap must be positive, got " + number(cap)));
+  return dispatch_float(op, x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::softcap_forward<T>(x.as<T>(), x.numel(), static_cast<T>(cap), y.as<T>());
+    return status::ok();
+  });
+}
+
+status softcap_backward(const tensor& x, double cap, const tensor& dy, const tensor& dx) {
+  constexpr const char* op = "softcap_backward";
+  TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
+  TANDEM_RETURN_IF_ERROR(expect_shape(dy, op, "dy", {x.dim(0), x.dim(1)}));
+  TANDEM_RETURN_IF_ERROR(expect_shape(dx, op, "dx", {x.dim(0), x.dim(1)}));
+  for (auto [t, name] : {std::pair{&dy, "dy"}, {&dx, "dx"}}) {
+    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
+    TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
+  }
+  TANDEM_RETURN_IF_ERROR(require(cap > 0, op, "cap must be positive, got " + number(cap)));
+  return dispatch_float(op, x, [&](auto zero) {
+    using T = decltype(zero);
+    cpu::softcap_backward<T>(x.as<T>(), dy.as<T>(), x.numel(), static_cast<T>(cap), dx.as<T>());
+    return status::ok();
+  });
+}
+
+}  // namespace tandem::gpu::ops
