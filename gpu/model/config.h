@@ -12,6 +12,7 @@
 
 #include "gpu/core/dtype.h"
 #include "gpu/core/status.h"
+#include "gpu/ops/rope.h"
 
 namespace tandem::gpu {
 
@@ -27,19 +28,12 @@ enum class config_model_type {
 /// Attention kind of one decoder layer ("sliding_attention" / "full_attention" in the file).
 enum class layer_type { sliding, full };
 
-/// RoPE variant: "default" (plain, all pairs rotate) or "proportional" (only the first
-/// R = int(partial_rotary_factor * d // 2) of d/2 frequencies are non-zero, denominator d).
-enum class rope_kind { standard, proportional };
-
-/// RoPE settings of one layer type (one inv_freq table each).
-struct rope_config {
-  rope_kind kind = rope_kind::standard;  ///< file value "default" or "proportional"
-  double theta = 10000.0;                ///< rope_theta, the frequency base
-  double partial_rotary_factor = 1.0;    ///< rotated fraction of the head; 1.0 for "default"
-  double factor = 1.0;                   ///< inv_freq divisor; 1.0 for "default" (HF ignores it)
-
-  bool operator==(const rope_config&) const = default;
-};
+/// RoPE variant and settings of one layer type (one inv_freq table each): the op's own parameter
+/// struct, so the model hands its config straight to ops::rope_inv_freq. "default" in the file is
+/// rope_kind::standard; "proportional" rotates only the first R = int(partial_rotary_factor * d // 2)
+/// of d/2 frequencies (denominator d).
+using rope_kind = ops::rope_kind;
+using rope_config = ops::rope_parameters;
 
 /// Everything that differs between decoder layers, resolved from layer_types, the flat
 /// global_* keys or per_layer_config, KV sharing and the double-wide MLP.

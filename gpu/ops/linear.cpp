@@ -1,6 +1,8 @@
 // Linear layers: checks and dispatch to GEMM.
 #include "gpu/ops/linear.h"
 
+#include <utility>
+
 #include "gpu/ops/cpu/gemm.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
@@ -16,6 +18,8 @@ status linear_forward(const tensor& x, const tensor& w, const tensor& y, bool ac
   TANDEM_RETURN_IF_ERROR(expect_shape(y, op, "y", {n, out}));
   TANDEM_RETURN_IF_ERROR(expect_type(w, op, "w", x.type()));
   TANDEM_RETURN_IF_ERROR(expect_type(y, op, "y", x.type()));
+  TANDEM_RETURN_IF_ERROR(expect_same_device(w, x, op, "w"));
+  TANDEM_RETURN_IF_ERROR(expect_same_device(y, x, op, "y"));
   return dispatch_float(op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::gemm<T>(false, true, n, out, in, T(1), x.as<T>(), in, w.as<T>(), in, accumulate ? T(1) : T(0), y.as<T>(), out);
@@ -33,8 +37,12 @@ status linear_backward(const tensor& x, const tensor& w, const tensor& dy, const
   TANDEM_RETURN_IF_ERROR(expect_shape(dy, op, "dy", {n, out}));
   if (!dx.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dx, op, "dx", {n, in}));
   if (!dw.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dw, op, "dw", {out, in}));
-  for (const tensor* t : {&w, &dy, &dx, &dw})
-    if (!t->empty()) TANDEM_RETURN_IF_ERROR(expect_type(*t, op, "operand", x.type()));
+  const std::pair<const tensor*, const char*> operands[] = {{&w, "w"}, {&dy, "dy"}, {&dx, "dx"}, {&dw, "dw"}};
+  for (const auto& [t, name] : operands) {
+    if (t->empty()) continue;
+    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
+    TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
+  }
   return dispatch_float(op, x, [&](auto zero) {
     using T = decltype(zero);
     if (!dx.empty())

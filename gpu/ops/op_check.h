@@ -1,5 +1,5 @@
 // Argument checks shared by every op: a failed check returns invalid_argument naming the op, the
-// tensor and what was expected, e.g. "rmsnorm_forward: x: expected F32 or F64 [*, 64], got I32 [4, 64]".
+// tensor and what was expected, e.g. "linear_forward: w: expected [*, 6], got F32 [5, 7] cpu".
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,8 @@ struct rope_parameters {
   double theta = 10000.0;               ///< rope_theta, > 0
   double partial_rotary_factor = 1.0;   ///< proportional only, in [0, 1]
   double factor = 1.0;                  ///< proportional only, > 0 (published configs: 1.0)
+
+  bool operator==(const rope_parameters&) const = default;
 };
 
 /// inv_freq F32 [head_dim / 2], computed in float32 like HF (spec §5.11):

@@ -49,10 +49,17 @@ BOOST_AUTO_TEST_CASE(mismatched_shapes_are_refused_naming_the_tensor) {
 
 BOOST_AUTO_TEST_CASE(a_tensor_on_a_cuda_device_is_refused_until_that_backend_exists) {
   host_buffer x(dtype::float32, {2, 2}), w(dtype::float32, {2, 2}), y(dtype::float32, {2, 2});
-  const tensor xc = tensor(x.data<float>(), dtype::float32, {2, 2}, device::cuda(0));
-  const status s = ops::linear_forward(xc, w, y);
+  const auto on_cuda = [](const host_buffer& b) { return tensor(b.data<float>(), dtype::float32, {2, 2}, device::cuda(0)); };
+  const status s = ops::linear_forward(on_cuda(x), on_cuda(w), on_cuda(y));
   BOOST_TEST((s.code() == status_code::unsupported));
   BOOST_TEST(s.message() == "linear_forward: no CUDA implementation yet (tensor on cuda:0)");
+}
+
+BOOST_AUTO_TEST_CASE(operands_on_different_devices_are_refused_before_any_memory_is_touched) {
+  host_buffer x(dtype::float32, {2, 2}), w(dtype::float32, {2, 2}), y(dtype::float32, {2, 2});
+  const tensor wc = tensor(w.data<float>(), dtype::float32, {2, 2}, device::cuda(0));
+  BOOST_TEST(ops::linear_forward(x, wc, y).message() == "linear_forward: w is on cuda:0, the other operands on cpu");
+  BOOST_TEST(ops::linear_backward(x, w, y, tensor{}, wc).message() == "linear_backward: dw is on cuda:0, the other operands on cpu");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

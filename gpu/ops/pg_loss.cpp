@@ -1,0 +1,154 @@
+// Policy-gradient loss: argument, setting and value checks, then dispatch to the CPU kernels.
+#include "gpu/ops/pg_loss.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "gpu/ops/cpu/pg_loss.h"
+#include "gpu/ops/dispatch.h"
+#include "gpu/ops/op_check.h"
+
+namespace tandem::gpu::ops {
+namespace {
+
+std::string number(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
+/// Shapes, dtypes and devices of the inputs.
+status check_inputs(const char* op, const pg_loss_inputs& in, const pg_loss_settings& s) {
+  TANDEM_RETURN_IF_ERROR(expect_shape(in.lp_cur, op, "lp_cur", {any}));
+  const dtype type = in.lp_cur.type();
+  if (type != dtype::float32 && type != dtype::float64)
+    return require(false, op, "lp_cur: expected dtype float32 or float64, got " + in.lp_cur.describe());
+  const std::int64_t n = in.lp_cur.dim(0);
+  auto per_token = [&](const tensor& t, const char* name) {
+    TANDEM_RETURN_IF_ERROR(expect_shape(t, op, name, {n}));
+    TANDEM_RETURN_IF_ERROR(expect_type(t, op, name, type));
+    return expect_same_device(t, in.lp_cur, op, name);
+  };
+  if (!s.force_on_policy_ratio || !in.lp_prev.empty()) TANDEM_RETURN_IF_ERROR(per_token(in.lp_prev, "lp_prev"));
+  TANDEM_RETURN_IF_ERROR(per_token(in.lp_gen, "lp_gen"));
+  TANDEM_RETURN_IF_ERROR(per_token(in.advantages, "advantages"));
+  TANDEM_RETURN_IF_ERROR(per_token(in.mask, "mask"));
+  if (s.kl_beta > 0) TANDEM_RETURN_IF_ERROR(per_token(in.lp_ref, "lp_ref"));
+  TANDEM_RETURN_IF_ERROR(expect_shape(in.seq_offsets, op, "seq_offsets", {any}));
+  TANDEM_RETURN_IF_ERROR(expect_type(in.seq_offsets, op, "seq_offsets", dtype::int32));
+  return expect_same_device(in.seq_offsets, in.lp_cur, op, "seq_offsets");
+}
+
+/// Value ranges of the settings and of the global count the chosen normalisation divides by.
+status check_settings(const char* op, const pg_loss_inputs& in, const pg_loss_settings& s) {
+  TANDEM_RETURN_IF_ERROR(require(s.ratio_clip_min >= 0 && s.ratio_clip_min <= 1, op,
+                                 "ratio_clip_min must be in [0, 1], got " + number(s.ratio_clip_min)));
+  TANDEM_RETURN_IF_ERROR(require(std::isfinite(s.ratio_clip_max) && s.ratio_clip_max >= 0, op,
+                                 "ratio_clip_max must be finite and >= 0, got " + number(s.ratio_clip_max)));
+  if (s.ratio_clip_c)
+    TANDEM_RETURN_IF_ERROR(require(*s.ratio_clip_c > 1, op, "ratio_clip_c must be > 1, got " + number(*s.ratio_clip_c)));
+  if (s.importance != importance_correction::off && s.importance != importance_correction::plain) {
+    TANDEM_RETURN_IF_ERROR(
+        require(s.is_ratio_max > 0, op, "is_ratio_max must be > 0, got " + number(s.is_ratio_max)));
+    TANDEM_RETURN_IF_ERROR(require(s.is_ratio_min >= 0 && s.is_ratio_min <= s.is_ratio_max, op,
+                                   "is_ratio_min must be in [0, is_ratio_max], got " + number(s.is_ratio_min)));
+  }
+  TANDEM_RETURN_IF_ERROR(require(std::isfinite(s.kl_beta) && s.kl_beta >= 0, op,
+                                 "kl_beta must be finite and >= 0, got " + number(s.kl_beta)));
+  TANDEM_RETURN_IF_ERROR(
+      require(s.kl_input_clamp > 0, op, "kl_input_clamp must be > 0, got " + number(s.kl_input_clamp)));
+  TANDEM_RETURN_IF_ERROR(
+      require(s.kl_output_clamp > 0, op, "kl_output_clamp must be > 0, got " + number(s.kl_output_clamp)));
+  if (s.token_level_loss)
+    return require(std::isfinite(in.global_token_count) && in.global_token_count > 0, op,
+                   "global_token_count must be finite and > 0 for a token-level loss, got " +
+                       number(in.global_token_count));
+  return require(std::isfinite(in.global_sequence_count) && in.global_sequence_count > 0, op,
+                 "global_sequence_count must be finite and > 0 for a sequence-level loss, got " +
+                     number(in.global_sequence_count));
+}
+
+/// Offsets rise from 0 to the token count; mask values are 0 or 1 (host memory only).
+template <class T>
+status check_values(const char* op, const pg_loss_inputs& in) {
+  const std::int64_t n = in.lp_cur.dim(0), count = in.seq_offsets.dim(0);
+  const auto* o = in.seq_offsets.as<const std::int32_t>();
+  TANDEM_RETURN_IF_ERROR(require(o[0] == 0, op, "seq_offsets[0] must be 0, got " + std::to_string(o[0])));
+  for (std::int64_t s = 1; s < count; ++s)
+    if (o[s] < o[s - 1])
+      return require(false, op,
+                     "seq_offsets must not decrease: seq_offsets[" + std::to_string(s) + "] = " + std::to_string(o[s]) +
+                         " after " + std::to_string(o[s - 1]));
+  TANDEM_RETURN_IF_ERROR(require(o[count - 1] == n, op,
+                                 "seq_offsets[" + std::to_string(count - 1) + "] must equal the token count " +
+                                     std::to_string(n) + ", got " + std::to_string(o[count - 1])));
+  const T* m = in.mask.as<const T>();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (m[i] != T(0) && m[i] != T(1))
+      return require(false, op,
+                     "mask: values must be 0 or 1, got " + number(static_cast<double>(m[i])) + " at token " +
+                         std::to_string(i));
+  return status::ok();
+}
+
+}  // namespace
+
+void pg_loss_metrics::merge(const pg_loss_metrics& o) {
+  pg_loss += o.pg_loss;
+  kl_penalty += o.kl_penalty;
+  token_count += o.token_count;
+  sequence_count += o.sequence_count;
+  clipped_low += o.clipped_low;
+  clipped_high += o.clipped_high;
+  clipped_dual += o.clipped_dual;
+  is_truncated_tokens += o.is_truncated_tokens;
+  is_masked_sequences += o.is_masked_sequences;
+  ratio_sum += o.ratio_sum;
+  ratio_min = std::min(ratio_min, o.ratio_min);
+  ratio_max = std::max(ratio_max, o.ratio_max);
+  ratio_clamped_sum += o.ratio_clamped_sum;
+  ratio_clamped_min = std::min(ratio_clamped_min, o.ratio_clamped_min);
+  ratio_clamped_max = std::max(ratio_clamped_max, o.ratio_clamped_max);
+  importance_weight_sum += o.importance_weight_sum;
+  mult_prob_error_sum += o.mult_prob_error_sum;
+  gen_kl_error_sum += o.gen_kl_error_sum;
+  approx_entropy_sum += o.approx_entropy_sum;
+}
+
+status pg_loss_forward(const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
+                       pg_loss_metrics* metrics) {
+  constexpr const char* op = "pg_loss_forward";
+  TANDEM_RETURN_IF_ERROR(check_inputs(op, in, settings));
+  TANDEM_RETURN_IF_ERROR(expect_shape(loss, op, "loss", {1}));
+  TANDEM_RETURN_IF_ERROR(expect_type(loss, op, "loss", in.lp_cur.type()));
+  TANDEM_RETURN_IF_ERROR(expect_same_device(loss, in.lp_cur, op, "loss"));
+  TANDEM_RETURN_IF_ERROR(check_settings(op, in, settings));
+  return dispatch_float(op, in.lp_cur, [&](auto zero) {
+    using T = decltype(zero);
+    TANDEM_RETURN_IF_ERROR(check_values<T>(op, in));
+    pg_loss_metrics local;
+    cpu::pg_loss_forward<T>(in, settings, loss.as<T>(), metrics ? *metrics : local);
+    return status::ok();
+  });
+}
+
+status pg_loss_backward(const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
+                        const tensor& d_lp_cur, bool accumulate) {
+  constexpr const char* op = "pg_loss_backward";
+  TANDEM_RETURN_IF_ERROR(check_inputs(op, in, settings));
+  TANDEM_RETURN_IF_ERROR(expect_shape(d_lp_cur, op, "d_lp_cur", {in.lp_cur.dim(0)}));
+  TANDEM_RETURN_IF_ERROR(expect_type(d_lp_cur, op, "d_lp_cur", in.lp_cur.type()));
+  TANDEM_RETURN_IF_ERROR(expect_same_device(d_lp_cur, in.lp_cur, op, "d_lp_cur"));
+  TANDEM_RETURN_IF_ERROR(check_settings(op, in, settings));
+  TANDEM_RETURN_IF_ERROR(require(std::isfinite(dloss), op, "dloss must be finite, got " + number(dloss)));
+  return dispatch_float(op, in.lp_cur, [&](auto zero) {
+    using T = decltype(zero);
+    TANDEM_RETURN_IF_ERROR(check_values<T>(op, in));
+    cpu::pg_loss_backward<T>(in, settings, dloss, d_lp_cur.as<T>(), accumulate);
+    return status::ok();
+  });
+}
+
+}  // namespace tandem::gpu::ops
