@@ -1,0 +1,98 @@
+// The train engine contract: per-token logprobs of packed sequences (chunked over the vocabulary,
+// scored under the sampler's distribution), the clipped policy-gradient loss and its backward on
+// micro-batches, the optimizer step, and the weight export / import used by refit and
+// checkpoints. Implementations: the CPU engine and the CUDA engine (later issues); the
+// policy_worker actor drives one through this interface.
+//
+// A training step, as the policy_worker runs it:
+//
+//   logprobs(batch)                        -> lp_prev (and lp_ref with the reference weights)
+//   for each micro-batch: train_micro_batch(mb, global counts)   gradients accumulate
+//   optimizer_step()                       -> clip, all-reduce / reduce-scatter, AdamW, zero grads
+//   export_bucket(i) for i < bucket_count  -> refit (the weight version increments)
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <vector>
+
+#include "gpu/core/status.h"
+#include "gpu/engine/weight_manifest.h"
+#include "gpu/ops/logprobs.h"
+#include "gpu/ops/pg_loss.h"
+
+namespace tandem::gpu {
+
+/// Variable-length sequences packed end to end (no padding).
+struct packed_sequences {
+  std::vector<std::int32_t> tokens;   ///< every sequence's tokens, concatenated
+  std::vector<std::int32_t> offsets;  ///< [sequences + 1]; sequence s is tokens[offsets[s], offsets[s+1])
+};
+
+/// One micro-batch of the loss: sequences plus their per-token RL data, aligned with `tokens`
+/// (the value at token t scores predicting token t from tokens before it; token 0 of each
+/// sequence has mask 0).
+struct train_micro_batch_data {
+  packed_sequences sequences;
+  std::vector<float> advantages;  ///< per token
+  std::vector<float> mask;        ///< per token, 0 or 1 (loss mask x sample mask)
+  std::vector<float> lp_prev;     ///< per token, from logprobs() before the step
+  std::vector<float> lp_gen;      ///< per token, from the generator
+  std::vector<float> lp_ref;      ///< per token, reference policy; empty when the KL term is off
+};
+
+/// Totals over every micro-batch of every data-parallel rank of the step, so summed micro-batch
+/// losses equal the global loss.
+struct global_counts {
+  std::int64_t tokens = 0;     ///< masked tokens
+  std::int64_t sequences = 0;  ///< sequences with at least one masked token
+};
+
+struct optimizer_result {
+  double grad_norm = 0;  ///< global L2 norm before clipping
+  double lr = 0;         ///< learning rate used
+  std::int64_t step = 0; ///< optimizer steps taken so far, this one included
+};
+
+class train_engine {
+ public:
+  virtual ~train_engine() = default;
+
+  /// Per-token logprobs of each sequence (token 0 of a sequence gets 0) at `params`' temperature
+  /// and top-k/top-p masks, as the generator sampled them. Processes logits in chunks of rows;
+  /// never holds [tokens, vocabulary] at once. Leaves weights and gradients untouched.
+  virtual result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) = 0;
+
+  /// Forward, loss and backward of one micro-batch; gradients accumulate until optimizer_step().
+  /// On failure the accumulated gradients are unspecified: the caller must discard the step
+  /// (zero_gradients()) before training again. Weights are untouched.
+  virtual result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb,
+                                                         const ops::pg_loss_settings& loss,
+                                                         const global_counts& counts,
+                                                         const ops::sampling_params& params) = 0;
+
+  /// Reduces gradients over data-parallel ranks, clips to the configured norm, applies AdamW to
+  /// this rank's shard, gathers the updated weights, and zeroes the gradients. On failure the
+  /// weights are those before the call (the update is applied to a shard only after every
+  /// collective succeeded) and the gradients are zeroed.
+  virtual result<optimizer_result> optimizer_step() = 0;
+
+  /// Drops accumulated gradients.
+  virtual void zero_gradients() = 0;
+
+  /// The refit manifest: every weight the generator needs, Hugging Face names, in slab order.
+  virtual const weight_manifest& manifest() const = 0;
+  /// Writes bucket `index` of `plan` (built from manifest()) into `out` (plan.bucket_size(index)
+  /// bytes). Leaves the engine untouched.
+  virtual status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const = 0;
+
+  /// Saves weights as a Hugging Face safetensors directory and optimizer state by tensor name
+  /// (so a run can resume with another data-parallel size). Writes into a temporary folder and
+  /// renames it into place: a failed save leaves no partial directory behind.
+  virtual status save(const std::filesystem::path& directory) const = 0;
+  /// Loads what save() wrote. On failure nothing is changed.
+  virtual status load(const std::filesystem::path& directory) = 0;
+};
+
+}  // namespace tandem::gpu
