@@ -16,8 +16,7 @@
 #include <string>
 #include <type_traits>
 
-#include "gpu/core/dtype.h"
-#include "gpu/core/half.h"
+#include "gpu/core/dtype_of.h"
 #include "gpu/core/status.h"
 
 namespace tandem::gpu {
@@ -33,25 +32,25 @@ class communicator {
   /// data is root's data on every rank afterwards.
   template <class T>
   status broadcast(std::span<T> data, int root) {
-    return broadcast_raw(data.data(), static_cast<std::int64_t>(data.size()), type_of<T>(), root);
+    return broadcast_raw(data.data(), static_cast<std::int64_t>(data.size()), dtype_of<T>(), root);
   }
   /// In place: data becomes the element-wise reduction over ranks.
   template <class T>
   status all_reduce(std::span<T> data, reduce_op op = reduce_op::sum) {
-    return all_reduce_raw(data.data(), static_cast<std::int64_t>(data.size()), type_of<T>(), op);
+    return all_reduce_raw(data.data(), static_cast<std::int64_t>(data.size()), dtype_of<T>(), op);
   }
   /// out = concat over ranks of in; out.size() == in.size() * size().
   template <class T>
   status all_gather(std::span<const std::type_identity_t<T>> in, std::span<T> out) {
     if (out.size() != in.size() * static_cast<std::size_t>(size())) return size_mismatch("all_gather");
-    return all_gather_raw(in.data(), out.data(), static_cast<std::int64_t>(in.size()), type_of<T>());
+    return all_gather_raw(in.data(), out.data(), static_cast<std::int64_t>(in.size()), dtype_of<T>());
   }
   /// out = this rank's shard (rank r: elements [r*n, (r+1)*n)) of the sum over ranks of in;
   /// in.size() == out.size() * size().
   template <class T>
   status reduce_scatter(std::span<const std::type_identity_t<T>> in, std::span<T> out) {
     if (in.size() != out.size() * static_cast<std::size_t>(size())) return size_mismatch("reduce_scatter");
-    return reduce_scatter_raw(in.data(), out.data(), static_cast<std::int64_t>(out.size()), type_of<T>());
+    return reduce_scatter_raw(in.data(), out.data(), static_cast<std::int64_t>(out.size()), dtype_of<T>());
   }
 
  protected:
@@ -62,18 +61,6 @@ class communicator {
   virtual status reduce_scatter_raw(const void* in, void* out, std::int64_t count_per_rank, dtype type) = 0;
 
  private:
-  template <class T>
-  static constexpr dtype type_of() {
-    using U = std::remove_const_t<T>;
-    if constexpr (std::is_same_v<U, float>) return dtype::float32;
-    else if constexpr (std::is_same_v<U, double>) return dtype::float64;
-    else if constexpr (std::is_same_v<U, std::int32_t>) return dtype::int32;
-    else if constexpr (std::is_same_v<U, bfloat16>) return dtype::bfloat16;
-    else {
-      static_assert(std::is_same_v<U, float16>, "collectives carry float32/64, bfloat16, float16 or int32");
-      return dtype::float16;
-    }
-  }
   static status size_mismatch(const char* op) {
     return {status_code::invalid_argument, std::string(op) + ": output size must be the input size times the group size (or its inverse)"};
   }

@@ -9,23 +9,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "gpu/core/half.h"
+#include "gpu/core/dtype_of.h"
 #include "gpu/core/tensor.h"
 
 namespace tandem::gpu {
-
-/// The dtype of a C++ element type.
-template <class T>
-constexpr dtype dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return dtype::float32;
-  else if constexpr (std::is_same_v<T, double>) return dtype::float64;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return dtype::int32;
-  else if constexpr (std::is_same_v<T, bfloat16>) return dtype::bfloat16;
-  else {
-    static_assert(std::is_same_v<T, float16>, "no dtype for this type");
-    return dtype::float16;
-  }
-}
 
 class host_buffer {
  public:

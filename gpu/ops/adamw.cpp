@@ -14,12 +14,6 @@ namespace {
 
 constexpr const char* op = "adamw_step";
 
-std::string number(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
-}
-
 status check_hyper(const adamw_hyper& h) {
   TANDEM_RETURN_IF_ERROR(require(h.step >= 1, op, "step must be >= 1, got " + std::to_string(h.step)));
   TANDEM_RETURN_IF_ERROR(require(std::isfinite(h.lr), op, "lr must be finite, got " + number(h.lr)));

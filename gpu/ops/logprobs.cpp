@@ -14,11 +14,6 @@
 namespace tandem::gpu::ops {
 namespace {
 
-std::string number(double value) {
-  std::ostringstream s;
-  s << value;
-  return s.str();
-}
 
 /// Shapes, dtypes and devices shared by the forward and the backward.
 status check_rows(const char* op, const tensor& logits, const tensor& targets) {

@@ -1,7 +1,15 @@
 // Argument checks of ops.
 #include "gpu/ops/op_check.h"
 
+#include <sstream>
+
 namespace tandem::gpu::ops {
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
 
 status require(bool condition, std::string_view op, const std::string& message) {
   if (condition) return status::ok();

@@ -22,6 +22,9 @@ namespace tandem::gpu::ops {
 /// Dimension wildcard for expect_shape.
 constexpr std::int64_t any = -1;
 
+/// A double as messages show it: "0", "1e-06", "-2.5" (iostream's default format).
+std::string number(double v);
+
 /// invalid_argument "<op>: <message>" unless `condition`.
 status require(bool condition, std::string_view op, const std::string& message);
 

@@ -13,12 +13,6 @@
 namespace tandem::gpu::ops {
 namespace {
 
-std::string number(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g", x);
-  return text;
-}
-
 /// Shapes, dtypes and devices of the inputs.
 status check_inputs(const char* op, const pg_loss_inputs& in, const pg_loss_settings& s) {
   TANDEM_RETURN_IF_ERROR(expect_shape(in.lp_cur, op, "lp_cur", {any}));

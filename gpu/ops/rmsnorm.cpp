@@ -1,7 +1,6 @@
 // RMSNorm: checks and dispatch to the CPU kernels.
 #include "gpu/ops/rmsnorm.h"
 
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -10,17 +9,6 @@
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops {
-namespace {
-
-// A double as a message shows it ("0", "1e-06", "-2.5").
-std::string number(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
-
-}  // namespace
-
 status rmsnorm_forward(const tensor& x, const tensor& w, double eps, const tensor& y, const tensor& inv_rms) {
   constexpr const char* op = "rmsnorm_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));

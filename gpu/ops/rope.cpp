@@ -14,12 +14,6 @@
 namespace tandem::gpu::ops {
 namespace {
 
-// A double as a message shows it ("0", "1e-06", "-2.5").
-std::string number(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 // The shared checks of rope_forward and rope_backward: in [tokens, heads, d], d even, tables
 // [tokens, d], out like in, one dtype, one device.
