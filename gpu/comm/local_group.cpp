@@ -84,8 +84,11 @@ status local_communicator::exchange(const void* buffer, std::int64_t count, cons
 void local_communicator::finish() { group_->sync.arrive_and_wait(); }
 
 status local_communicator::broadcast_raw(void* data, std::int64_t count, dtype type, int root) {
-  if (root < 0 || root >= size()) return {status_code::invalid_argument, "broadcast: root " + std::to_string(root) + " is not a rank"};
   if (status s = exchange(data, count, "broadcast"); !s) return s;
+  if (root < 0 || root >= size()) {
+    finish();  // keeps the barrier phases of every rank aligned
+    return {status_code::invalid_argument, "broadcast: root " + std::to_string(root) + " is not a rank"};
+  }
   if (rank_ != root)
     std::memcpy(data, group_->buffers[static_cast<std::size_t>(root)], static_cast<std::size_t>(count) * size_of(type));
   finish();

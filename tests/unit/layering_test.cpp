@@ -43,7 +43,8 @@ const std::vector<include_rule>& rules() {
       {"gpu/", "tools/*", "gpu/ may not include tools/"},
       {"gpu/", "caf/*", "gpu/ may not include CAF"},
       {"gpu/", "zmq.h", "gpu/ may not include ZeroMQ"},
-      {"gpu/", "zmq.hpp", "gpu/ may not include ZeroMQ"},
+      {"gpu/", "zmq.hpp", "gpu/ may include ZeroMQ only as <zmq.hpp> under gpu/comm/ (the CPU data plane)",
+       "gpu/comm/", "zmq.hpp"},
       {"gpu/", "yaml-cpp/*", "gpu/ may not include yaml-cpp"},
       {"orchestration/", "gpu/*", "orchestration/ may not include gpu/"},
       {"orchestration/", "actors/*", "orchestration/ may not include actors/"},
@@ -149,8 +150,14 @@ BOOST_AUTO_TEST_CASE(the_scanner_reports_each_forbidden_include_with_file_line_a
       "gpu/ops/cuda/fake.cu:3: #include <caf/all.hpp>: CAF stays out of .cu files",
       "gpu/ops/cuda/fake.cu:4: #include \"orchestration/config/recipe.h\": gpu/ may not include orchestration/",
       "gpu/ops/cuda/fake.cu:6: #include <yaml-cpp/yaml.h>: gpu/ may not include yaml-cpp",
-      "gpu/ops/cuda/fake.cu:7: #include <zmq.hpp>: gpu/ may not include ZeroMQ"};
+      "gpu/ops/cuda/fake.cu:7: #include <zmq.hpp>: gpu/ may include ZeroMQ only as <zmq.hpp> under gpu/comm/ (the CPU data plane)"};
   BOOST_TEST(texts(scan_text("gpu/ops/cuda/fake.cu", gpu_file)) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_cpu_data_plane_in_gpu_comm_may_use_zmq_hpp_but_not_zmq_h) {
+  const std::string text = "#include <zmq.hpp>\n#include <zmq.h>\n";
+  const std::vector<std::string> expected = {"gpu/comm/zmq_group.cpp:2: #include <zmq.h>: gpu/ may not include ZeroMQ"};
+  BOOST_TEST(texts(scan_text("gpu/comm/zmq_group.cpp", text)) == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(orchestration_may_use_zmq_hpp_only_under_control_and_never_cuda_or_caf) {

@@ -5,7 +5,6 @@
 
 #include <caf/all.hpp>
 #include <caf/test/dsl.hpp>
-#include <caf/test/unit_test_impl.hpp>
 
 namespace {
 

@@ -85,4 +85,14 @@ BOOST_AUTO_TEST_CASE(gather_output_of_the_wrong_size_is_refused_before_any_excha
   BOOST_TEST(s.message() == "all_gather: output size must be the input size times the group size (or its inverse)");
 }
 
+BOOST_AUTO_TEST_CASE(a_bad_broadcast_root_fails_on_every_rank_without_hanging) {
+  std::vector<std::string> errors(2);
+  on_ranks(2, [&](communicator& c) {
+    std::vector<float> d(4);
+    errors[static_cast<std::size_t>(c.rank())] = c.broadcast(std::span<float>(d), 5).message();
+  });
+  BOOST_TEST(errors[0] == "broadcast: root 5 is not a rank");
+  BOOST_TEST(errors[1] == "broadcast: root 5 is not a rank");
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,145 @@
+// Summaries of the actor messages for logs and CAF's test output, and the bucket checksum.
+#include "actors/api/messages.hpp"
+
+#include <cstdio>
+
+namespace tandem {
+namespace {
+
+std::string v(weight_version x) { return "v" + std::to_string(x); }
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+}  // namespace
+
+std::span<const std::byte> weight_bucket::view() const {
+  if (!bytes) return {};
+  return {bytes->data(), bytes->size()};
+}
+
+std::uint64_t bucket_checksum(std::span<const std::byte> bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::byte b : bytes) {
+    h ^= static_cast<std::uint64_t>(b);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string to_string(const generate_job& x) {
+  return "generate_job(" + v(x.version) + ", " + std::to_string(x.requests.size()) + " requests)";
+}
+
+std::string to_string(const trajectory& x) {
+  return "trajectory(id " + std::to_string(x.id) + ", " + v(x.version) + ", " + std::to_string(x.prompt.size()) +
+         "+" + std::to_string(x.tokens.size()) + " tokens, " + x.worker + ")";
+}
+
+std::string to_string(const generate_result& x) {
+  return "generate_result(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.trajectories.size()) +
+         " trajectories)";
+}
+
+std::string to_string(const score_job& x) {
+  return "score_job(step " + std::to_string(x.step) + ", " + std::to_string(x.trajectories.size()) + " trajectories)";
+}
+
+std::string to_string(const env_feedback& x) {
+  std::string out = "env_feedback(reward " + fmt(x.reward);
+  if (!x.done) out += ", next observation of " + std::to_string(x.next_observation ? x.next_observation->size() : 0) + " tokens";
+  return out + ")";
+}
+
+std::string to_string(const score_result& x) {
+  return "score_result(" + std::to_string(x.feedback.size()) + " rewards)";
+}
+
+std::string to_string(const logprobs_job& x) {
+  const std::size_t n = x.sequences.offsets.empty() ? 0 : x.sequences.offsets.size() - 1;
+  return "logprobs_job(" + std::to_string(n) + " sequences, " + std::to_string(x.sequences.tokens.size()) + " tokens)";
+}
+
+std::string to_string(const logprobs_result& x) {
+  return "logprobs_result(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.logprobs.size()) + " tokens)";
+}
+
+std::string to_string(const train_job& x) {
+  return "train_job(" + v(x.version) + ", " + std::to_string(x.micro_batches.size()) + " micro-batches, " +
+         std::to_string(x.counts.tokens) + " global tokens)";
+}
+
+std::string to_string(const train_report& x) {
+  return "train_report(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.micro_batches) +
+         " micro-batches, pg_loss " + fmt(x.metrics.pg_loss) + ")";
+}
+
+std::string to_string(const manifest_reply& x) {
+  return "manifest_reply(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.manifest.size()) + " tensors)";
+}
+
+std::string to_string(const export_job& x) {
+  return "export_job(" + v(x.version) + ", bucket " + std::to_string(x.index) + " of " +
+         std::to_string(x.bucket_bytes) + " bytes)";
+}
+
+std::string to_string(const weight_bucket& x) {
+  return "weight_bucket(" + v(x.version) + ", bucket " + std::to_string(x.index) + ", " +
+         std::to_string(x.view().size()) + " bytes" + (x.checksum ? ", checksum" : "") + ")";
+}
+
+std::string to_string(const manifest_check& x) {
+  return "manifest_check(" + std::to_string(x.manifest.size()) + " tensors, buckets of " +
+         std::to_string(x.bucket_bytes) + " bytes)";
+}
+
+std::string to_string(const manifest_accepted& x) {
+  return "manifest_accepted(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.bucket_count) + " buckets)";
+}
+
+std::string to_string(refit_stage x) {
+  switch (x) {
+    case refit_stage::begin: return "begin";
+    case refit_stage::bucket: return "bucket";
+    case refit_stage::commit: return "commit";
+    case refit_stage::bump: return "bump";
+  }
+  return "unknown";
+}
+
+std::string to_string(const refit_ack& x) {
+  std::string out = "refit_ack(" + x.worker + ", " + v(x.version) + ", " + to_string(x.stage);
+  if (x.stage == refit_stage::bucket) out += " " + std::to_string(x.bucket);
+  if (!x.error.empty()) out += ", error: " + x.error;
+  return out + ")";
+}
+
+std::string to_string(refit_mode x) {
+  switch (x) {
+    case refit_mode::colocated: return "colocated";
+    case refit_mode::dedicated: return "dedicated";
+  }
+  return "unknown";
+}
+
+std::string to_string(const handshake_report& x) {
+  return "handshake_report(" + to_string(x.mode) + ", " + v(x.version) + ", " +
+         std::to_string(x.rollout_workers.size()) + " rollout workers, " + std::to_string(x.bucket_count) +
+         " buckets)";
+}
+
+std::string to_string(const refit_report& x) {
+  return "refit_report(" + to_string(x.mode) + ", " + v(x.version) + ", " + std::to_string(x.buckets) +
+         " buckets, " + std::to_string(x.dropped_acks) + " dropped acks)";
+}
+
+std::string to_string(const step_report& x) {
+  return "step_report(step " + std::to_string(x.step) + ", generated with " + v(x.generated_with) + ", trained to " +
+         v(x.trained_to) + ", " + std::to_string(x.trajectories.size()) + " trajectories, reward mean " +
+         fmt(x.reward_mean) + ")";
+}
+
+}  // namespace tandem

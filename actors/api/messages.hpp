@@ -1,0 +1,263 @@
+// The message structs of tandem's actor interfaces (DESIGN.md sections 4-5). They are
+// process-local: between processes the only wire format is our ZeroMQ codec, so these types are
+// allowed into CAF messages without inspect() (CAF_ALLOW_UNSAFE_MESSAGE_TYPE) and carry whatever
+// is cheapest in memory (a weight bucket's bytes are shared, never copied per receiver). Each has a
+// short to_string() so CAF's test logs print a summary instead of megabytes.
+//
+// Versions: every weight bucket, refit ack, generation result and trajectory carries the weight
+// version it belongs to; receivers drop or refuse anything of another version.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+
+#include "gpu/engine/generate_engine.h"
+#include "gpu/engine/train_engine.h"
+#include "gpu/engine/weight_manifest.h"
+#include "gpu/ops/logprobs.h"
+#include "gpu/ops/pg_loss.h"
+
+namespace tandem {
+
+/// A weight version: 0 is the checkpoint both sides start from; every optimizer step adds 1.
+using weight_version = std::uint64_t;
+
+// ---- generation (rollout workers) -------------------------------------------------------------
+
+/// What a rollout worker generates: every request with the weights of exactly `version`.
+struct generate_job {
+  weight_version version = 0;                     ///< refused (stale_version) unless it is the live version
+  std::vector<gpu::generation_request> requests;  ///< ids unique within the job
+};
+
+/// One generated sequence with everything the rest of the step needs.
+struct trajectory {
+  std::uint64_t id = 0;                  ///< the request id (the driver uses prompt * group + sample)
+  std::uint32_t prompt_index = 0;        ///< the request's rng.prompt
+  std::uint32_t sample_index = 0;        ///< the request's rng.sample
+  std::vector<std::int32_t> prompt;      ///< prompt tokens
+  std::vector<std::int32_t> tokens;      ///< generated tokens (the prompt excluded)
+  std::vector<float> logprobs;           ///< generator logprob per generated token
+  gpu::finish_reason reason = gpu::finish_reason::length;
+  weight_version version = 0;            ///< the version that generated every token
+  std::string worker;                    ///< the rollout worker that generated it
+};
+
+/// A rollout worker's answer to a generate_job: trajectories in the order of the job's requests.
+struct generate_result {
+  std::string worker;
+  weight_version version = 0;
+  std::vector<trajectory> trajectories;
+};
+
+// ---- scoring (environments) -------------------------------------------------------------------
+
+/// Trajectories to score, in any order; the answer keeps that order.
+struct score_job {
+  std::uint32_t step = 0;  ///< RL step, for environments whose tasks depend on it
+  std::vector<trajectory> trajectories;
+};
+
+/// An environment's verdict on one trajectory so far. Single-turn environments set done = true
+/// and no observation; a multi-turn environment returns the next observation (a tool result, the
+/// next user turn) to append before generating again.
+struct env_feedback {
+  double reward = 0;
+  bool done = true;
+  std::optional<std::vector<std::int32_t>> next_observation;  ///< tokens; only when !done
+};
+
+/// One env_feedback per trajectory of the score_job, same order.
+struct score_result {
+  std::vector<env_feedback> feedback;
+};
+
+// ---- training (policy workers) ----------------------------------------------------------------
+
+/// Sequences to score with the policy's current weights.
+struct logprobs_job {
+  gpu::packed_sequences sequences;
+  gpu::ops::sampling_params sampling;  ///< the sampler's temperature and masks
+};
+
+struct logprobs_result {
+  std::string worker;
+  weight_version version = 0;    ///< the weights that computed them
+  std::vector<float> logprobs;   ///< per token of the job's sequences; token 0 of each sequence 0
+};
+
+/// One optimizer step: every micro-batch's forward/backward, then the optimizer step.
+struct train_job {
+  weight_version version = 0;                           ///< the weights lp_prev came from; refused (stale_version) unless current
+  std::vector<gpu::train_micro_batch_data> micro_batches;  ///< this rank's share (may be empty)
+  gpu::global_counts counts;                            ///< over every rank's micro-batches
+  gpu::ops::pg_loss_settings loss;
+  gpu::ops::sampling_params sampling;
+};
+
+struct train_report {
+  std::string worker;
+  weight_version version = 0;   ///< after the step (the job's version + 1)
+  std::size_t micro_batches = 0;
+  gpu::ops::pg_loss_metrics metrics;  ///< merged over this rank's micro-batches
+  gpu::optimizer_result optimizer;
+};
+
+/// The policy's refit manifest, sent once at the handshake.
+struct manifest_reply {
+  std::string worker;
+  weight_version version = 0;
+  gpu::weight_manifest manifest;
+};
+
+/// Bucket `index` of the bucket plan of `bucket_bytes`, exported from the weights of `version`.
+struct export_job {
+  weight_version version = 0;     ///< refused (stale_version) unless the policy's current version
+  std::size_t index = 0;
+  std::int64_t bucket_bytes = 0;  ///< > 0; the plan's bucket size
+  bool checksum = false;          ///< attach a checksum (debug mode integrity)
+};
+
+// ---- refit ------------------------------------------------------------------------------------
+
+/// Packed bytes of one bucket of one version. The bytes are immutable and shared: sending a
+/// bucket to every rollout worker copies a pointer, not the weights.
+struct weight_bucket {
+  weight_version version = 0;
+  std::size_t index = 0;
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  std::optional<std::uint64_t> checksum;  ///< bucket_checksum(bytes) when integrity checks are on
+
+  std::span<const std::byte> view() const;  ///< the bytes (empty when none)
+};
+
+/// FNV-1a 64 of a bucket's bytes: the refit integrity checksum.
+std::uint64_t bucket_checksum(std::span<const std::byte> bytes);
+
+/// The policy's manifest for a rollout worker to check against its own layout, and the bucket
+/// size both sides cut it with.
+struct manifest_check {
+  gpu::weight_manifest manifest;
+  std::int64_t bucket_bytes = 0;  ///< > 0
+};
+
+/// A rollout worker's acceptance of the manifest.
+struct manifest_accepted {
+  std::string worker;
+  weight_version version = 0;  ///< its live version
+  std::size_t bucket_count = 0;
+  std::int64_t total_bytes = 0;
+};
+
+/// Which step of a refit an ack confirms.
+enum class refit_stage : std::uint8_t {
+  begin,   ///< the update to `version` started
+  bucket,  ///< bucket `bucket` of `version` imported
+  commit,  ///< `version` is live
+  bump,    ///< colocated: `version` is live over the shared weights
+};
+
+/// A rollout worker's confirmation of one refit stage. Acks come back as replies, or (from remote
+/// workers, through the bridge) as messages to the refit coordinator; an ack of another version,
+/// stage or bucket than the one awaited is dropped and counted.
+struct refit_ack {
+  std::string worker;
+  weight_version version = 0;
+  refit_stage stage = refit_stage::begin;
+  std::size_t bucket = 0;  ///< for stage == bucket
+  std::string error;       ///< empty: ok; else why the stage failed on that worker
+};
+
+/// How refits reach the rollout workers.
+enum class refit_mode : std::uint8_t {
+  colocated,  ///< same process and device: the rollout engine shares the trainer's weights; a version bump
+  dedicated,  ///< separate rollout workers: buckets exported by the policy, imported by every rollout worker
+};
+
+/// The refit coordinator's answer to the handshake.
+struct handshake_report {
+  refit_mode mode = refit_mode::dedicated;
+  weight_version version = 0;         ///< live on every rollout worker
+  std::vector<std::string> rollout_workers;
+  std::size_t bucket_count = 0;
+  std::int64_t bucket_bytes = 0;
+  std::int64_t total_bytes = 0;
+};
+
+/// What one refit did.
+struct refit_report {
+  refit_mode mode = refit_mode::dedicated;
+  weight_version version = 0;     ///< now live on every rollout worker
+  std::size_t rollout_workers = 0;
+  std::size_t buckets = 0;        ///< buckets sent (0 colocated)
+  std::int64_t bytes = 0;         ///< bytes exported once (each rollout worker received them all)
+  std::size_t dropped_acks = 0;   ///< acks of another version, stage or bucket, ignored during this refit
+};
+
+// ---- the RL step (driver) ---------------------------------------------------------------------
+
+/// What one RL step did, for logs, metrics and tests.
+struct step_report {
+  std::uint32_t step = 0;
+  weight_version generated_with = 0;      ///< the version every trajectory carries
+  weight_version trained_to = 0;          ///< the version after the optimizer step, live after the refit
+  std::vector<trajectory> trajectories;   ///< in request-id order
+  std::vector<double> rewards;            ///< per trajectory
+  double reward_mean = 0;
+  std::size_t unfinished_episodes = 0;    ///< trajectories whose environment asked for another turn (single-turn for now)
+  std::int64_t train_tokens = 0;          ///< masked tokens trained on
+  std::size_t micro_batches = 0;          ///< over every policy rank
+  gpu::ops::pg_loss_metrics metrics;           ///< merged over every rank
+  refit_report refit;
+};
+
+std::string to_string(const generate_job& x);
+std::string to_string(const trajectory& x);
+std::string to_string(const generate_result& x);
+std::string to_string(const score_job& x);
+std::string to_string(const env_feedback& x);
+std::string to_string(const score_result& x);
+std::string to_string(const logprobs_job& x);
+std::string to_string(const logprobs_result& x);
+std::string to_string(const train_job& x);
+std::string to_string(const train_report& x);
+std::string to_string(const manifest_reply& x);
+std::string to_string(const export_job& x);
+std::string to_string(const weight_bucket& x);
+std::string to_string(const manifest_check& x);
+std::string to_string(const manifest_accepted& x);
+std::string to_string(refit_stage x);
+std::string to_string(const refit_ack& x);
+std::string to_string(refit_mode x);
+std::string to_string(const handshake_report& x);
+std::string to_string(const refit_report& x);
+std::string to_string(const step_report& x);
+
+}  // namespace tandem
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::generate_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::trajectory)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::generate_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::score_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::env_feedback)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::score_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::logprobs_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::logprobs_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::export_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::weight_bucket)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_check)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_accepted)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_ack)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::handshake_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::step_report)

@@ -1,0 +1,30 @@
+// The policy worker's interface: one data-parallel training rank over a train_engine.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/api/messages.hpp"
+#include "actors/api/type_ids.hpp"
+
+namespace tandem {
+
+/// A policy (training) rank. While an engine call is in flight, logprobs, train and export are
+/// refused with wrong_state; manifest and version are always answered.
+using policy_actor = caf::typed_actor<
+    /// Per-token logprobs of the job's sequences under the current weights (lp_prev).
+    /// Errors: wrong_state (busy), engine_failure.
+    caf::replies_to<logprobs_atom, logprobs_job>::with<logprobs_result>,
+    /// Every micro-batch's loss and backward, then the optimizer step; the weight version becomes
+    /// job.version + 1. Errors: stale_version (job.version is not current), wrong_state (busy),
+    /// engine_failure (gradients dropped, weights and version unchanged).
+    caf::replies_to<train_atom, train_job>::with<train_report>,
+    /// The refit manifest (Hugging Face names in slab order) and the current version.
+    caf::replies_to<manifest_atom>::with<manifest_reply>,
+    /// Bucket job.index of the current weights. Errors: stale_version (job.version is not
+    /// current), invalid_config (bucket index or size), wrong_state (busy), engine_failure.
+    caf::replies_to<export_atom, export_job>::with<weight_bucket>,
+    /// The current weight version.
+    caf::replies_to<version_atom>::with<weight_version>>;
+
+}  // namespace tandem

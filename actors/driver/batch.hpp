@@ -1,0 +1,39 @@
+// Turning a step's trajectories into the policy's inputs: packed sequences for logprobs, group
+// advantages, and training micro-batches (DESIGN.md section 4; rl-algorithm-and-refit.md).
+//
+// Sequence s is prompt + generated tokens. Per token t of it: mask 1 on generated tokens, 0 on
+// prompt tokens (token 0 is always a prompt token); advantage = the trajectory's advantage on
+// every token; lp_gen = the generator's logprob on generated tokens, 0 elsewhere; lp_prev = the
+// policy's logprob from logprobs().
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "actors/api/messages.hpp"
+#include "gpu/engine/train_engine.h"
+
+namespace tandem {
+
+/// reward minus the mean reward of its prompt group (trajectories with the same prompt_index).
+/// rewards[i] belongs to trajectories[i].
+std::vector<double> group_advantages(const std::vector<trajectory>& trajectories, const std::vector<double>& rewards);
+
+/// Trajectories [begin, end) packed as prompt + generated tokens each.
+gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories, std::size_t begin, std::size_t end);
+
+/// Masked tokens and sequences with at least one masked token, over every trajectory.
+gpu::global_counts count_masked(const std::vector<trajectory>& trajectories);
+
+/// Micro-batches of at most `per_micro_batch` (>= 1; 0 is taken as 1) sequences over trajectories
+/// [begin, end). `lp_prev` holds the policy's logprobs of every trajectory packed in order
+/// (pack_sequences(trajectories, 0, size)); `advantages` has one value per trajectory.
+std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<trajectory>& trajectories,
+                                                            const std::vector<double>& advantages,
+                                                            const std::vector<float>& lp_prev, std::size_t begin,
+                                                            std::size_t end, std::size_t per_micro_batch);
+
+/// The sequences of `n` split over `parts` ranks: part r is [n * r / parts, n * (r + 1) / parts).
+std::size_t shard_begin(std::size_t n, std::size_t parts, std::size_t r);
+
+}  // namespace tandem

@@ -1,0 +1,167 @@
+// The policy worker (policy_worker.hpp): a train_engine behind the policy_actor interface.
+#include "actors/policy_worker/policy_worker.hpp"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/api/error_context.hpp"
+
+namespace tandem {
+namespace {
+
+/// What a train call returns from the executor.
+struct train_outcome {
+  gpu::ops::pg_loss_metrics metrics;
+  gpu::optimizer_result optimizer;
+};
+
+struct policy_worker_state {
+  static inline const char* name = "policy_worker";
+
+  policy_actor::stateful_pointer<policy_worker_state> self = nullptr;
+  policy_worker_config config;
+  gpu::weight_manifest manifest;  // cached at spawn: the engine's manifest never changes
+  weight_version version = 0;
+  const char* busy_with = nullptr;  // the engine call in flight, if any
+  engine_runner runner;
+  std::map<std::int64_t, std::shared_ptr<const gpu::bucket_plan>> plans;  // by bucket bytes
+
+  /// "<name>: <what>"
+  std::string where(const std::string& what) const { return config.name + ": " + what; }
+
+  caf::error busy(const char* request) const {
+    return tandem_error(tandem_errc::wrong_state,
+                        where(std::string(request) + " refused: busy with " + busy_with));
+  }
+
+  caf::error stale(const char* request, weight_version asked) const {
+    return tandem_error(tandem_errc::stale_version, where(std::string(request) + " for v" + std::to_string(asked) +
+                                                          " refused: the current version is v" +
+                                                          std::to_string(version)));
+  }
+
+  caf::result<logprobs_result> logprobs(logprobs_job& job) {
+    if (busy_with) return busy("logprobs");
+    auto rp = self->make_response_promise<logprobs_result>();
+    busy_with = "logprobs";
+    auto engine = config.engine;
+    runner.run(
+        self, [engine, job = std::move(job)] { return engine->logprobs(job.sequences, job.sampling); },
+        [this, rp](gpu::result<std::vector<float>> r) mutable {
+          busy_with = nullptr;
+          if (!r) {
+            rp.deliver(engine_error(where("logprobs"), r.error()));
+            return;
+          }
+          rp.deliver(logprobs_result{config.name, version, std::move(r.value())});
+        });
+    return rp;
+  }
+
+  caf::result<train_report> train(train_job& job) {
+    if (busy_with) return busy("train");
+    if (job.version != version) return stale("train", job.version);
+    auto rp = self->make_response_promise<train_report>();
+    busy_with = "train";
+    const std::size_t micro_batches = job.micro_batches.size();
+    auto engine = config.engine;
+    auto work = [engine, job = std::move(job)]() -> gpu::result<train_outcome> {
+      train_outcome out;
+      for (std::size_t i = 0; i < job.micro_batches.size(); ++i) {
+        auto m = engine->train_micro_batch(job.micro_batches[i], job.loss, job.counts, job.sampling);
+        if (!m) {
+          engine->zero_gradients();
+          return gpu::status{m.error().code(), "micro-batch " + std::to_string(i) + ": " + m.error().message()};
+        }
+        if (i == 0) {
+          out.metrics = m.value();
+        } else {
+          out.metrics.merge(m.value());
+        }
+      }
+      auto opt = engine->optimizer_step();
+      if (!opt) return gpu::status{opt.error().code(), "optimizer step: " + opt.error().message()};
+      out.optimizer = opt.value();
+      return out;
+    };
+    runner.run(self, std::move(work), [this, rp, micro_batches](gpu::result<train_outcome> r) mutable {
+      busy_with = nullptr;
+      if (!r) {
+        rp.deliver(engine_error(where("train from v" + std::to_string(version)), r.error()));
+        return;
+      }
+      ++version;
+      rp.deliver(train_report{config.name, version, micro_batches, r.value().metrics, r.value().optimizer});
+    });
+    return rp;
+  }
+
+  caf::result<weight_bucket> export_bucket(const export_job& job) {
+    if (busy_with) return busy("export");
+    if (job.version != version) return stale("export", job.version);
+    if (job.bucket_bytes <= 0)
+      return tandem_error(tandem_errc::invalid_config,
+                          where("export: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes)));
+    auto& plan = plans[job.bucket_bytes];
+    if (!plan) plan = std::make_shared<const gpu::bucket_plan>(manifest, job.bucket_bytes);
+    if (job.index >= plan->bucket_count())
+      return tandem_error(tandem_errc::invalid_config, where("export: bucket " + std::to_string(job.index) +
+                                                             " out of range (" + std::to_string(plan->bucket_count()) +
+                                                             " buckets)"));
+    auto rp = self->make_response_promise<weight_bucket>();
+    busy_with = "export";
+    auto engine = config.engine;
+    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(plan->bucket_size(job.index)));
+    auto work = [engine, plan, bytes, index = job.index] {
+      return engine->export_bucket(*plan, index, std::span<std::byte>(bytes->data(), bytes->size()));
+    };
+    runner.run(self, std::move(work), [this, rp, bytes, job](gpu::status s) mutable {
+      busy_with = nullptr;
+      if (!s) {
+        rp.deliver(engine_error(where("export bucket " + std::to_string(job.index) + " of v" + std::to_string(job.version)), s));
+        return;
+      }
+      weight_bucket out;
+      out.version = job.version;
+      out.index = job.index;
+      if (job.checksum) out.checksum = bucket_checksum(std::span<const std::byte>(bytes->data(), bytes->size()));
+      out.bytes = std::move(bytes);
+      rp.deliver(std::move(out));
+    });
+    return rp;
+  }
+};
+
+policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_worker_state> self,
+                                          policy_worker_config config) {
+  auto& st = self->state;
+  st.self = self;
+  st.version = config.initial_version;
+  if (config.engine) {
+    st.manifest = config.engine->manifest();
+    st.runner.init(self, config.execution, config.name + " engine");
+  } else {
+    self->quit(tandem_error(tandem_errc::invalid_config, config.name + ": no train engine given"));
+  }
+  st.config = std::move(config);
+  return {
+      [self](logprobs_atom, logprobs_job& job) { return self->state.logprobs(job); },
+      [self](train_atom, train_job& job) { return self->state.train(job); },
+      [self](manifest_atom) {
+        return manifest_reply{self->state.config.name, self->state.version, self->state.manifest};
+      },
+      [self](export_atom, const export_job& job) { return self->state.export_bucket(job); },
+      [self](version_atom) { return self->state.version; },
+  };
+}
+
+}  // namespace
+
+policy_actor spawn_policy_worker(caf::actor_system& sys, policy_worker_config config) {
+  return sys.spawn(policy_worker, std::move(config));
+}
+
+}  // namespace tandem

@@ -1,0 +1,33 @@
+// The policy worker: one training rank, driving a train_engine through the policy_actor interface.
+//
+//   idle --logprobs / train / export--> busy (one engine call in flight) --call done--> idle
+//   busy: logprobs, train, export refused (wrong_state); manifest, version answered
+//   train ok: version v -> v + 1;  train failed: gradients dropped, version and weights unchanged
+//
+// The weight version starts at config.initial_version (the checkpoint) and grows by one with every
+// successful optimizer step. Engine calls run where config.execution says (engine_call.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/api/engine_call.hpp"
+#include "actors/api/policy_actor.hpp"
+#include "gpu/engine/train_engine.h"
+
+namespace tandem {
+
+struct policy_worker_config {
+  std::string name = "policy-0";                  ///< in every reply and error
+  std::shared_ptr<gpu::train_engine> engine;      ///< required; shared with the executor thread
+  weight_version initial_version = 0;
+  engine_execution execution = engine_execution::off_scheduler;
+};
+
+/// Spawns a policy worker (an event-based actor; engine calls per config.execution). A config
+/// without an engine spawns an actor that quits at once with invalid_config.
+policy_actor spawn_policy_worker(caf::actor_system& sys, policy_worker_config config);
+
+}  // namespace tandem

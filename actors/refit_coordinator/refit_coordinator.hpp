@@ -1,0 +1,52 @@
+// The refit coordinator: the manifest handshake once, then per step one versioned refit from the
+// policy workers to every rollout worker (DESIGN.md section 4).
+//
+//   +------+ --handshake--> +-------------+ --every rollout worker accepted the manifest--> +-------+
+//   | idle |                | handshaking |                                                 | ready |
+//   +------+ <--failure---- +-------------+                                                 +-------+
+//                                                                                  refit(v) |   ^
+//                                                                                           v   | done: v live everywhere
+//                                                                                      +-----------+
+//                                                                                      | refitting |
+//                                                                                      +-----------+
+//   refitting(v) is a sequence of stages; each sends one request to every rollout worker and waits
+//   for an ack from each (or its error, or the stage deadline):
+//     dedicated:  begin(v) -> for each bucket i: export(v, i) from policy rank 0, bucket(v, i) to all -> commit(v)
+//     colocated:  bump(v)  (the rollout engines read the trainer's weights in place)
+//   a stage with a failure -> aborting: abort(v) to every rollout worker, wait for every answer,
+//   then back to ready with the previous version live, replying an error that names the worker
+//   and the reason.
+//
+//   Buckets move one at a time (export, send, all acks, next); overlapping the export of bucket
+//   i + 1 with the transfer of bucket i is left for the GPU transports.
+//
+//   Acks of another version, stage or bucket, or from a worker that already acked, are dropped and
+//   counted (refit_report::dropped_acks). Requests that do not fit the state are refused with
+//   wrong_state. Every wait has a deadline on CAF's clock (config.timeout).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/api/policy_actor.hpp"
+#include "actors/api/refit_coordinator_actor.hpp"
+#include "actors/api/rollout_actor.hpp"
+
+namespace tandem {
+
+struct refit_coordinator_config {
+  refit_mode mode = refit_mode::dedicated;
+  policy_actor policy;                          ///< policy rank 0: the manifest and every bucket's bytes
+  std::vector<rollout_actor> rollout;           ///< every rollout worker, named by their handshake answers
+  std::int64_t bucket_bytes = std::int64_t{64} << 20;  ///< > 0; the rollout engines must cut the same buckets
+  bool checksums = false;                       ///< every bucket carries its checksum (debug integrity)
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  ///< per request and per stage
+};
+
+/// Spawns a refit coordinator (an event-based actor).
+refit_coordinator_actor spawn_refit_coordinator(caf::actor_system& sys, refit_coordinator_config config);
+
+}  // namespace tandem

@@ -1,0 +1,258 @@
+// The rollout worker (rollout_worker.hpp): a generate_engine behind the rollout_actor interface.
+#include "actors/rollout_worker/rollout_worker.hpp"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/api/error_context.hpp"
+#include "actors/rollout_worker/generation.hpp"
+
+namespace tandem {
+namespace {
+
+std::string v(weight_version x) { return "v" + std::to_string(x); }
+
+struct rollout_worker_state {
+  static inline const char* name = "rollout_worker";
+
+  rollout_actor::stateful_pointer<rollout_worker_state> self = nullptr;
+  rollout_worker_config config;
+  weight_version live = 0;                  // the engine's live version (cached; the engine is the executor's)
+  std::optional<weight_version> updating;   // the version being staged
+  std::optional<gpu::bucket_plan> plan;     // from the manifest check
+  std::int64_t bucket_bytes = 0;
+  const char* busy_with = nullptr;          // the engine call in flight, if any
+  bool abort_after_call = false;            // abort(v) arrived while busy
+  engine_runner runner;
+
+  std::string where(const std::string& what) const { return config.name + ": " + what; }
+
+  caf::error refuse(tandem_errc code, const std::string& what) const { return tandem_error(code, where(what)); }
+
+  caf::error busy(const char* request) const {
+    return refuse(tandem_errc::wrong_state, std::string(request) + " refused: busy with " + busy_with);
+  }
+
+  refit_ack ack(weight_version version, refit_stage stage, std::size_t bucket = 0) const {
+    return refit_ack{config.name, version, stage, bucket, {}};
+  }
+
+  /// Ends the engine call in flight; an abort that arrived meanwhile is carried out now.
+  void call_done() {
+    busy_with = nullptr;
+    if (abort_after_call && updating) {
+      abort_after_call = false;
+      start_abort();
+    }
+    abort_after_call = false;
+  }
+
+  /// Drops the update in progress on the engine (the previous version stays live).
+  void start_abort() {
+    updating.reset();
+    busy_with = "abort";
+    auto engine = config.engine;
+    runner.run(
+        self,
+        [engine] {
+          engine->abort_weight_update();
+          return gpu::status::ok();
+        },
+        [this](gpu::status) { call_done(); });
+  }
+
+  caf::result<generate_result> generate(generate_job& job) {
+    if (busy_with) return busy("generate");
+    if (updating) return refuse(tandem_errc::wrong_state, "generate refused: a refit to " + v(*updating) + " is in progress");
+    if (job.version != live)
+      return refuse(tandem_errc::stale_version, "generate for " + v(job.version) + " refused: " + v(live) + " is live");
+    auto rp = self->make_response_promise<generate_result>();
+    busy_with = "generate";
+    const weight_version version = job.version;
+    auto engine = config.engine;
+    auto work = [engine, job = std::move(job), name = config.name] { return run_generation(*engine, job, name); };
+    runner.run(self, std::move(work), [this, rp, version](gpu::result<std::vector<trajectory>> r) mutable {
+      call_done();
+      if (!r) {
+        rp.deliver(engine_error(where("generate with " + v(version)), r.error()));
+        return;
+      }
+      rp.deliver(generate_result{config.name, version, std::move(r.value())});
+    });
+    return rp;
+  }
+
+  caf::result<manifest_accepted> check(const manifest_check& job) {
+    if (busy_with) return busy("check");
+    if (updating) return refuse(tandem_errc::wrong_state, "check refused: a refit to " + v(*updating) + " is in progress");
+    if (job.bucket_bytes <= 0)
+      return refuse(tandem_errc::invalid_config, "bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes));
+    if (auto s = gpu::check_manifest(config.manifest, job.manifest); !s)
+      return refuse(tandem_errc::invalid_config, "manifest refused: " + s.message());
+    plan.emplace(config.manifest, job.bucket_bytes);
+    bucket_bytes = job.bucket_bytes;
+    return manifest_accepted{config.name, live, plan->bucket_count(), plan->total_bytes()};
+  }
+
+  caf::result<refit_ack> begin(weight_version version) {
+    if (busy_with) return busy("begin");
+    if (!plan) return refuse(tandem_errc::wrong_state, "begin " + v(version) + " refused: no manifest checked");
+    if (version <= live)
+      return refuse(tandem_errc::stale_version, "begin " + v(version) + " refused: " + v(live) + " is live");
+    return start_update(version, "begin", false);
+  }
+
+  caf::result<refit_ack> bump(weight_version version) {
+    if (busy_with) return busy("bump");
+    if (version <= live)
+      return refuse(tandem_errc::stale_version, "bump to " + v(version) + " refused: " + v(live) + " is live");
+    return start_update(version, "bump", true);
+  }
+
+  /// begin_weight_update (after dropping an unfinished update), plus commit for a bump.
+  caf::result<refit_ack> start_update(weight_version version, const char* what, bool and_commit) {
+    auto rp = self->make_response_promise<refit_ack>();
+    const bool drop_first = updating.has_value();
+    if (and_commit) {
+      updating.reset();
+    } else {
+      updating = version;  // so that an abort(version) arriving meanwhile is carried out afterwards
+    }
+    busy_with = what;
+    auto engine = config.engine;
+    auto work = [engine, version, drop_first, and_commit]() -> gpu::status {
+      if (drop_first) engine->abort_weight_update();
+      if (auto s = engine->begin_weight_update(version); !s) return s;
+      if (!and_commit) return gpu::status::ok();
+      if (auto s = engine->commit_weight_update(); !s) {
+        engine->abort_weight_update();
+        return s;
+      }
+      if (engine->weight_version() != version)
+        return {gpu::status_code::device_error, "the engine committed v" + std::to_string(engine->weight_version())};
+      return gpu::status::ok();
+    };
+    runner.run(self, std::move(work), [this, rp, version, what, and_commit](gpu::status s) mutable {
+      if (!s) {
+        updating.reset();
+        call_done();
+        rp.deliver(engine_error(where(std::string(what) + " " + v(version)), s));
+        return;
+      }
+      if (and_commit) live = version;
+      call_done();
+      rp.deliver(ack(version, and_commit ? refit_stage::bump : refit_stage::begin));
+    });
+    return rp;
+  }
+
+  caf::result<refit_ack> bucket(const weight_bucket& b) {
+    if (busy_with) return busy("bucket");
+    const std::string what = "bucket " + std::to_string(b.index) + " of " + v(b.version);
+    if (!updating) return refuse(tandem_errc::wrong_state, what + " refused: no update in progress");
+    if (b.version != *updating)
+      return refuse(tandem_errc::stale_version, what + " refused: updating to " + v(*updating));
+    std::string bad;
+    if (b.index >= plan->bucket_count()) {
+      bad = "index out of range (" + std::to_string(plan->bucket_count()) + " buckets)";
+    } else if (static_cast<std::int64_t>(b.view().size()) != plan->bucket_size(b.index)) {
+      bad = "size " + std::to_string(b.view().size()) + " bytes, expected " + std::to_string(plan->bucket_size(b.index));
+    } else if (b.checksum && *b.checksum != bucket_checksum(b.view())) {
+      bad = "checksum mismatch (corrupted in transit)";
+    }
+    if (!bad.empty()) {
+      start_abort();
+      return refuse(tandem_errc::invalid_config, what + ": " + bad + "; update dropped, " + v(live) + " stays live");
+    }
+    auto rp = self->make_response_promise<refit_ack>();
+    busy_with = "bucket";
+    auto engine = config.engine;
+    auto work = [engine, b] { return engine->import_bucket(b.index, b.view()); };
+    runner.run(self, std::move(work), [this, rp, what, version = b.version, index = b.index](gpu::status s) mutable {
+      if (!s) {
+        updating.reset();  // the engine dropped the update
+        call_done();
+        rp.deliver(engine_error(where(what + " (update dropped, " + v(live) + " stays live)"), s));
+        return;
+      }
+      call_done();
+      rp.deliver(ack(version, refit_stage::bucket, index));
+    });
+    return rp;
+  }
+
+  caf::result<refit_ack> commit(weight_version version) {
+    if (busy_with) return busy("commit");
+    if (!updating) return refuse(tandem_errc::wrong_state, "commit " + v(version) + " refused: no update in progress");
+    if (version != *updating)
+      return refuse(tandem_errc::stale_version, "commit " + v(version) + " refused: updating to " + v(*updating));
+    auto rp = self->make_response_promise<refit_ack>();
+    busy_with = "commit";
+    auto engine = config.engine;
+    auto work = [engine, version]() -> gpu::status {
+      if (auto s = engine->commit_weight_update(); !s) {
+        engine->abort_weight_update();
+        return s;
+      }
+      if (engine->weight_version() != version)
+        return {gpu::status_code::device_error, "the engine committed v" + std::to_string(engine->weight_version())};
+      return gpu::status::ok();
+    };
+    runner.run(self, std::move(work), [this, rp, version](gpu::status s) mutable {
+      updating.reset();
+      if (!s) {
+        call_done();
+        rp.deliver(engine_error(where("commit " + v(version) + " (update dropped, " + v(live) + " stays live)"), s));
+        return;
+      }
+      live = version;
+      call_done();
+      rp.deliver(ack(version, refit_stage::commit));
+    });
+    return rp;
+  }
+
+  weight_version abort(weight_version version) {
+    if (!updating || *updating != version) return live;
+    if (busy_with) {
+      abort_after_call = true;
+    } else {
+      start_abort();
+    }
+    return live;
+  }
+};
+
+rollout_actor::behavior_type rollout_worker(rollout_actor::stateful_pointer<rollout_worker_state> self,
+                                            rollout_worker_config config) {
+  auto& st = self->state;
+  st.self = self;
+  if (config.engine) {
+    st.live = config.engine->weight_version();
+    st.runner.init(self, config.execution, config.name + " engine");
+  } else {
+    self->quit(tandem_error(tandem_errc::invalid_config, config.name + ": no generate engine given"));
+  }
+  st.config = std::move(config);
+  return {
+      [self](generate_atom, generate_job& job) { return self->state.generate(job); },
+      [self](check_atom, const manifest_check& job) { return self->state.check(job); },
+      [self](begin_atom, weight_version version) { return self->state.begin(version); },
+      [self](bucket_atom, const weight_bucket& b) { return self->state.bucket(b); },
+      [self](commit_atom, weight_version version) { return self->state.commit(version); },
+      [self](abort_atom, weight_version version) { return self->state.abort(version); },
+      [self](bump_atom, weight_version version) { return self->state.bump(version); },
+      [self](version_atom) { return self->state.live; },
+  };
+}
+
+}  // namespace
+
+rollout_actor spawn_rollout_worker(caf::actor_system& sys, rollout_worker_config config) {
+  return sys.spawn(rollout_worker, std::move(config));
+}
+
+}  // namespace tandem

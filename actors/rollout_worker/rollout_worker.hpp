@@ -1,0 +1,44 @@
+// The rollout worker: one generation rank, driving a generate_engine through the rollout_actor
+// interface, and the receiving end of every refit.
+//
+//                    check(manifest): bucket plan derived (idle only)
+//   +------+ --generate(job for the live version)--> busy --done--> idle
+//   | idle | --begin(v > live)--> updating(v) --bucket(v, i)...--> updating(v) --commit(v)--> idle, v live
+//   +------+ <--abort(v), or any failed begin / bucket / commit: the previous version stays live--+
+//            --bump(v > live) (colocated: begin + commit, no buckets)--> idle, v live
+//
+//   busy (one engine call in flight): generate, check, begin, bucket, commit, bump refused
+//   (wrong_state); version answered; abort(v) answered at once and carried out when the call ends.
+//   updating: generate and check refused (wrong_state); begin(w > v) drops v and starts w.
+//
+// Every trajectory carries the version that generated it; a job for any other version than the
+// live one is refused (stale_version). Engine calls run where config.execution says
+// (engine_call.hpp).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/api/engine_call.hpp"
+#include "actors/api/rollout_actor.hpp"
+#include "gpu/engine/generate_engine.h"
+#include "gpu/engine/weight_manifest.h"
+
+namespace tandem {
+
+struct rollout_worker_config {
+  std::string name = "rollout-0";                ///< in every reply and error
+  std::shared_ptr<gpu::generate_engine> engine;  ///< required; shared with the executor thread
+  /// This worker's own weight layout, which the policy's manifest must equal. The engine's bucket
+  /// size must equal the coordinator's (the generate_engine contract cannot set it).
+  gpu::weight_manifest manifest;
+  engine_execution execution = engine_execution::off_scheduler;
+};
+
+/// Spawns a rollout worker (an event-based actor; engine calls per config.execution). A config
+/// without an engine spawns an actor that quits at once with invalid_config.
+rollout_actor spawn_rollout_worker(caf::actor_system& sys, rollout_worker_config config);
+
+}  // namespace tandem

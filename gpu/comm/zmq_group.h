@@ -1,0 +1,174 @@
+// The CPU data plane: a communicator over direct worker-to-worker ZeroMQ connections. The
+// controller only hands out endpoints; weight buckets and gradients travel rank to rank.
+//
+// Joining (every rank):
+//   1. own = bind_data_endpoint("10.0.0.5", options)   // a ROUTER on tcp://10.0.0.5:<ephemeral>
+//   2. publish own.address() through the controller, learn every rank's address
+//   3. group = zmq_group::create(rank, size, addresses, std::move(own))
+//      connects one DEALER to every peer, then says hello to all and waits (up to
+//      options.timeout) for every peer's hello: a rank that never joins is named in the error.
+//
+// Sockets: each rank receives on its one ROUTER (the bound endpoint) and sends on one DEALER per
+// peer, whose routing id ("r<rank>") must match the sender rank in every header. All sockets
+// have linger 0 (bye messages get a short linger, see ~zmq_group); the ROUTER refuses messages
+// over the header plus max(chunk_bytes, 4096) bytes (ZeroMQ drops such a peer, which then
+// times out); both ends of a link hold at most queue_messages messages (high-water marks), so
+// a sender to a slow peer blocks (up to the timeout) instead of queueing without bound. The
+// ROUTER never sends; it is ROUTER_MANDATORY all the same.
+//
+// Collectives run around the ring r -> r+1 (mod size); data only ever arrives from the ring
+// predecessor, chunk by chunk (chunk_bytes per message), each message carrying a header
+// (zmq_wire.h: group tag, kind, collective sequence number, message index, sender, element
+// type and count) that the receiver checks against what it expects, so a stale, early or
+// mismatched message fails the call with both sides named instead of being mixed in.
+//   broadcast      a pipeline root -> root+1 -> ... -> root-1; the last rank then sends an empty
+//                  message back to the root, so the root returns once every rank has the data.
+//   reduce_scatter the ring reduce-scatter: the partial of block k starts at rank k+1, travels
+//                  the ring, each rank folding its own block k in, and rank k adds its own value
+//                  last, so element i of block k is the left fold
+//                      ((x[k+1] op x[k+2]) op ...) op x[k]      (ranks mod size)
+//                  computed once, by rank k. bfloat16/float16 partials travel as float32 and
+//                  are rounded once, by rank k; int32 sums wrap modulo 2^32.
+//   all_reduce     the buffer cut into size near-equal segments (segment k: elements
+//                  [k*count/size, (k+1)*count/size)); reduce_scatter's order per segment, then
+//                  the ring all-gather passes each finished segment on unchanged: every rank
+//                  holds bitwise the bytes rank k computed for segment k. (The order differs
+//                  from local_group's rank order, so results may differ from it in the last bit.)
+//   all_gather     the ring all-gather: block k leaves rank k and is forwarded around the ring.
+// Ring collectives move chunks as a wave (chunk c through every ring step before chunk c+1),
+// so a link holds one or two chunks at a time; a broadcast root runs ahead up to the queues'
+// high-water marks. Bytes are copied once out of the caller's buffer into a ZeroMQ message
+// and once into the destination buffer; relays forward the received message itself (header
+// rewritten in place) and reductions fold into the received payload: no other copy. Messages
+// never point into the caller's memory (no zmq zero-copy of user buffers), so a call that fails
+// while a dead peer's queue still holds its messages leaves nothing referencing the buffers.
+//
+// Failure: a peer silent for options.timeout (while this rank waits to receive from it or to
+// hand it a message) fails the call. The error follows the chain of who waits for whom (blocked
+// ranks tell all peers, every timeout/4, whom they wait for) to name the rank that is silent,
+// e.g. "zmq_group rank 1 of 3: all_reduce #5: no message from rank 0 within 500 ms; rank 0
+// waits for rank 2; rank 2 is silent (no message for 612 ms): dead, hung, or not calling
+// all_reduce #5". A failing rank tells its peers (abort), so they fail at once with its reason
+// ("rank 0 gave up: ..."); a destroyed group tells its peers (bye), so a later collective fails
+// at once naming it ("rank 2 left the group after collective #4"). Codes: invalid_argument when
+// the ranks called differently (collective, element type, count, root, op, group size,
+// chunk_bytes) or an argument is bad; io_error for timeouts, departed peers, refused messages
+// and transport errors; out_of_memory.
+//
+// States (every call of a broken group returns the failure that broke it):
+//
+//   create() --hello from all--> ready --collective ok--> ready
+//                                  |
+//                                  +--any failure (timeout, mismatch, peer abort or bye,
+//                                     bad argument, transport error)--> broken
+//
+// Threads: not thread-safe. One thread at a time calls a group (one thread per rank is the
+// intended use); handing it to another thread needs a synchronising hand-off (join, mutex).
+// The ZeroMQ context belongs to the endpoint and then the group (shared with the caller when
+// the caller passed one in, as inproc:// addresses require).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/comm/communicator.h"
+#include "gpu/comm/zmq_wire.h"
+#include "gpu/core/status.h"
+
+namespace zmq {
+class context_t;
+class socket_t;
+}  // namespace zmq
+
+namespace tandem::gpu {
+
+namespace internal {
+class zmq_links;
+}
+
+/// Settings of a group; every rank must use the same chunk_bytes (checked at hello).
+struct zmq_group_options {
+  std::size_t chunk_bytes = std::size_t{4} << 20;     ///< payload bytes per message (>= 1)
+  std::chrono::milliseconds timeout{60'000};          ///< longest silence of an awaited peer (>= 1 ms)
+  int queue_messages = 16;                            ///< ZeroMQ high-water mark per link, in messages (>= 1)
+  std::uint64_t group_tag = 0;                        ///< tells groups apart: a message with another tag is refused
+};
+
+/// This rank's bound receive socket: step 1 of joining a group. Move-only.
+class zmq_data_endpoint {
+ public:
+  zmq_data_endpoint(zmq_data_endpoint&&) noexcept;
+  zmq_data_endpoint& operator=(zmq_data_endpoint&&) noexcept;
+  ~zmq_data_endpoint();
+
+  /// Where peers connect: "tcp://127.0.0.1:41235", "ipc:///tmp/x.sock", "inproc://rank0".
+  const std::string& address() const { return address_; }
+  const zmq_group_options& options() const { return options_; }
+
+ private:
+  friend class zmq_group;
+  friend class internal::zmq_links;
+  friend result<zmq_data_endpoint> bind_data_endpoint(const std::string&, const zmq_group_options&,
+                                                      std::shared_ptr<zmq::context_t>);
+  zmq_data_endpoint(std::shared_ptr<zmq::context_t> context, std::unique_ptr<zmq::socket_t> socket, std::string address,
+                    zmq_group_options options);
+
+  std::shared_ptr<zmq::context_t> context_;
+  std::unique_ptr<zmq::socket_t> socket_;  // ROUTER, bound
+  std::string address_;
+  zmq_group_options options_;
+};
+
+/// Binds this rank's receive socket. `where` is a host ("127.0.0.1": tcp on an ephemeral port)
+/// or a full address ("tcp://host:port", "tcp://host:*", "ipc:///path", "inproc://name"); a
+/// wildcard host (0.0.0.0) binds but is not an address peers can connect to. `context` is
+/// shared with the caller when given (required for inproc://, whose ranks must share one),
+/// else the endpoint makes its own. Fails (invalid_argument) on bad options or an address that
+/// cannot be bound, naming it.
+result<zmq_data_endpoint> bind_data_endpoint(const std::string& where, const zmq_group_options& options = {},
+                                             std::shared_ptr<zmq::context_t> context = nullptr);
+
+class zmq_group final : public communicator {
+ public:
+  /// Joins the group as `rank` of `size`: connects to every peer_endpoints[r] (r != rank; this
+  /// rank's own entry is not used), exchanges hellos and waits for all (options.timeout). Fails
+  /// naming the ranks that did not join, or a peer that disagrees on size or chunk_bytes.
+  static result<std::unique_ptr<zmq_group>> create(int rank, int size, std::vector<std::string> peer_endpoints,
+                                                   zmq_data_endpoint own);
+  /// Tells the peers this rank left (bye, delivered with a linger of at most 200 ms) and
+  /// closes the sockets.
+  ~zmq_group() override;
+  zmq_group(const zmq_group&) = delete;
+  zmq_group& operator=(const zmq_group&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  /// ok while the group is usable; after a failed call, the failure that broke it.
+  const status& health() const { return broken_; }
+  /// Collectives started so far (the sequence number of the latest).
+  std::uint64_t collectives() const { return seq_; }
+
+ protected:
+  status broadcast_raw(void* data, std::int64_t count, dtype type, int root) override;
+  status all_reduce_raw(void* data, std::int64_t count, dtype type, reduce_op op) override;
+  status all_gather_raw(const void* in, void* out, std::int64_t count_per_rank, dtype type) override;
+  status reduce_scatter_raw(const void* in, void* out, std::int64_t count_per_rank, dtype type) override;
+
+ private:
+  zmq_group(int rank, int size, std::unique_ptr<internal::zmq_links> links);
+  /// Runs one collective: refuses a broken group, numbers the call, turns exceptions into a
+  /// status, and on failure breaks the group and tells the peers.
+  template <class Body>
+  status run(zmq_wire::wire_kind kind, Body&& body);
+
+  int rank_;
+  int size_;
+  std::unique_ptr<internal::zmq_links> links_;
+  std::uint64_t seq_ = 0;
+  status broken_;
+};
+
+}  // namespace tandem::gpu

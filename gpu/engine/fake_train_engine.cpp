@@ -1,0 +1,324 @@
+// The fake trainer: deterministic logprobs, loss, "gradients" and steps over a float vector.
+#include "gpu/engine/fake_train_engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <system_error>
+
+namespace tandem::gpu {
+namespace {
+
+constexpr const char* weights_file = "weights.bin";
+constexpr const char* info_file = "weights.txt";
+
+status fail(status_code code, const std::string& what) { return {code, "fake_train_engine: " + what}; }
+
+status injected(fake_train_operation op) {
+  return fail(status_code::device_error, std::string("injected failure in ") + to_string(op));
+}
+
+/// A uniform value in [-1, 1) from the top 24 bits of x.
+float signed_unit(std::uint64_t x) { return static_cast<float>(x >> 40) * 0x1.0p-23f - 1.0f; }
+
+template <class T>
+std::uint64_t hash_values(const std::vector<T>& v, std::uint64_t h) {
+  return fnv1a_64(std::as_bytes(std::span<const T>(v)), h);
+}
+
+std::string hex64(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+/// Parses "key value" lines of weights.txt; false when `key` is missing or malformed.
+bool read_field(const std::string& text, const std::string& key, int base, std::uint64_t& out) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(key + " ", 0) != 0) continue;
+    const char* first = line.data() + key.size() + 1;
+    const char* last = line.data() + line.size();
+    const auto [end, ec] = std::from_chars(first, last, out, base);
+    return ec == std::errc() && end == last && first != last;
+  }
+  return false;
+}
+
+std::filesystem::path unique_sibling(const std::filesystem::path& p, const char* tag) {
+  static std::atomic<std::uint64_t> counter{0};
+  return p.parent_path() /
+         (p.filename().string() + tag + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+}
+
+status write_file(const std::filesystem::path& path, const char* data, std::size_t bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data, static_cast<std::streamsize>(bytes));
+  out.close();
+  if (!out) return fail(status_code::io_error, "save: cannot write " + path.string());
+  return status::ok();
+}
+
+}  // namespace
+
+const char* to_string(fake_train_operation op) {
+  switch (op) {
+    case fake_train_operation::logprobs: return "logprobs";
+    case fake_train_operation::train_micro_batch: return "train_micro_batch";
+    case fake_train_operation::optimizer_step: return "optimizer_step";
+    case fake_train_operation::export_bucket: return "export_bucket";
+    case fake_train_operation::save: return "save";
+    case fake_train_operation::load: return "load";
+  }
+  return "?";
+}
+
+fake_train_engine::fake_train_engine(const fake_model_options& options, communicator* data_parallel_group)
+    : options_(normalized(options)), group_(data_parallel_group), manifest_(fake_manifest(options_)) {
+  std::int64_t offset = 0;
+  for (const auto& e : manifest_) {
+    entry_begin_.push_back(offset);
+    offset += e.bytes();
+  }
+  weights_.resize(static_cast<std::size_t>(options_.weight_bytes / 4));
+  fill_fake_weights(options_, weights_);
+}
+
+std::uint64_t fake_train_engine::weight_hash() const {
+  if (!hash_) hash_ = fnv1a_64(weight_bytes());
+  return *hash_;
+}
+
+status fake_train_engine::check_batch(const char* op, const packed_sequences& batch) const {
+  const auto& o = batch.offsets;
+  if (o.empty() || o.front() != 0 || static_cast<std::size_t>(o.back()) != batch.tokens.size())
+    return fail(status_code::invalid_argument,
+                std::string(op) + ": offsets must start at 0 and end at the token count " +
+                    std::to_string(batch.tokens.size()));
+  for (std::size_t s = 0; s + 1 < o.size(); ++s) {
+    const std::int64_t length = std::int64_t{o[s + 1]} - o[s];
+    if (length < 0)
+      return fail(status_code::invalid_argument, std::string(op) + ": offsets decrease at sequence " + std::to_string(s));
+    if (length > options_.max_sequence_length)
+      return fail(status_code::invalid_argument,
+                  std::string(op) + ": sequence " + std::to_string(s) + " has " + std::to_string(length) +
+                      " tokens, more than max_sequence_length " + std::to_string(options_.max_sequence_length));
+  }
+  for (std::size_t t = 0; t < batch.tokens.size(); ++t)
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= options_.vocab)
+      return fail(status_code::invalid_argument, std::string(op) + ": token " + std::to_string(t) + " is " +
+                                                     std::to_string(batch.tokens[t]) + ", outside [0, " +
+                                                     std::to_string(options_.vocab) + ")");
+  return status::ok();
+}
+
+result<std::vector<float>> fake_train_engine::logprobs(const packed_sequences& batch, const ops::sampling_params& params) {
+  if (failures_.take(fake_train_operation::logprobs)) return injected(fake_train_operation::logprobs);
+  if (auto s = ops::check_sampling_params("fake_train_engine::logprobs", params, false); !s) return s;
+  if (auto s = check_batch("logprobs", batch); !s) return s;
+  const std::uint64_t hash = weight_hash();
+  std::vector<float> out(batch.tokens.size(), 0.0f);
+  for (std::size_t s = 0; s + 1 < batch.offsets.size(); ++s)
+    for (std::int32_t t = batch.offsets[s] + 1; t < batch.offsets[s + 1]; ++t)
+      out[static_cast<std::size_t>(t)] = fake_token_logprob(hash, batch.tokens[static_cast<std::size_t>(t)],
+                                                            t - batch.offsets[s], options_.vocab);
+  return out;
+}
+
+result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_micro_batch_data& mb,
+                                                                  const ops::pg_loss_settings& loss,
+                                                                  const global_counts& counts,
+                                                                  const ops::sampling_params& params) {
+  if (failures_.take(fake_train_operation::train_micro_batch)) return injected(fake_train_operation::train_micro_batch);
+  const std::size_t n = mb.sequences.tokens.size();
+  const auto sized = [n](const std::vector<float>& v) { return v.size() == n; };
+  const bool prev_ok = sized(mb.lp_prev) || (loss.force_on_policy_ratio && mb.lp_prev.empty());
+  if (!sized(mb.advantages) || !sized(mb.mask) || !sized(mb.lp_gen) || !prev_ok ||
+      !(mb.lp_ref.empty() || sized(mb.lp_ref)))
+    return fail(status_code::invalid_argument,
+                "train_micro_batch: advantages, mask, lp_prev, lp_gen (and lp_ref when given) must hold one value "
+                "per token (" + std::to_string(n) + ")");
+  auto lp_cur = logprobs(mb.sequences, params);
+  if (!lp_cur) return lp_cur.error();
+
+  // The real loss op over the fake logprobs: plausible loss, counts and clip metrics.
+  const auto view = [](const std::vector<float>& v) {
+    return v.empty() ? tensor{} : tensor(const_cast<float*>(v.data()), dtype::float32, {static_cast<std::int64_t>(v.size())});
+  };
+  ops::pg_loss_inputs in;
+  in.lp_cur = view(*lp_cur);
+  in.lp_prev = view(mb.lp_prev);
+  in.lp_gen = view(mb.lp_gen);
+  in.advantages = view(mb.advantages);
+  in.mask = view(mb.mask);
+  in.lp_ref = view(mb.lp_ref);
+  in.seq_offsets = tensor(const_cast<std::int32_t*>(mb.sequences.offsets.data()), dtype::int32,
+                          {static_cast<std::int64_t>(mb.sequences.offsets.size())});
+  in.global_token_count = static_cast<double>(counts.tokens);
+  in.global_sequence_count = static_cast<double>(counts.sequences);
+  float loss_value = 0;
+  ops::pg_loss_metrics metrics;
+  if (auto s = ops::pg_loss_forward(in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics); !s)
+    return fail(s.code(), "train_micro_batch: " + s.message());
+
+  // The "gradient": a pseudo-random direction named by the weights and the micro-batch.
+  std::vector<float> masked_advantages(n);
+  double advantage_mass = 0;
+  for (std::size_t t = 0; t < n; ++t) {
+    masked_advantages[t] = mb.mask[t] != 0 ? mb.advantages[t] : 0.0f;
+    advantage_mass += std::fabs(static_cast<double>(masked_advantages[t]));
+  }
+  std::uint64_t seed = fake_mix64(weight_hash());
+  seed = hash_values(mb.sequences.tokens, seed);
+  seed = hash_values(mb.sequences.offsets, seed);
+  seed = hash_values(mb.mask, seed);
+  seed = hash_values(masked_advantages, seed);
+  const auto scale = static_cast<float>(1.0 + advantage_mass / static_cast<double>(std::max<std::int64_t>(1, counts.tokens)));
+  ensure_gradients();
+  for (std::size_t i = 0; i < gradients_.size(); ++i) gradients_[i] += scale * signed_unit(fake_mix64(seed + i));
+  ++micro_batches_;
+  return metrics;
+}
+
+void fake_train_engine::ensure_gradients() {
+  if (gradients_.empty()) gradients_.assign(weights_.size(), 0.0f);
+}
+
+result<optimizer_result> fake_train_engine::optimizer_step() {
+  if (failures_.take(fake_train_operation::optimizer_step)) {
+    zero_gradients();
+    return injected(fake_train_operation::optimizer_step);
+  }
+  ensure_gradients();
+  const int dp = group_ ? group_->size() : 1;
+  if (group_) {
+    if (auto s = group_->all_reduce(std::span<float>(gradients_)); !s) {
+      zero_gradients();
+      return fail(s.code(), "optimizer_step: gradient all-reduce over " + std::to_string(dp) + " ranks: " + s.message());
+    }
+  }
+  const float factor = static_cast<float>(options_.lr / dp);
+  double norm2 = 0;
+  for (std::size_t i = 0; i < weights_.size(); ++i) {
+    const double g = static_cast<double>(gradients_[i]) / dp;
+    norm2 += g * g;
+    weights_[i] -= factor * gradients_[i];
+  }
+  zero_gradients();
+  hash_.reset();
+  ++step_;
+  return optimizer_result{std::sqrt(norm2), options_.lr, step_};
+}
+
+void fake_train_engine::zero_gradients() {
+  std::fill(gradients_.begin(), gradients_.end(), 0.0f);
+  micro_batches_ = 0;
+}
+
+status fake_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
+  if (failures_.take(fake_train_operation::export_bucket)) return injected(fake_train_operation::export_bucket);
+  if (plan.total_bytes() != options_.weight_bytes)
+    return fail(status_code::invalid_argument, "export_bucket: the plan covers " + std::to_string(plan.total_bytes()) +
+                                                   " bytes, the weights are " + std::to_string(options_.weight_bytes));
+  if (index >= plan.bucket_count())
+    return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " of " +
+                                                   std::to_string(plan.bucket_count()));
+  if (static_cast<std::int64_t>(out.size()) != plan.bucket_size(index))
+    return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " holds " +
+                                                   std::to_string(plan.bucket_size(index)) + " bytes, out has " +
+                                                   std::to_string(out.size()));
+  const auto bytes = weight_bytes();
+  for (const auto& piece : plan.pieces(index)) {
+    if (piece.entry >= manifest_.size() || piece.entry_offset + piece.bytes > manifest_[piece.entry].bytes())
+      return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) +
+                                                     " does not match the manifest (a plan of another model?)");
+    std::memcpy(out.data() + piece.bucket_offset,
+                bytes.data() + entry_begin_[piece.entry] + piece.entry_offset, static_cast<std::size_t>(piece.bytes));
+  }
+  return status::ok();
+}
+
+status fake_train_engine::save(const std::filesystem::path& directory) const {
+  if (failures_.take(fake_train_operation::save)) return injected(fake_train_operation::save);
+  const std::filesystem::path target = directory.has_filename() ? directory : directory.parent_path();
+  const std::filesystem::path temporary = unique_sibling(target, ".tmp-");
+  std::error_code ec;
+  std::filesystem::create_directories(temporary, ec);
+  if (ec) return fail(status_code::io_error, "save: cannot create " + temporary.string() + ": " + ec.message());
+  const auto bytes = weight_bytes();
+  const std::string info = "fnv1a64 " + hex64(weight_hash()) + "\nstep " + std::to_string(step_) + "\nbytes " +
+                           std::to_string(bytes.size()) + "\n";
+  status s = write_file(temporary / weights_file, reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (s) s = write_file(temporary / info_file, info.data(), info.size());
+  if (s) {
+    // Replace an older save: move it aside, move the new one in, drop the old one.
+    std::filesystem::path aside;
+    if (std::filesystem::exists(target, ec)) {
+      aside = unique_sibling(target, ".old-");
+      std::filesystem::rename(target, aside, ec);
+      if (ec) s = fail(status_code::io_error, "save: cannot move the older " + target.string() + " aside: " + ec.message());
+    }
+    if (s) {
+      std::filesystem::rename(temporary, target, ec);
+      if (ec) {
+        s = fail(status_code::io_error, "save: cannot rename " + temporary.string() + " to " + target.string() + ": " +
+                                            ec.message());
+        std::error_code ignored;
+        if (!aside.empty()) std::filesystem::rename(aside, target, ignored);
+      } else if (!aside.empty()) {
+        std::filesystem::remove_all(aside, ec);
+      }
+    }
+  }
+  if (!s) {
+    std::error_code ignored;
+    std::filesystem::remove_all(temporary, ignored);
+  }
+  return s;
+}
+
+status fake_train_engine::load(const std::filesystem::path& directory) {
+  if (failures_.take(fake_train_operation::load)) return injected(fake_train_operation::load);
+  std::ifstream info_in(directory / info_file);
+  if (!info_in) return fail(status_code::not_found, "load: cannot read " + (directory / info_file).string());
+  std::stringstream info;
+  info << info_in.rdbuf();
+  std::uint64_t hash = 0, step = 0, bytes = 0;
+  if (!read_field(info.str(), "fnv1a64", 16, hash) || !read_field(info.str(), "step", 10, step) ||
+      !read_field(info.str(), "bytes", 10, bytes))
+    return fail(status_code::io_error, "load: " + (directory / info_file).string() +
+                                           " lacks a valid \"fnv1a64 <hex>\", \"step <n>\" or \"bytes <n>\" line");
+  if (bytes != static_cast<std::uint64_t>(options_.weight_bytes))
+    return fail(status_code::invalid_argument, "load: " + directory.string() + " holds " + std::to_string(bytes) +
+                                                   " bytes of weights, this model " +
+                                                   std::to_string(options_.weight_bytes));
+  const auto path = directory / weights_file;
+  std::error_code ec;
+  const auto file_bytes = std::filesystem::file_size(path, ec);
+  if (ec || file_bytes != bytes)
+    return fail(status_code::io_error, "load: " + path.string() + " is not " + std::to_string(bytes) + " bytes long");
+  std::vector<float> loaded(weights_.size());
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(loaded.data()), static_cast<std::streamsize>(bytes));
+  if (!in) return fail(status_code::io_error, "load: cannot read " + path.string());
+  const std::uint64_t actual = fnv1a_64(std::as_bytes(std::span<const float>(loaded)));
+  if (actual != hash)
+    return fail(status_code::io_error, "load: " + path.string() + " hashes to " + hex64(actual) + ", " + info_file +
+                                           " says " + hex64(hash));
+  weights_ = std::move(loaded);
+  hash_ = actual;
+  step_ = static_cast<std::int64_t>(step);
+  zero_gradients();
+  return status::ok();
+}
+
+}  // namespace tandem::gpu

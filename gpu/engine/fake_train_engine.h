@@ -1,0 +1,95 @@
+// A fake train_engine for actor and multi-process tests: its "weights" are a deterministic float32
+// vector (fake_weights.h) that every optimizer step changes, so the FNV-1a hash of the weights
+// names a weight version. Cheap, CPU-only, sized at will (hundreds of MB move like real weights).
+//
+// Behaviour (all of it deterministic: the same inputs on the same weights give the same outputs):
+// - logprobs(): token t at position p > 0 of a sequence gets fake_token_logprob(hash, t, p, vocab);
+//   token 0 of each sequence gets 0. The fake generator reports the same values for the tokens it
+//   emits, so generator and trainer agree on-policy.
+// - train_micro_batch(): the real clipped policy-gradient loss (ops::pg_loss_forward) over those
+//   logprobs gives the loss and metrics; the "gradient" added to the accumulator is
+//   scale * u_i, u_i in [-1, 1) drawn from (weight hash, tokens, offsets, mask, masked advantages),
+//   scale = 1 + sum of masked |advantage| / global token count. Never zero, so every step changes
+//   the weights even when every advantage is 0.
+// - optimizer_step(): sums the gradients over the data-parallel group (when one is given; every
+//   rank must call it), then w -= lr * g / dp_size on every rank (identical weights everywhere),
+//   zeroes the gradients and counts the step. grad_norm = |g| / dp_size.
+// - save()/load(): "weights.bin" (the raw weight stream) and "weights.txt" ("fnv1a64 <16 hex>",
+//   "step <n>", "bytes <n>") written into a temporary sibling folder that is renamed into place
+//   (replacing an older save); load() refuses a folder whose weights do not hash to its weights.txt.
+//
+// Not thread-safe, except fail_next(), which a test may call from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "gpu/comm/communicator.h"
+#include "gpu/engine/fake_weights.h"
+#include "gpu/engine/train_engine.h"
+
+namespace tandem::gpu {
+
+/// The calls whose failure a test can inject.
+enum class fake_train_operation { logprobs, train_micro_batch, optimizer_step, export_bucket, save, load };
+
+class fake_train_engine final : public train_engine {
+ public:
+  /// Weights initialised from `options.seed` (invalid options are normalized(), see
+  /// fake_weights.h). `data_parallel_group`, when given, must outlive the engine; every rank of it
+  /// needs an engine with the same options.
+  explicit fake_train_engine(const fake_model_options& options, communicator* data_parallel_group = nullptr);
+
+  result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) override;
+  result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb, const ops::pg_loss_settings& loss,
+                                                 const global_counts& counts,
+                                                 const ops::sampling_params& params) override;
+  result<optimizer_result> optimizer_step() override;
+  void zero_gradients() override;
+  const weight_manifest& manifest() const override { return manifest_; }
+  status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
+  status save(const std::filesystem::path& directory) const override;
+  status load(const std::filesystem::path& directory) override;
+
+  /// The options in use (after normalized()).
+  const fake_model_options& options() const { return options_; }
+  /// FNV-1a 64 of weight_bytes() (cached until the weights change).
+  std::uint64_t weight_hash() const;
+  /// The weights as bytes, in manifest order: a colocated fake generator reads them in place
+  /// (fake_generate_engine::share_weights). Valid for the engine's lifetime; contents change on
+  /// optimizer_step() and load().
+  std::span<const std::byte> weight_bytes() const { return std::as_bytes(std::span<const float>(weights_)); }
+  /// Optimizer steps taken (restored by load()).
+  std::int64_t step_count() const { return step_; }
+  /// Micro-batches accumulated since the last optimizer step or zero_gradients().
+  std::int64_t accumulated_micro_batches() const { return micro_batches_; }
+
+  /// Makes the next call of `op` fail with device_error "fake_train_engine: injected failure in
+  /// <op>", leaving the state each call documents for a failure: logprobs and export_bucket change
+  /// nothing, train_micro_batch leaves gradients as they were, optimizer_step zeroes the gradients
+  /// and keeps the weights (inject it on every rank of a group, or the others wait in the
+  /// all-reduce forever), save leaves no folder, load changes nothing.
+  void fail_next(fake_train_operation op) { failures_.arm(op); }
+
+ private:
+  status check_batch(const char* op, const packed_sequences& batch) const;
+  void ensure_gradients();
+
+  fake_model_options options_;
+  communicator* group_;
+  weight_manifest manifest_;
+  std::vector<std::int64_t> entry_begin_;  // byte offset of each manifest entry in the weight stream
+  std::vector<float> weights_;             // F32 [weight_bytes / 4]
+  std::vector<float> gradients_;           // F32 [weight_bytes / 4]; empty until the first micro-batch
+  std::int64_t step_ = 0;
+  std::int64_t micro_batches_ = 0;
+  mutable std::optional<std::uint64_t> hash_;
+  mutable fake_failure_switch<fake_train_operation> failures_;
+};
+
+/// "logprobs", "train_micro_batch", ...
+const char* to_string(fake_train_operation op);
+
+}  // namespace tandem::gpu

@@ -1,0 +1,73 @@
+// What the fake engines (fake_train_engine.h, fake_generate_engine.h) share: the fake model's
+// options and manifest, its deterministic initial weights, the FNV-1a 64 hash that names a weight
+// version, the per-token logprob both engines report, and the switch that injects failures.
+//
+// The fake model: `tensors` float32 tensors "model.layers.N.fake.weight" (N = 0, 1, ...), each of
+// floor(weight_bytes / 4 / tensors) elements, the last one taking the remainder; laid out end to
+// end in manifest order, so "the weights" are one byte stream of exactly weight_bytes bytes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "gpu/core/status.h"
+#include "gpu/engine/weight_manifest.h"
+
+namespace tandem::gpu {
+
+/// Size and behaviour of the fake model; trainer and generator of one run use the same options.
+struct fake_model_options {
+  std::int64_t weight_bytes = 1 << 20;      ///< total bytes of all tensors; > 0, a multiple of 4, >= 4 * tensors
+  std::int64_t tensors = 4;                 ///< number of tensors, >= 1
+  std::uint64_t seed = 1;                   ///< initial weights are a pure function of it
+  std::int32_t vocab = 64;                  ///< token ids are in [0, vocab), vocab >= 2
+  std::int32_t max_sequence_length = 256;   ///< prompt plus generated tokens, >= 2
+  double lr = 0.01;                         ///< the trainer's step size (w -= lr * g / dp_size), finite
+};
+
+/// ok, or invalid_argument naming the first bad field ("fake model: weight_bytes must be a
+/// positive multiple of 4, got 6").
+status check_fake_model_options(const fake_model_options& options);
+
+/// `options` made valid, for constructors that cannot refuse: weight_bytes rounded down to a
+/// multiple of 4 and raised to 4 * tensors, tensors >= 1, vocab >= 2, max_sequence_length >= 2, a
+/// non-finite lr replaced by 0.01. Valid options come back unchanged.
+fake_model_options normalized(fake_model_options options);
+
+/// The manifest of the (normalized) fake model: 1-D float32 tensors "model.layers.N.fake.weight".
+weight_manifest fake_manifest(const fake_model_options& options);
+
+/// Writes the initial weights, a pure function of (options.seed, element index), values in
+/// [-1, 1). `out` holds weight_bytes / 4 floats.
+void fill_fake_weights(const fake_model_options& options, std::span<float> out);
+
+/// FNV-1a 64 of `bytes` (offset basis 0xcbf29ce484222325, prime 0x100000001b3). Continue a
+/// running hash by passing it as `hash`. Also the refit bucket checksum of the fakes.
+std::uint64_t fnv1a_64(std::span<const std::byte> bytes, std::uint64_t hash = 0xcbf29ce484222325ull);
+
+/// The splitmix64 finalizer: a bijection that scatters every input bit over the output.
+std::uint64_t fake_mix64(std::uint64_t x);
+
+/// The logprob both fakes report for `token` at `position` (0-based, in the whole sequence, prompt
+/// included) under the weights whose hash is `weight_hash`: -(log(vocab) + u / 2) with u in
+/// [0, 1) drawn from fake_mix64 of all three, so a generator's logprobs equal the trainer's
+/// logprobs of the same sequence under the same weights.
+float fake_token_logprob(std::uint64_t weight_hash, std::int32_t token, std::int64_t position, std::int32_t vocab);
+
+/// A test hook: arm(op) makes the next take(op) return true once. Operations are enumerators
+/// below 32 of the engine's own enum. Thread-safe (tests arm from another thread).
+template <class Operation>
+class fake_failure_switch {
+ public:
+  void arm(Operation op) { armed_.fetch_or(bit(op)); }
+  /// True (and disarmed) when `op` was armed.
+  bool take(Operation op) { return (armed_.fetch_and(~bit(op)) & bit(op)) != 0; }
+
+ private:
+  static std::uint32_t bit(Operation op) { return std::uint32_t{1} << static_cast<unsigned>(op); }
+  std::atomic<std::uint32_t> armed_{0};
+};
+
+}  // namespace tandem::gpu

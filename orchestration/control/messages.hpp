@@ -1,0 +1,391 @@
+// The control-plane messages (DESIGN.md section 5): a closed enum of every kind that travels
+// between the controller's ROUTER socket and the workers' DEALER sockets, the protocol version,
+// and one plain-data struct per kind. Nothing process-local (pointers, handles, CAF types) appears
+// here; weight bytes and gradients never do either (they travel worker to worker on the data
+// plane). The wire format lives in codec.hpp.
+//
+// A worker's life, as the messages see it:
+//
+//   worker                                   controller
+//     hello ------------------------------------>          (first message)
+//     <------------------------------------ welcome        (roles, ranks, recipe)
+//     data_endpoint ---------------------------->          (data-plane socket bound)
+//     <--------------------------------- peer_table        (once every worker reported)
+//     manifest --------------------------------->          (policy rank 0, once)
+//     <----------------------------- manifest_check        (rollout workers)
+//     manifest_result -------------------------->
+//     per step: generate_request/result, logprob_request/result, train_request/result,
+//               refit_begin/refit_ack
+//     heartbeat <-------------------------------> heartbeat   (both ways, all the time)
+//     error <-----------------------------------> error       (either way)
+//     <----------------------------------- shutdown
+//     goodbye ---------------------------------->          (last message)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace tandem::control {
+
+/// The protocol this build speaks. Bump it on any change to a kind's fields or meaning; peers of
+/// different versions refuse each other's frames (codec.hpp).
+inline constexpr std::uint16_t protocol_version = 1;
+
+/// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
+/// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
+enum class message_kind : std::uint16_t {
+  hello = 1,             ///< worker -> controller, first message after connecting; reply: welcome (or error)
+  welcome = 2,           ///< controller -> worker, answering hello; reply: data_endpoint
+  heartbeat = 3,         ///< both ways, every heartbeat interval; no reply (silence past the timeout = dead)
+  data_endpoint = 4,     ///< worker -> controller, once its data-plane socket is bound; reply: peer_table
+  peer_table = 5,        ///< controller -> every worker, once all data endpoints are known; no reply
+  manifest = 6,          ///< policy worker (data-parallel rank 0) -> controller, once at start-up; no reply
+  manifest_check = 7,    ///< controller -> every rollout worker, forwarding the manifest; reply: manifest_result
+  manifest_result = 8,   ///< rollout worker -> controller, answering manifest_check; no reply
+  generate_request = 9,  ///< controller -> rollout worker, each generation round; reply: generate_result
+  generate_result = 10,  ///< rollout worker -> controller, the finished sequences of a request; no reply
+  logprob_request = 11,  ///< controller -> policy worker, each step before training; reply: logprob_result
+  logprob_result = 12,   ///< policy worker -> controller, answering logprob_request; no reply
+  train_request = 13,    ///< controller -> every policy worker, each step; reply: train_result
+  train_result = 14,     ///< policy worker -> controller, after the optimizer step; no reply
+  refit_begin = 15,      ///< controller -> policy and rollout workers, after each train step; reply: refit_ack
+  refit_ack = 16,        ///< worker -> controller, once its side of the refit is done or failed; no reply
+  error = 17,            ///< either way, whenever a request fails or a frame is refused; no reply
+  shutdown = 18,         ///< controller -> worker, at the end of a run or on a fatal error; reply: goodbye
+  goodbye = 19,          ///< worker -> controller, last message before the worker exits; no reply
+};
+
+/// Number of kinds; codes run from 1 to kind_count.
+inline constexpr std::uint16_t kind_count = 19;
+
+/// The kind's name as written in the enum ("generate_request"); "unknown" for other values.
+constexpr std::string_view to_string(message_kind k) {
+  switch (k) {
+    case message_kind::hello: return "hello";
+    case message_kind::welcome: return "welcome";
+    case message_kind::heartbeat: return "heartbeat";
+    case message_kind::data_endpoint: return "data_endpoint";
+    case message_kind::peer_table: return "peer_table";
+    case message_kind::manifest: return "manifest";
+    case message_kind::manifest_check: return "manifest_check";
+    case message_kind::manifest_result: return "manifest_result";
+    case message_kind::generate_request: return "generate_request";
+    case message_kind::generate_result: return "generate_result";
+    case message_kind::logprob_request: return "logprob_request";
+    case message_kind::logprob_result: return "logprob_result";
+    case message_kind::train_request: return "train_request";
+    case message_kind::train_result: return "train_result";
+    case message_kind::refit_begin: return "refit_begin";
+    case message_kind::refit_ack: return "refit_ack";
+    case message_kind::error: return "error";
+    case message_kind::shutdown: return "shutdown";
+    case message_kind::goodbye: return "goodbye";
+  }
+  return "unknown";
+}
+
+// ---- nested plain structs -------------------------------------------------------------------
+
+/// Which actors a worker hosts.
+struct roles {
+  bool policy = false;   ///< a policy_worker actor (training)
+  bool rollout = false;  ///< a rollout_worker actor (generation)
+  bool operator==(const roles&) const = default;
+};
+
+/// One worker's data-plane address.
+struct peer {
+  std::int32_t rank = 0;
+  std::string endpoint;  ///< "tcp://10.0.0.3:41234"
+  bool operator==(const peer&) const = default;
+};
+
+/// One tensor of the refit manifest (gpu/engine/weight_manifest.h, without the gpu/ types).
+struct manifest_entry {
+  std::string name;                ///< Hugging Face name
+  std::vector<std::int64_t> shape;
+  std::uint8_t dtype = 0;          ///< the underlying value of tandem::gpu::dtype (0 float32, 1 bfloat16, ...)
+  bool operator==(const manifest_entry&) const = default;
+};
+
+/// The sampling distribution (gpu/ops/logprobs.h sampling_params).
+struct sampling_params {
+  double temperature = 1.0;  ///< 0: greedy
+  std::int32_t top_k = 0;    ///< 0: no top-k
+  double top_p = 1.0;        ///< 1: no top-p
+  bool operator==(const sampling_params&) const = default;
+};
+
+/// Where a sequence's random numbers come from (gpu/core/philox.h rng_coordinates; the token
+/// position is filled in per token by the generator).
+struct rng_coordinates {
+  std::uint64_t seed = 0;
+  std::uint32_t step = 0;
+  std::uint32_t round = 0;
+  std::uint32_t prompt = 0;
+  std::uint32_t sample = 0;
+  bool operator==(const rng_coordinates&) const = default;
+};
+
+/// One sequence to generate.
+struct prompt {
+  std::uint64_t request_id = 0;       ///< echoed in the finished sequence
+  std::vector<std::int32_t> tokens;   ///< prompt token ids
+  rng_coordinates rng;
+  bool operator==(const prompt&) const = default;
+};
+
+/// Why generation of a sequence ended (gpu/engine/generate_engine.h finish_reason).
+enum class finish_reason : std::uint8_t { stop_token = 0, length = 1 };
+
+/// One generated sequence.
+struct finished_sequence {
+  std::uint64_t request_id = 0;
+  std::vector<std::int32_t> tokens;   ///< generated tokens only
+  std::vector<float> logprobs;        ///< per generated token
+  finish_reason reason = finish_reason::length;
+  std::uint64_t weight_version = 0;   ///< the one version that generated every token
+  bool operator==(const finished_sequence&) const = default;
+};
+
+/// Variable-length sequences packed end to end (gpu/engine/train_engine.h packed_sequences).
+struct packed_sequences {
+  std::vector<std::int32_t> tokens;
+  std::vector<std::int32_t> offsets;  ///< [sequences + 1]
+  bool operator==(const packed_sequences&) const = default;
+};
+
+/// One micro-batch of the loss, per-token vectors aligned with sequences.tokens.
+struct micro_batch {
+  packed_sequences sequences;
+  std::vector<float> advantages;
+  std::vector<float> mask;     ///< 0 or 1
+  std::vector<float> lp_prev;  ///< logprobs before the step
+  std::vector<float> lp_gen;   ///< logprobs of the generator
+  std::vector<float> lp_ref;   ///< reference policy; empty when the KL term is off
+  bool operator==(const micro_batch&) const = default;
+};
+
+/// One named scalar of a train step ("grad_norm", "clip_fraction").
+struct metric {
+  std::string name;
+  double value = 0;
+  bool operator==(const metric&) const = default;
+};
+
+/// How a refit moves the weights (DESIGN.md section 4).
+enum class refit_transport : std::uint8_t {
+  colocated_bump = 0,  ///< same process and device: the rollout engine reads the trainer's weights in place
+  broadcast = 1,       ///< buckets broadcast from the root policy rank to the rollout ranks
+};
+
+// ---- one struct per kind, in enum order -----------------------------------------------------
+
+/// worker -> controller, first message. Reply: welcome.
+struct hello {
+  static constexpr message_kind kind = message_kind::hello;
+  std::int32_t rank = 0;        ///< worker rank in the job
+  std::int32_t world_size = 0;  ///< workers in the job, as the worker was told
+  std::int64_t pid = 0;
+  std::string hostname;
+  std::string device;           ///< "cpu:0", "cuda:3"
+  std::uint16_t version = protocol_version;  ///< echo of the worker's protocol version
+  roles offered;                ///< the actors this worker can host
+  bool operator==(const hello&) const = default;
+};
+
+/// controller -> worker, answering hello. Reply: data_endpoint.
+struct welcome {
+  static constexpr message_kind kind = message_kind::welcome;
+  roles assigned;
+  std::int32_t data_parallel_rank = -1;  ///< -1: no policy actor
+  std::int32_t data_parallel_size = 0;
+  std::int32_t rollout_rank = -1;        ///< -1: no rollout actor
+  std::int32_t rollout_size = 0;
+  std::string recipe_yaml;               ///< the resolved recipe
+  std::string run_id;
+  std::uint32_t heartbeat_interval_ms = 0;
+  std::uint32_t heartbeat_timeout_ms = 0;
+  bool operator==(const welcome&) const = default;
+};
+
+/// Both ways, periodically. No reply.
+struct heartbeat {
+  static constexpr message_kind kind = message_kind::heartbeat;
+  std::int32_t sender_rank = 0;  ///< -1: the controller
+  std::uint64_t sequence = 0;    ///< counts up from 0 per sender
+  bool operator==(const heartbeat&) const = default;
+};
+
+/// worker -> controller, once its data-plane socket is bound. Reply: peer_table.
+struct data_endpoint {
+  static constexpr message_kind kind = message_kind::data_endpoint;
+  std::int32_t rank = 0;
+  std::string endpoint;                    ///< "tcp://10.0.0.3:41234"
+  std::vector<std::byte> nccl_unique_id;   ///< GPU runs, from the root rank; empty otherwise
+  bool operator==(const data_endpoint&) const = default;
+};
+
+/// controller -> every worker, once every data endpoint is known. No reply.
+struct peer_table {
+  static constexpr message_kind kind = message_kind::peer_table;
+  std::vector<peer> peers;                 ///< every worker, by rank
+  std::vector<std::int32_t> ring;          ///< worker ranks of the data-parallel policy ranks, in ring order
+  std::vector<std::byte> nccl_unique_id;   ///< GPU runs; empty otherwise
+  bool operator==(const peer_table&) const = default;
+};
+
+/// policy worker (data-parallel rank 0) -> controller, once. No reply.
+struct manifest {
+  static constexpr message_kind kind = message_kind::manifest;
+  std::vector<manifest_entry> entries;  ///< in slab order
+  bool operator==(const manifest&) const = default;
+};
+
+/// controller -> every rollout worker, the policy's manifest. Reply: manifest_result.
+struct manifest_check {
+  static constexpr message_kind kind = message_kind::manifest_check;
+  std::vector<manifest_entry> entries;
+  bool operator==(const manifest_check&) const = default;
+};
+
+/// rollout worker -> controller, answering manifest_check. No reply.
+struct manifest_result {
+  static constexpr message_kind kind = message_kind::manifest_result;
+  std::int32_t rank = 0;
+  bool ok = false;
+  std::string message;  ///< the first difference when not ok
+  bool operator==(const manifest_result&) const = default;
+};
+
+/// controller -> rollout worker, a generation round. Reply: generate_result.
+struct generate_request {
+  static constexpr message_kind kind = message_kind::generate_request;
+  std::uint64_t step = 0;
+  std::uint32_t round = 0;
+  std::uint64_t weight_version = 0;  ///< the version the worker must generate with
+  sampling_params sampling;
+  std::int32_t max_new_tokens = 0;
+  std::vector<std::int32_t> stop_tokens;
+  std::vector<prompt> prompts;
+  bool operator==(const generate_request&) const = default;
+};
+
+/// rollout worker -> controller, answering generate_request. No reply.
+struct generate_result {
+  static constexpr message_kind kind = message_kind::generate_result;
+  std::uint64_t step = 0;
+  std::uint32_t round = 0;
+  std::vector<finished_sequence> sequences;
+  bool operator==(const generate_result&) const = default;
+};
+
+/// controller -> policy worker, logprobs of sequences before training. Reply: logprob_result.
+struct logprob_request {
+  static constexpr message_kind kind = message_kind::logprob_request;
+  std::uint64_t step = 0;
+  packed_sequences batch;
+  sampling_params sampling;
+  bool operator==(const logprob_request&) const = default;
+};
+
+/// policy worker -> controller, answering logprob_request. No reply.
+struct logprob_result {
+  static constexpr message_kind kind = message_kind::logprob_result;
+  std::uint64_t step = 0;
+  std::vector<float> logprobs;  ///< per token of the request's batch
+  bool operator==(const logprob_result&) const = default;
+};
+
+/// controller -> every policy worker, its share of a train step. Reply: train_result.
+struct train_request {
+  static constexpr message_kind kind = message_kind::train_request;
+  std::uint64_t step = 0;
+  std::vector<micro_batch> micro_batches;
+  std::int64_t global_tokens = 0;     ///< masked tokens over every micro-batch of every rank
+  std::int64_t global_sequences = 0;  ///< sequences with a masked token, likewise
+  bool operator==(const train_request&) const = default;
+};
+
+/// policy worker -> controller, after the optimizer step. No reply.
+struct train_result {
+  static constexpr message_kind kind = message_kind::train_result;
+  std::uint64_t step = 0;
+  double loss = 0;
+  std::vector<metric> metrics;
+  std::uint64_t weight_version = 0;  ///< the version the step produced
+  bool operator==(const train_result&) const = default;
+};
+
+/// controller -> policy and rollout workers, after a train step. Reply: refit_ack.
+struct refit_begin {
+  static constexpr message_kind kind = message_kind::refit_begin;
+  std::uint64_t weight_version = 0;
+  std::uint32_t bucket_count = 0;
+  std::uint64_t bucket_bytes = 0;
+  refit_transport transport = refit_transport::broadcast;
+  std::int32_t root_rank = 0;  ///< the worker rank that sends the buckets
+  bool operator==(const refit_begin&) const = default;
+};
+
+/// worker -> controller, its side of a refit done or failed. No reply; an old version is ignored.
+struct refit_ack {
+  static constexpr message_kind kind = message_kind::refit_ack;
+  std::int32_t rank = 0;
+  std::uint64_t weight_version = 0;
+  bool ok = false;
+  std::string error;  ///< why, when not ok (the previous version stays live)
+  bool operator==(const refit_ack&) const = default;
+};
+
+/// Either way: a request failed or a frame was refused. No reply.
+struct error {
+  static constexpr message_kind kind = message_kind::error;
+  std::uint16_t code = 0;  ///< a tandem_errc value (actors/api/errors.hpp)
+  std::string text;
+  std::int32_t rank = -1;  ///< the worker it concerns; -1: the controller
+  bool operator==(const error&) const = default;
+};
+
+/// controller -> worker, end of the run or a fatal error. Reply: goodbye.
+struct shutdown {
+  static constexpr message_kind kind = message_kind::shutdown;
+  std::string reason;
+  bool operator==(const shutdown&) const = default;
+};
+
+/// worker -> controller, last message before exiting. No reply.
+struct goodbye {
+  static constexpr message_kind kind = message_kind::goodbye;
+  std::int32_t rank = 0;
+  std::string reason;
+  bool operator==(const goodbye&) const = default;
+};
+
+/// Any message. Alternative i has kind code i + 1 (checked below).
+using message = std::variant<hello, welcome, heartbeat, data_endpoint, peer_table, manifest, manifest_check,
+                             manifest_result, generate_request, generate_result, logprob_request, logprob_result,
+                             train_request, train_result, refit_begin, refit_ack, error, shutdown, goodbye>;
+
+/// The kind of a message.
+inline message_kind kind_of(const message& m) {
+  return std::visit([](const auto& alternative) { return std::decay_t<decltype(alternative)>::kind; }, m);
+}
+
+namespace detail {
+template <std::size_t... i>
+constexpr bool kinds_in_order(std::index_sequence<i...>) {
+  return ((static_cast<std::size_t>(std::variant_alternative_t<i, message>::kind) == i + 1) && ...);
+}
+}  // namespace detail
+static_assert(std::variant_size_v<message> == kind_count, "one struct per kind");
+static_assert(detail::kinds_in_order(std::make_index_sequence<kind_count>{}),
+              "message alternatives follow the enum order");
+
+}  // namespace tandem::control

@@ -1,0 +1,75 @@
+// The actor API's shared pieces: the type-ID block registers every message type, errors keep
+// their code and gain the place they passed through, buckets are checksummed with FNV-1a 64.
+#define CAF_SUITE actor_api
+#include "actors/api/error_context.hpp"
+#include "actors/api/type_ids.hpp"
+
+#include <typeinfo>
+
+#include "support/actor_fixture.hpp"
+
+using namespace tandem;
+using namespace tandem::test;
+
+namespace {
+
+using fixture = test_coordinator_fixture<actor_test_config>;
+
+std::span<const std::byte> bytes_of(const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); }
+
+}  // namespace
+
+CAF_TEST(a tandem error relayed through a place keeps its code and names the place first) {
+  const auto e = relay_error(tandem_error(tandem_errc::stale_version, "rollout-1: bucket 2 of v3 refused"), "refit");
+  CAF_CHECK(is_tandem_error(e, tandem_errc::stale_version));
+  CAF_CHECK_EQUAL(error_text(e), "refit: rollout-1: bucket 2 of v3 refused");
+}
+
+CAF_TEST(a request timeout becomes a tandem timeout and a receiver gone becomes worker_lost) {
+  CAF_CHECK(is_tandem_error(relay_error(caf::make_error(caf::sec::request_timeout), "generate"), tandem_errc::timeout));
+  CAF_CHECK(is_tandem_error(relay_error(caf::make_error(caf::sec::request_receiver_down), "generate"),
+                            tandem_errc::worker_lost));
+  CAF_CHECK_EQUAL(error_text(relay_error(caf::make_error(caf::sec::request_timeout), "generate")),
+                  "generate: request_timeout");
+}
+
+CAF_TEST(an engine status becomes engine_failure naming the place the code and the message) {
+  const auto e = engine_error("policy-0: train from v2", gpu::status{gpu::status_code::device_error, "CUDA OOM"});
+  CAF_CHECK(is_tandem_error(e, tandem_errc::engine_failure));
+  CAF_CHECK_EQUAL(error_text(e), "policy-0: train from v2: device_error: CUDA OOM");
+}
+
+CAF_TEST(the bucket checksum is FNV-1a 64 as the fake engines compute it) {
+  CAF_CHECK_EQUAL(bucket_checksum({}), 0xcbf29ce484222325ull);
+  CAF_CHECK_EQUAL(bucket_checksum(bytes_of("a")), 0xaf63dc4c8601ec8cull);
+  const std::string text = "weights of version 3";
+  CAF_CHECK_EQUAL(bucket_checksum(bytes_of(text)), gpu::fnv1a_64(bytes_of(text)));
+}
+
+CAF_TEST_FIXTURE_SCOPE(actor_api_tests, fixture)
+
+CAF_TEST(every message type of the tandem type-ID block is registered by add_tandem_types) {
+  for (const char* name : {"tandem::generate_job", "tandem::trajectory", "tandem::generate_result", "tandem::score_job",
+                           "tandem::env_feedback", "tandem::score_result", "tandem::logprobs_job",
+                           "tandem::logprobs_result", "tandem::train_job", "tandem::train_report",
+                           "tandem::manifest_reply", "tandem::export_job", "tandem::weight_bucket",
+                           "tandem::manifest_check", "tandem::manifest_accepted", "tandem::refit_ack",
+                           "tandem::handshake_report", "tandem::refit_report", "tandem::step_report"}) {
+    CAF_MESSAGE("checking " << name);
+    CAF_CHECK(sys.types().make_value(std::string(name)) != nullptr);
+  }
+  CAF_CHECK(sys.types().make_value(typeid(step_report)) != nullptr);
+}
+
+CAF_TEST(a message summary names the version and the sizes instead of printing the bytes) {
+  weight_bucket b;
+  b.version = 4;
+  b.index = 2;
+  b.bytes = std::make_shared<const std::vector<std::byte>>(96);
+  b.checksum = 1;
+  CAF_CHECK_EQUAL(to_string(b), "weight_bucket(v4, bucket 2, 96 bytes, checksum)");
+  CAF_CHECK_EQUAL(caf::deep_to_string(caf::make_message(bucket_atom_v, b)),
+                  "('bucket', weight_bucket(v4, bucket 2, 96 bytes, checksum))");
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()

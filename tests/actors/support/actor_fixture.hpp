@@ -1,0 +1,253 @@
+// Shared set-up of the actor tests: tandem's actor-system configuration with every message type
+// registered, a tiny fake model (256 bytes of weights, 3 refit buckets of 96 bytes), fake
+// engines, and a deterministic cluster (policy rank, rollout workers, refit coordinator,
+// environment, driver) on CAF's test coordinator with engine calls inline.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/test/dsl.hpp>
+
+#include "actors/api/error_context.hpp"
+#include "actors/api/type_ids.hpp"
+#include "actors/driver/driver.hpp"
+#include "actors/environment/environment.hpp"
+#include "actors/policy_worker/policy_worker.hpp"
+#include "actors/refit_coordinator/refit_coordinator.hpp"
+#include "actors/rollout_worker/rollout_worker.hpp"
+#include "actors/runtime/system_config.hpp"
+#include "gpu/engine/fake_generate_engine.h"
+#include "gpu/engine/fake_train_engine.h"
+
+namespace tandem::test {
+
+/// tandem's process configuration (one scheduler thread) with the tandem type-ID block.
+struct actor_test_config : tandem::system_config {
+  actor_test_config() : tandem::system_config(1) { add_tandem_types(*this); }
+};
+
+/// Refit bucket size of the tests: the 256-byte fake model cuts into 96 + 96 + 64 bytes.
+constexpr std::int64_t test_bucket_bytes = 96;
+
+inline gpu::fake_model_options tiny_model() {
+  gpu::fake_model_options o;
+  o.weight_bytes = 256;
+  o.tensors = 4;
+  o.seed = 7;
+  o.vocab = 64;
+  o.max_sequence_length = 64;
+  return o;
+}
+
+inline gpu::fake_generate_options tiny_generator() {
+  gpu::fake_generate_options o;
+  o.model = tiny_model();
+  o.max_num_sequences = 4;
+  o.bucket_bytes = test_bucket_bytes;
+  return o;
+}
+
+/// A train job of one micro-batch (one sequence of 4 tokens) from `version`: enough to change the
+/// fake trainer's weights.
+inline train_job one_micro_batch(weight_version version) {
+  train_job job;
+  job.version = version;
+  gpu::train_micro_batch_data mb;
+  mb.sequences.tokens = {1, 2, 3, 4};
+  mb.sequences.offsets = {0, 4};
+  mb.advantages = {1, 1, 1, 1};
+  mb.mask = {0, 1, 1, 1};
+  mb.lp_prev = {0, -4.2f, -4.2f, -4.2f};
+  mb.lp_gen = {0, -4.2f, -4.2f, -4.2f};
+  job.micro_batches.push_back(mb);
+  job.counts = {3, 1};
+  return job;
+}
+
+/// The text of a tandem error (empty for none).
+inline std::string text_of(const caf::error& e) { return error_text(e); }
+
+/// A request's answer, or the error it ended with.
+template <class T>
+struct answer {
+  std::optional<T> value;
+  caf::error error;
+};
+
+/// A step's report, or the error it ended with.
+struct step_outcome {
+  std::optional<step_report> report;
+  caf::error error;
+};
+
+/// What a cluster looks like.
+struct cluster_options {
+  refit_mode mode = refit_mode::dedicated;
+  std::size_t rollout_workers = 2;  ///< colocated: 1 (the one sharing the trainer's device)
+  std::size_t prompts_per_step = 2;
+  std::size_t samples_per_prompt = 2;
+  std::int32_t max_new_tokens = 3;
+  std::size_t environment_workers = 0;  ///< 0: one environment_worker as the environment; else a pool of that many
+};
+
+/// The prompts the test drivers cycle through.
+inline std::vector<std::vector<std::int32_t>> test_prompts() { return {{5, 6, 7}, {9, 10}, {11, 12, 13, 14}}; }
+
+/// Policy rank 0, rollout workers "rollout-0", "rollout-1", ..., the refit coordinator, the
+/// environment (the parity fake) and the driver, with fake engines.
+struct cluster {
+  cluster_options options;
+  std::shared_ptr<gpu::fake_train_engine> trainer;
+  std::vector<std::shared_ptr<gpu::fake_generate_engine>> generators;
+  policy_actor policy;
+  std::vector<rollout_actor> rollout;
+  refit_coordinator_actor coordinator;
+  environment_actor environment;
+  driver_actor driver;
+
+  /// Spawns every actor in `sys`; engine calls run where `execution` says.
+  void spawn(caf::actor_system& sys, const cluster_options& o, engine_execution execution) {
+    options = o;
+    trainer = std::make_shared<gpu::fake_train_engine>(tiny_model());
+    policy_worker_config pc;
+    pc.name = "policy-0";
+    pc.engine = trainer;
+    pc.execution = execution;
+    policy = spawn_policy_worker(sys, pc);
+    for (std::size_t i = 0; i < o.rollout_workers; ++i) {
+      auto g = std::make_shared<gpu::fake_generate_engine>(tiny_generator());
+      if (o.mode == refit_mode::colocated) CAF_REQUIRE(g->share_weights(trainer->weight_bytes()).is_ok());
+      generators.push_back(g);
+      rollout_worker_config rc;
+      rc.name = "rollout-" + std::to_string(i);
+      rc.engine = g;
+      rc.manifest = gpu::fake_manifest(tiny_model());
+      rc.execution = execution;
+      rollout.push_back(spawn_rollout_worker(sys, rc));
+    }
+    refit_coordinator_config cc;
+    cc.mode = o.mode;
+    cc.policy = policy;
+    cc.rollout = rollout;
+    cc.bucket_bytes = test_bucket_bytes;
+    cc.timeout = std::chrono::seconds(30);
+    coordinator = spawn_refit_coordinator(sys, cc);
+    if (o.environment_workers == 0) {
+      environment = sys.spawn(environment_worker, scoring_function(parity_reward));
+    } else {
+      environment_config ec;
+      ec.workers = o.environment_workers;
+      ec.execution = execution;
+      environment = spawn_environment(sys, ec);
+    }
+    driver_config dc;
+    dc.policy = {policy};
+    dc.rollout = rollout;
+    dc.refit = coordinator;
+    dc.environment = environment;
+    dc.prompts = test_prompts();
+    dc.prompts_per_step = o.prompts_per_step;
+    dc.samples_per_prompt = o.samples_per_prompt;
+    dc.max_new_tokens = o.max_new_tokens;
+    dc.micro_batch_sequences = 2;
+    dc.seed = 11;
+    dc.timeout = std::chrono::seconds(60);
+    driver = spawn_driver(sys, dc);
+  }
+
+  /// Asks every actor to exit.
+  void shut_down() {
+    for (auto& r : rollout) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
+    if (policy) caf::anon_send_exit(policy, caf::exit_reason::user_shutdown);
+    if (coordinator) caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    if (environment) caf::anon_send_exit(environment, caf::exit_reason::user_shutdown);
+    if (driver) caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+  }
+
+  /// The request the driver builds for prompt k, sample s of `step` (driver.cpp, generating()).
+  gpu::generation_request driver_request(std::uint32_t step, std::size_t k, std::size_t s) const {
+    const auto ps = test_prompts();
+    gpu::generation_request r;
+    r.id = k * options.samples_per_prompt + s;
+    r.prompt = ps[(step * options.prompts_per_step + k) % ps.size()];
+    r.rng = gpu::rng_coordinates{11, step, 0, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(s), 0};
+    r.max_new_tokens = options.max_new_tokens;
+    return r;
+  }
+
+  /// True when every trajectory of `report` holds the tokens the weights hashing to
+  /// `weight_hash` produce for its request.
+  bool generated_by(const step_report& report, std::uint64_t weight_hash) const {
+    for (const auto& t : report.trajectories) {
+      const auto r = driver_request(report.step, t.prompt_index, t.sample_index);
+      if (t.tokens != gpu::fake_generate_engine::expected_tokens(weight_hash, r, tiny_model().vocab)) return false;
+    }
+    return !report.trajectories.empty();
+  }
+};
+
+/// A cluster on CAF's test coordinator with engine calls inline: every message is delivered by
+/// the test (expect, sched.run()).
+struct cluster_fixture : test_coordinator_fixture<actor_test_config>, cluster {
+  void start(const cluster_options& o) {
+    spawn(sys, o, engine_execution::inline_calls);
+    sched.run();
+  }
+
+  ~cluster_fixture() override { shut_down(); }
+
+  /// Sends a request, runs every actor until nothing is left to do, and returns the answer.
+  template <class T, class Handle, class... Ts>
+  answer<T> ask(const Handle& whom, Ts&&... xs) {
+    answer<T> out;
+    auto h = self->request(whom, caf::infinite, std::forward<Ts>(xs)...);
+    sched.run();
+    h.receive([&](T& x) { out.value = std::move(x); }, [&](caf::error& e) { out.error = std::move(e); });
+    return out;
+  }
+
+  /// The version a policy or rollout worker reports (fails the test on an error).
+  template <class Handle>
+  weight_version version_of(const Handle& whom) {
+    auto r = ask<weight_version>(whom, version_atom_v);
+    CAF_REQUIRE(r.value.has_value());
+    return *r.value;
+  }
+
+  /// Runs the handshake to completion and returns its report (fails the test on an error).
+  handshake_report handshake() {
+    handshake_report out;
+    auto h = self->request(coordinator, caf::infinite, handshake_atom_v);
+    sched.run();
+    h.receive([&](handshake_report& r) { out = std::move(r); },
+              [&](caf::error& e) { CAF_FAIL("handshake failed: " << text_of(e)); });
+    return out;
+  }
+
+  /// Runs one driver step to completion: the report, or the error.
+  step_outcome run_step() {
+    step_outcome out;
+    auto h = self->request(driver, caf::infinite, step_atom_v);
+    sched.run();
+    h.receive([&](step_report& r) { out.report = std::move(r); }, [&](caf::error& e) { out.error = std::move(e); });
+    return out;
+  }
+
+  /// The live version every rollout worker reports.
+  std::vector<weight_version> rollout_versions() {
+    std::vector<weight_version> out;
+    for (auto& r : rollout) {
+      auto h = self->request(r, caf::infinite, version_atom_v);
+      sched.run();
+      h.receive([&](weight_version v) { out.push_back(v); },
+                [&](caf::error& e) { CAF_FAIL("version query failed: " << text_of(e)); });
+    }
+    return out;
+  }
+};
+
+}  // namespace tandem::test
