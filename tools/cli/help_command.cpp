@@ -15,6 +15,9 @@ commands:
   run RECIPE [key=value ...] --dry-run
                                      print the placement plan: workers, devices, data-parallel
                                      ranks, the controller's endpoints and per-phase memory
+  worker --controller ADDR --rank R --world W
+                                     one worker process of a run (started by `tandem run` or a
+                                     launcher; settable from TANDEM_CONTROLLER, TANDEM_RANK, ...)
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -46,6 +49,30 @@ step arithmetic, and the memory budget of each phase per device.
 Running the RL loop itself is not built yet; `tandem run` without --dry-run says so and exits 2.
 )";
 
+constexpr const char* worker_help = R"(usage: tandem worker --controller ADDR --rank R --world W
+                     [--local-workers N] [--welcome-timeout-ms MS]
+
+One worker process of a run: connects to the controller's control socket at ADDR
+(tcp://host:port), says hello as rank R of W workers, and waits for the welcome that assigns its
+actors (policy, rollout) and ranks. It then exchanges heartbeats with the controller and runs until
+the controller shuts it down (exit 0). It exits 1 when no welcome comes within the welcome timeout
+(default 60000 ms), when the controller refuses it, or when the controller's heartbeats stop for
+the timeout the welcome set (the controller died or hangs).
+
+`tandem run` starts its workers itself; a launcher starts them on every node, each setting from
+the environment (a flag wins over its variable):
+  TANDEM_CONTROLLER=ADDR  TANDEM_RANK=R  TANDEM_WORLD=W  TANDEM_LOCAL_WORKERS=N  TANDEM_WELCOME_TIMEOUT_MS=MS
+TANDEM_LOCAL_WORKERS (default W) is the number of workers on this node: each worker caps its
+threads (CAF scheduler, OpenMP, OpenBLAS) to its share of the node's cores. A worker started by a
+local controller (TANDEM_PARENT_PID set) dies with it.
+
+Two workers by hand, against a controller listening on 127.0.0.1:29650:
+  tandem worker --controller tcp://127.0.0.1:29650 --rank 0 --world 2 &
+  TANDEM_CONTROLLER=tcp://127.0.0.1:29650 TANDEM_RANK=1 TANDEM_WORLD=2 tandem worker
+
+exit status: 0 shut down by the controller, 1 failed (the reason on stderr), 2 usage error
+)";
+
 }  // namespace
 
 int help_command(const args& a, std::ostream& out, std::ostream& err) {
@@ -55,6 +82,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   if (a[0] == "validate") out << validate_help;
   else if (a[0] == "run") out << run_help;
+  else if (a[0] == "worker") out << worker_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

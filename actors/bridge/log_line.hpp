@@ -1,0 +1,13 @@
+// One line on stderr for the runtime's logs (refused frames, joins, failures): written with a
+// single call and flushed, so the lines of several threads and processes sharing a terminal or a
+// log file do not interleave mid-line.
+#pragma once
+
+#include <string>
+
+namespace tandem {
+
+/// Writes `line` and a newline to stderr at once.
+void log_line(const std::string& line);
+
+}  // namespace tandem

@@ -1,0 +1,146 @@
+// run_controller: the actor system, the socket, the controller actor, the local workers, the end.
+#include "actors/controller/controller.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/api/type_ids.hpp"
+#include "actors/api/error_context.hpp"
+#include "actors/bridge/log_line.hpp"
+#include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/controller_actor.hpp"
+#include "actors/controller/local_workers.hpp"
+#include "actors/runtime/system_config.hpp"
+#include "actors/worker/thread_caps.hpp"
+
+namespace tandem {
+
+namespace {
+
+/// The address local workers dial for a bound endpoint: a wildcard host becomes loopback.
+std::string dial_address(const std::string& bound) {
+  std::string out = bound;
+  for (const auto& [any, loopback] : {std::pair<std::string, std::string>{"//0.0.0.0:", "//127.0.0.1:"}, {"//[::]:", "//[::1]:"}})
+    if (const auto at = out.find(any); at != std::string::npos) out.replace(at, any.size(), loopback);
+  return out;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  const auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+/// Starts the local ranks; tells the controller about each (or about the first failure).
+void spawn_local_workers(const controller_options& o, std::size_t count, const std::string& dial, const caf::actor& ctl,
+                         caf::scoped_actor& self, local_workers& children) {
+  const std::string executable = o.worker_executable.empty() ? self_executable() : o.worker_executable;
+  const std::string share = std::to_string(std::max<std::size_t>(1, available_cores() / std::max<std::size_t>(1, count)));
+  const std::vector<std::pair<std::string, std::string>> env = {
+      {"OMP_NUM_THREADS", share},
+      {"OPENBLAS_NUM_THREADS", share},
+      {"TANDEM_LOCAL_WORKERS", std::to_string(count)},
+      {"TANDEM_PARENT_PID", std::to_string(::getpid())},
+  };
+  const std::string world = std::to_string(o.plan.workers.size());
+  for (std::size_t r = 0; r < count; ++r) {
+    const std::vector<std::string> args = {"worker", "--controller", dial, "--rank", std::to_string(r), "--world", world};
+    auto pid = children.spawn(static_cast<std::int64_t>(r), executable, args, env);
+    if (!pid) {
+      self->send(ctl, ctl_fail_atom::value, error_text(pid.error()));
+      return;
+    }
+    self->send(ctl, ctl_spawn_atom::value, static_cast<std::int64_t>(r), static_cast<std::int64_t>(*pid));
+    if (o.report) {
+      std::string line = "spawned worker " + std::to_string(r) + " (pid " + std::to_string(*pid) + "): " + executable;
+      for (const auto& a : args) line += " " + a;
+      o.report(line);
+    }
+  }
+}
+
+controller_result run(const controller_options& o) {
+  const std::size_t world = o.plan.workers.size();
+  if (world == 0) return {false, "the placement plan has no workers"};
+  const std::size_t local = o.spawn_local < 0 ? world : std::min<std::size_t>(world, static_cast<std::size_t>(o.spawn_local));
+
+  system_config cfg(scheduler_threads(available_cores(), local + 1));
+  add_tandem_types(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+
+  socket_options so;
+  so.role = socket_role::controller_router;
+  so.endpoint = o.bind_endpoint.empty() ? o.plan.control_endpoint : o.bind_endpoint;
+  so.log_name = "tandem controller";
+  auto socket = std::make_shared<socket_thread>(so);
+
+  controller_settings s;
+  s.plan = o.plan;
+  s.recipe_yaml = o.recipe_yaml;
+  s.run_id = o.run_id.empty() ? "run-" + std::to_string(::getpid()) : o.run_id;
+  s.heartbeat_interval = o.heartbeat_interval;
+  s.heartbeat_timeout = o.heartbeat_timeout;
+  s.join_timeout = o.join_timeout;
+  s.stop_timeout = o.stop_timeout;
+  s.run_for = o.run_for;
+  s.socket = socket;
+  s.listener = caf::actor{self};
+  s.report = o.report;
+  const caf::actor ctl = spawn_controller(sys, std::move(s));
+  self->monitor(ctl);
+
+  std::optional<controller_result> result;
+  std::int64_t lost_rank = -1;
+  const auto on_done = [&](ctl_done_atom, bool ok, const std::string& message, std::int64_t lost) {
+    result = controller_result{ok, message};
+    lost_rank = lost;
+  };
+  const auto on_down = [&](caf::down_msg& d) {
+    result = controller_result{false, "the controller actor ended unexpectedly: " + caf::to_string(d.reason)};
+  };
+  std::string endpoint;
+  self->receive([&](ctl_listen_atom, const std::string& bound) { endpoint = bound; }, on_done, on_down);
+
+  local_workers children;
+  if (!result) {
+    if (o.report) o.report("controller listening on " + endpoint);
+    spawn_local_workers(o, local, dial_address(endpoint), ctl, self, children);
+    children.watch([ctl](const child_exit& e) {
+      caf::anon_send(ctl, ctl_exit_atom::value, e.rank, static_cast<std::int64_t>(e.pid), e.wait_status, e.how);
+    });
+    while (!result) self->receive(on_done, on_down);
+  }
+
+  if (!result->ok && lost_rank >= 0) children.kill_rank(lost_rank);  // a hung worker does not get to linger
+  const std::vector<std::string> killed = children.stop_all(result->ok ? std::chrono::milliseconds(0) : o.kill_grace);
+  if (!killed.empty()) {
+    std::string list;
+    for (const auto& k : killed) list += (list.empty() ? "" : ", ") + k;
+    log_line("tandem controller: killed the workers still running after the run ended: " + list);
+  }
+  socket->stop();
+  self->send_exit(ctl, caf::exit_reason::user_shutdown);  // its bridge and supervisor are linked to it
+  return *result;
+}
+
+}  // namespace
+
+controller_result run_controller(const controller_options& options) {
+  try {
+    return run(options);
+  } catch (const std::exception& e) {
+    return {false, std::string("internal error in the controller: ") + e.what()};
+  }
+}
+
+}  // namespace tandem

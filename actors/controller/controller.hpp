@@ -1,0 +1,61 @@
+// The controller process's runtime as one library call: bind the control socket, start the local
+// workers (fork/exec of `tandem worker --controller ADDR --rank R --world W`), welcome every rank
+// of the placement plan, exchange heartbeats, and end the run cleanly or name the worker that
+// failed it. `tandem run` (a later issue) and tests/integration/runtime/controller_harness.cpp
+// call it.
+//
+// A run fails, naming the worker (its rank, actors, pid and host) and why, when: a worker misses
+// heartbeats past the timeout (dead or hung); a local worker process exits before the end
+// (waitpid: "worker 1 [rollout-0] (pid 1234) exited with signal 9 (SIGKILL)"), whichever of the two
+// comes first; a worker does not say hello within the join timeout; a worker leaves early; or the
+// workers do not leave within the stop timeout. No child outlives the call: after a failure the
+// lost worker is killed at once, the others get kill_grace to leave, then SIGKILL, and all are
+// reaped.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "orchestration/topology/placement.h"
+
+namespace tandem {
+
+struct controller_options {
+  topology::placement_plan plan;  ///< every worker rank of the run
+  std::string recipe_yaml;        ///< the resolved recipe, sent in every welcome
+  std::string run_id;             ///< empty: "run-<pid>"
+  /// The ROUTER's bind address; empty: plan.control_endpoint. "tcp://127.0.0.1:*": an ephemeral
+  /// port (tests).
+  std::string bind_endpoint;
+  std::chrono::milliseconds heartbeat_interval{1000};  ///< both ways
+  std::chrono::milliseconds heartbeat_timeout{10000};  ///< silence longer than this: dead or hung
+  std::chrono::milliseconds join_timeout{60000};       ///< every rank says hello within this
+  std::chrono::milliseconds stop_timeout{10000};       ///< every worker leaves within this of the shutdown
+  std::chrono::milliseconds kill_grace{2000};          ///< after a failure, before SIGKILL of the survivors
+  /// After every worker joined, end the run (shutdown) once this passed; 0: run until a failure.
+  std::chrono::milliseconds run_for{0};
+  /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
+  /// connect on their own. -1: every rank.
+  std::int64_t spawn_local = -1;
+  /// The `tandem` binary the local workers run; empty: this process's own (/proc/self/exe).
+  std::string worker_executable;
+  /// Progress lines ("controller listening on tcp://...", "spawned worker 1 (pid 1234): ...",
+  /// "... joined", "all 4 workers joined", "... left after 9 heartbeats"); called on several
+  /// threads, one call per line. Empty: none.
+  std::function<void(const std::string&)> report;
+};
+
+/// How a run ended.
+struct controller_result {
+  bool ok = false;
+  std::string message;  ///< ok: a summary; else the failure, naming the worker and why
+};
+
+/// Runs the controller until the run ends (see the header comment); blocks. Call it from the
+/// thread that lives as long as the run (normally main): workers' parent-death signal is tied to
+/// the thread that forked them. Never throws.
+controller_result run_controller(const controller_options& options);
+
+}  // namespace tandem

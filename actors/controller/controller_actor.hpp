@@ -1,0 +1,71 @@
+// The controller actor: the controller's side of the control plane for the process layer. It
+// owns the bridge and the supervisor (both linked to it), welcomes each expected worker rank,
+// exchanges heartbeats with every worker, and ends the run: cleanly (shutdown, every worker
+// left) or failed, naming the worker and why.
+//
+//   joining --every expected rank welcomed--> running --run_for passed--> stopping
+//      |                                         |                          |  every worker left
+//      |                                         |                          v  (local: reaped with
+//      |                                         |                      finished(ok)   status 0)
+//      +--- join deadline, a worker lost (supervisor), a local worker exited (reaper),
+//           a spawn failure, a worker leaving early, the stop deadline -------> finished(failed)
+//
+//   joining:  hello(rank r) --checks--> welcome (roles, dp/rollout ranks, run id, heartbeat
+//             interval/timeout) and supervisor watch(name); a hello that fails a check is
+//             answered with error and logged, and the run goes on
+//   any state but finished: heartbeat in --> supervisor heartbeat(name); every interval a
+//             heartbeat out to every joined worker
+//   finished(failed): shutdown to every worker still there, then (ctl_done, false, message,
+//             lost rank) to the listener; finished(ok): (ctl_done, true, summary, -1)
+//
+// Messages of the run function (controller.cpp) and the reaper thread:
+//   listener <- (ctl_listen, endpoint)          the ROUTER is bound (or ctl_done with the reason)
+//   (ctl_spawn, rank, pid)                      a local child was started for rank
+//   (ctl_exit, rank, pid, wait status, how)     a local child ended ("exited with signal 9 (SIGKILL)")
+//   (ctl_fail, message)                         the run function could not start a worker
+// The supervisor's notice (worker_lost_atom, name, reason) fails the run with that name.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+
+#include "actors/bridge/socket_thread.hpp"
+#include "orchestration/topology/placement.h"
+
+namespace tandem {
+
+using ctl_listen_atom = caf::atom_constant<caf::atom("ctl_listen")>;
+using ctl_spawn_atom = caf::atom_constant<caf::atom("ctl_spawn")>;
+using ctl_exit_atom = caf::atom_constant<caf::atom("ctl_exit")>;
+using ctl_fail_atom = caf::atom_constant<caf::atom("ctl_fail")>;
+/// (ctl_done, ok, message, lost rank or -1): the outcome, sent to the listener once.
+using ctl_done_atom = caf::atom_constant<caf::atom("ctl_done")>;
+
+/// What the controller actor needs (controller.hpp fills it from controller_options).
+struct controller_settings {
+  topology::placement_plan plan;
+  std::string recipe_yaml;
+  std::string run_id;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_timeout{10000};
+  std::chrono::milliseconds join_timeout{60000};
+  std::chrono::milliseconds stop_timeout{10000};
+  std::chrono::milliseconds run_for{0};  ///< 0: run until a failure
+  /// Not started yet: the actor starts it with its bridge's events.
+  std::shared_ptr<socket_thread> socket;
+  /// Receives ctl_listen and ctl_done.
+  caf::actor listener;
+  /// Progress lines (joins, the end); called on actor threads. May be empty.
+  std::function<void(const std::string&)> report;
+};
+
+/// Spawns the controller actor, which binds the socket and reports to settings.listener.
+caf::actor spawn_controller(caf::actor_system& sys, controller_settings settings);
+
+}  // namespace tandem

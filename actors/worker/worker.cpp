@@ -1,0 +1,104 @@
+// run_worker: checks, the parent-death signal, thread caps, the actor system, the socket, the end.
+#include "actors/worker/worker.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <memory>
+#include <optional>
+
+#include <caf/all.hpp>
+
+#include "actors/api/type_ids.hpp"
+#include "actors/bridge/log_line.hpp"
+#include "actors/bridge/socket_thread.hpp"
+#include "actors/runtime/system_config.hpp"
+#include "actors/worker/thread_caps.hpp"
+#include "actors/worker/worker_actor.hpp"
+
+namespace tandem {
+
+namespace {
+
+std::string host_name() {
+  char buffer[256] = {};
+  if (::gethostname(buffer, sizeof buffer - 1) != 0) return "unknown-host";
+  return buffer;
+}
+
+worker_result run(const worker_options& o) {
+  const std::string log_name = "tandem worker " + std::to_string(o.rank);
+  if (o.controller.empty()) return {2, "no controller address"};
+  if (o.world < 1) return {2, "the world size must be at least 1, not " + std::to_string(o.world)};
+  if (o.rank < 0 || o.rank >= o.world)
+    return {2, "rank " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world - 1) + " (world " +
+                   std::to_string(o.world) + ")"};
+
+  if (o.parent_pid > 0) {
+    // Die with the controller that spawned us. The check after prctl closes the window in which
+    // the parent died before the request was made.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != static_cast<pid_t>(o.parent_pid))
+      return {1, "the controller (pid " + std::to_string(o.parent_pid) + ") that started this worker is gone"};
+  }
+
+  const std::size_t cores = available_cores();
+  const std::size_t local = static_cast<std::size_t>(o.local_workers > 0 ? o.local_workers : o.world);
+  if (o.cap_threads) cap_blas_threads(std::max<std::size_t>(1, cores / local));
+
+  system_config cfg(scheduler_threads(cores, local));
+  add_tandem_types(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+
+  socket_options so;
+  so.role = socket_role::worker_dealer;
+  so.endpoint = o.controller;
+  so.routing_id = "w" + std::to_string(o.rank);
+  so.log_name = log_name;
+  auto socket = std::make_shared<socket_thread>(so);
+
+  worker_settings s;
+  s.controller = o.controller;
+  s.rank = o.rank;
+  s.world = o.world;
+  s.hostname = host_name();
+  s.welcome_timeout = o.welcome_timeout;
+  s.log_name = log_name;
+  s.socket = socket;
+  s.listener = caf::actor{self};
+  const caf::actor w = spawn_worker_actor(sys, std::move(s));
+  self->monitor(w);
+
+  std::optional<worker_result> result;
+  while (!result)
+    self->receive(
+        [&](wrk_done_atom, std::int32_t code, const std::string& message) {
+          result = worker_result{code, message};
+        },
+        [&](caf::down_msg& d) {
+          result = worker_result{1, "the worker actor ended unexpectedly: " + caf::to_string(d.reason)};
+        });
+  // After a shutdown the goodbye is posted: give it up to a second to leave before the close.
+  socket->stop(result->exit_code == 0 ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(0));
+  self->send_exit(w, caf::exit_reason::user_shutdown);
+  return *result;
+}
+
+}  // namespace
+
+worker_result run_worker(const worker_options& options) {
+  worker_result r;
+  try {
+    r = run(options);
+  } catch (const std::exception& e) {
+    r = {1, std::string("internal error in the worker: ") + e.what()};
+  }
+  log_line("tandem worker " + std::to_string(options.rank) + ": " + r.message);
+  return r;
+}
+
+}  // namespace tandem

@@ -1,0 +1,47 @@
+// A worker process's runtime as one library call (`tandem worker`): connect to the controller,
+// say hello, wait for the welcome, exchange heartbeats, and leave on shutdown. The worker treats
+// a controller that stops sending heartbeats as dead and exits; spawned by a local controller it
+// also dies with it at once (PR_SET_PDEATHSIG).
+//
+//   connecting --welcome--> joined --shutdown--> goodbye, exit 0
+//      |  \--error from the controller (hello refused)--> exit 1, its text
+//      +--no welcome within welcome_timeout--> exit 1
+//   joined: a heartbeat every interval; no controller heartbeat for the timeout --> exit 1
+//
+// Policy and rollout actors, the data plane and the RL loop join this process in later issues;
+// the welcome already carries the roles and ranks they will use.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+struct worker_options {
+  std::string controller;  ///< the controller's ROUTER: "tcp://10.0.0.1:29650"
+  std::int64_t rank = 0;   ///< 0 .. world-1
+  std::int64_t world = 0;  ///< workers in the run
+  /// Workers on this node, for the thread caps (scheduler_threads, BLAS). 0: world.
+  std::int64_t local_workers = 0;
+  /// Pid of the controller that spawned this process; 0 when a launcher started it. Set: the
+  /// worker asks for SIGTERM when its parent dies (PR_SET_PDEATHSIG) and exits at once if that
+  /// parent is already gone.
+  std::int64_t parent_pid = 0;
+  std::chrono::milliseconds welcome_timeout{60000};
+  /// False: the caller already capped the BLAS threads (or wants them as they are).
+  bool cap_threads = true;
+};
+
+/// How the worker ended: exit_code 0 after a shutdown, 1 after a failure (no welcome, refused,
+/// controller silent, parent gone), 2 for unusable options. `message` says why.
+struct worker_result {
+  int exit_code = 1;
+  std::string message;
+};
+
+/// Runs the worker until shutdown or failure; blocks. Never throws; prints progress to stderr
+/// ("tandem worker 1: joined run ... as rollout-0").
+worker_result run_worker(const worker_options& options);
+
+}  // namespace tandem
