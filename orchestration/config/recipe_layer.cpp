@@ -52,8 +52,8 @@ class layer_reader {
     }
     std::map<std::string, YAML::Mark> seen;
     for (auto it = map.begin(); it != map.end(); ++it) {
-      const YAML::Node& k = it->first;
-      const YAML::Node& v = it->second;
+      const YAML::Node k = it->first;  // copies: the iterator's pair is a temporary
+      const YAML::Node v = it->second;
       if (!k.IsScalar()) {
         error(k.Mark(), section, "keys must be plain names, got " + shape_of(k));
         continue;

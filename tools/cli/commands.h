@@ -20,6 +20,8 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err);
 
 int validate_command(const args& a, std::ostream& out, std::ostream& err);
 int run_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem worker`: one worker process of a run (worker_command.cpp).
+int worker_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -3,8 +3,6 @@
 
 namespace tandem::cli {
 
-/// `tandem worker`, in worker_command.cpp (declared here: commands.h belongs to the CLI's owner).
-int worker_command(const args& a, std::ostream& out, std::ostream& err);
 
 int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (a.empty()) {
@@ -18,7 +16,7 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "worker") return worker_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, help, --version)\n";
   return exit_usage;
 }
 

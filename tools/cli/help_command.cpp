@@ -59,7 +59,7 @@ the controller shuts it down (exit 0). It exits 1 when no welcome comes within t
 (default 60000 ms), when the controller refuses it, or when the controller's heartbeats stop for
 the timeout the welcome set (the controller died or hangs).
 
-`tandem run` starts its workers itself; a launcher starts them on every node, each setting from
+A local controller starts its workers itself; a launcher starts them on every node, each setting from
 the environment (a flag wins over its variable):
   TANDEM_CONTROLLER=ADDR  TANDEM_RANK=R  TANDEM_WORLD=W  TANDEM_LOCAL_WORKERS=N  TANDEM_WELCOME_TIMEOUT_MS=MS
 TANDEM_LOCAL_WORKERS (default W) is the number of workers on this node: each worker caps its
