@@ -2,6 +2,7 @@
 // usage errors, `validate` (origins, round trip, overrides, --schema, --minimize), `run --dry-run`,
 // and the model checks (unknown preset, sequences longer than the model's positions).
 #include "tools/cli/commands.h"
+#include "support/cli_runner.h"
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -22,22 +23,13 @@
 #include "tools/cli/model_resolution.h"
 
 namespace fs = std::filesystem;
+using tandem::test::cli;
+using tandem::test::cli_result;
 using tandem::test::temp_dir;
 namespace tc = tandem::config;
-using tandem::cli::run_cli;
 
 namespace {
 
-struct cli_result {
-  int code = -1;
-  std::string out, err;
-};
-
-cli_result cli(const std::vector<std::string>& a) {
-  std::ostringstream out, err;
-  const int code = run_cli(a, out, err);
-  return {code, out.str(), err.str()};
-}
 
 /// A fresh folder under the system temp directory, removed with its contents at scope exit.
 

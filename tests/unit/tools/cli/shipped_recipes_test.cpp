@@ -15,26 +15,18 @@
 #include "gpu/model/layout.h"
 #include "orchestration/config/resolve.h"
 #include "tools/cli/commands.h"
+#include "support/cli_runner.h"
 #include "tools/cli/model_resolution.h"
 
 namespace fs = std::filesystem;
+using tandem::test::cli;
+using tandem::test::cli_result;
 namespace tc = tandem::config;
-using tandem::cli::run_cli;
 
 namespace {
 
 const fs::path recipes_dir = fs::path(TANDEM_SOURCE_DIR) / "configs" / "recipes";
 
-struct cli_result {
-  int code = -1;
-  std::string out, err;
-};
-
-cli_result cli(const std::vector<std::string>& a) {
-  std::ostringstream out, err;
-  const int code = run_cli(a, out, err);
-  return {code, out.str(), err.str()};
-}
 
 /// configs/recipes/*.yaml (top level only, or every folder below too), sorted.
 std::vector<fs::path> recipes(bool recursive) {
