@@ -70,13 +70,10 @@ T* optional(const tensor& t) {
   return t.empty() ? nullptr : t.as<T>();
 }
 
-}  // namespace
-
-status moe_router_forward(const tensor& x, const tensor& router_scale, const tensor& proj,
-                          const tensor& per_expert_scale, const tensor& weights, const tensor& indices,
-                          const tensor& renormalized, const tensor& inv_rms, double eps) {
-  constexpr const char* op = "moe_router_forward";
-  cpu::moe_dims d;
+/// The router's input and parameter shapes, shared by forward and backward: tokens, hidden and
+/// experts into `d`.
+status router_parameter_dims(const char* op, const tensor& x, const tensor& router_scale, const tensor& proj,
+                             const tensor& per_expert_scale, cpu::moe_dims& d) {
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   d.tokens = x.dim(0);
   d.hidden = x.dim(1);
@@ -84,6 +81,17 @@ status moe_router_forward(const tensor& x, const tensor& router_scale, const ten
   TANDEM_RETURN_IF_ERROR(expect_shape(proj, op, "proj", {any, d.hidden}));
   d.experts = proj.dim(0);
   TANDEM_RETURN_IF_ERROR(expect_shape(per_expert_scale, op, "per_expert_scale", {d.experts}));
+  return status::ok();
+}
+
+}  // namespace
+
+status moe_router_forward(const tensor& x, const tensor& router_scale, const tensor& proj,
+                          const tensor& per_expert_scale, const tensor& weights, const tensor& indices,
+                          const tensor& renormalized, const tensor& inv_rms, double eps) {
+  constexpr const char* op = "moe_router_forward";
+  cpu::moe_dims d;
+  TANDEM_RETURN_IF_ERROR(router_parameter_dims(op, x, router_scale, proj, per_expert_scale, d));
   TANDEM_RETURN_IF_ERROR(expect_shape(weights, op, "weights", {d.tokens, any}));
   d.top_k = weights.dim(1);
   TANDEM_RETURN_IF_ERROR(expect_shape(indices, op, "indices", {d.tokens, d.top_k}));
@@ -115,13 +123,7 @@ status moe_router_backward(const tensor& x, const tensor& router_scale, const te
                            const tensor& drouter_scale, const tensor& dper_expert_scale, bool accumulate_dx) {
   constexpr const char* op = "moe_router_backward";
   cpu::moe_dims d;
-  TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
-  d.tokens = x.dim(0);
-  d.hidden = x.dim(1);
-  TANDEM_RETURN_IF_ERROR(expect_shape(router_scale, op, "router_scale", {d.hidden}));
-  TANDEM_RETURN_IF_ERROR(expect_shape(proj, op, "proj", {any, d.hidden}));
-  d.experts = proj.dim(0);
-  TANDEM_RETURN_IF_ERROR(expect_shape(per_expert_scale, op, "per_expert_scale", {d.experts}));
+  TANDEM_RETURN_IF_ERROR(router_parameter_dims(op, x, router_scale, proj, per_expert_scale, d));
   TANDEM_RETURN_IF_ERROR(expect_shape(indices, op, "indices", {d.tokens, any}));
   d.top_k = indices.dim(1);
   TANDEM_RETURN_IF_ERROR(expect_shape(renormalized, op, "renormalized", {d.tokens, d.top_k}));
