@@ -14,6 +14,7 @@ enum class recompute_granularity { none, selective, full };
 enum class state_dtype { float32, bfloat16 };
 enum class importance_sampling_type { tis, icepop, seq_mask_tis };
 enum class environment_kind { arithmetic, math };
+enum class engine_kind { gemma4, fake };
 
 struct reward_scaling_config {
   bool enabled{};
@@ -98,6 +99,12 @@ struct generation_config {
   std::int64_t tensor_parallel_size{};
 };
 
+/// How new weights reach the rollout workers after every step (DESIGN.md section 4).
+struct refit_config {
+  std::int64_t bucket_mb{};  // bucket size: the weights move in buckets of this many MiB
+  bool checksums{};          // every bucket carries a checksum, verified before it is staged
+};
+
 struct policy_config {
   std::string model_name;
   std::int64_t train_global_batch_size{};
@@ -115,6 +122,7 @@ struct policy_config {
   generation_config generation;
   optimizer_config optimizer;
   scheduler_config scheduler;
+  refit_config refit;
 };
 
 struct data_config {
@@ -156,6 +164,15 @@ struct cluster_config {
   std::int64_t controller_port{};
 };
 
+/// How the processes run: the engines behind the actors, liveness, deadlines.
+struct runtime_config {
+  engine_kind engine{};                  // gemma4 (the model) or fake (deterministic stand-ins, runtime tests)
+  std::int64_t fake_weight_mb{};         // fake engines: size of the fake model's weights
+  std::int64_t heartbeat_interval_ms{};  // both ways between the controller and every worker
+  std::int64_t heartbeat_timeout_ms{};   // silence longer than this: the worker is dead or hung
+  std::int64_t request_timeout_s{};      // deadline of one generate, logprob, train or refit request
+};
+
 /// A whole recipe after defaults, inheritance and overrides.
 struct recipe_config {
   grpo_config grpo;
@@ -166,6 +183,7 @@ struct recipe_config {
   checkpoint_config checkpointing;
   logger_config logger;
   cluster_config cluster;
+  runtime_config runtime;
 };
 
 }  // namespace tandem::config

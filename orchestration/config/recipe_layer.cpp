@@ -206,6 +206,35 @@ recipe_chain load_recipe_chain(const std::string& path, const schema& s) {
   return out;
 }
 
+recipe_chain load_resolved_text(const std::string& text, const std::string& display, const schema& s) {
+  recipe_chain out;
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    out.errors.push_back({at(display, e.mark), "", "YAML syntax: " + e.msg});
+    out.complete = false;
+    return out;
+  }
+  if (!root.IsMap()) {
+    out.errors.push_back({at(display, root.Mark()), "", "a resolved recipe is a mapping of sections, got " +
+                                                           layer_reader::shape_of(root)});
+    out.complete = false;
+    return out;
+  }
+  if (root["defaults"]) {
+    out.errors.push_back({at(display, root["defaults"].Mark()), "defaults",
+                          "a resolved recipe names no parents; it is complete"});
+    out.complete = false;
+    return out;
+  }
+  recipe_layer layer;
+  layer.file = display;
+  layer_reader(s, layer, out.errors, source_location{display, 0, 0, 0}).read_section(root, "", true);
+  out.layers.push_back(std::move(layer));
+  return out;
+}
+
 recipe_layer parse_overrides(const std::vector<std::string>& overrides, const schema& s,
                              config_errors& errors) {
   recipe_layer layer;

@@ -37,6 +37,10 @@ struct recipe_chain {
 /// Reads `path` and, recursively, the parents named by its `defaults:` key.
 recipe_chain load_recipe_chain(const std::string& path, const schema& s);
 
+/// One layer from the text of a resolved recipe (render_resolved: every key, no `defaults:`), as a
+/// controller sends it to its workers; `display` names it in errors.
+recipe_chain load_resolved_text(const std::string& text, const std::string& display, const schema& s);
+
 /// Parses dotted overrides ("grpo.seed=3", "policy.generation={temperature: 0.7}") into one layer.
 recipe_layer parse_overrides(const std::vector<std::string>& overrides, const schema& s,
                              config_errors& errors);

@@ -75,8 +75,11 @@ resolution merge_layers(const std::vector<recipe_layer>& layers, const schema& s
   return out;
 }
 
-resolution resolve_recipe(const std::string& path, const std::vector<std::string>& overrides, const schema& s) {
-  recipe_chain chain = load_recipe_chain(path, s);
+namespace {
+
+/// Merges a loaded chain with the overrides, checks values and rules.
+resolution resolve_chain(recipe_chain chain, const std::string& path, const std::vector<std::string>& overrides,
+                         const schema& s) {
   config_errors errors = std::move(chain.errors);
   if (!chain.complete) {  // later checks would only echo the broken file or parent
     sort_errors(errors);
@@ -92,6 +95,16 @@ resolution resolve_recipe(const std::string& path, const std::vector<std::string
   out.errors = std::move(errors);
   if (!out.errors.empty()) out.recipe.reset();
   return out;
+}
+
+}  // namespace
+
+resolution resolve_recipe(const std::string& path, const std::vector<std::string>& overrides, const schema& s) {
+  return resolve_chain(load_recipe_chain(path, s), path, overrides, s);
+}
+
+resolution resolve_resolved_text(const std::string& text, const std::string& display, const schema& s) {
+  return resolve_chain(load_resolved_text(text, display, s), display, {}, s);
 }
 
 }  // namespace tandem::config

@@ -21,6 +21,7 @@ class rule_checker {
     lengths();
     algorithm();
     validation_and_checkpoints();
+    runtime();
     return std::move(errors_);
   }
 
@@ -43,6 +44,14 @@ class rule_checker {
   }
 
   static std::string n(std::int64_t v) { return std::to_string(v); }
+
+  void runtime() {
+    const auto& rt = c_.runtime;
+    if (rt.heartbeat_timeout_ms < 2 * rt.heartbeat_interval_ms)
+      fail({"runtime.heartbeat_timeout_ms", "runtime.heartbeat_interval_ms"},
+           "must be at least twice runtime.heartbeat_interval_ms (" + n(rt.heartbeat_interval_ms) +
+               "), or one late heartbeat declares a healthy worker dead; got " + n(rt.heartbeat_timeout_ms));
+  }
 
   void cluster_fit() {
     const auto& g = c_.policy.generation;

@@ -139,6 +139,11 @@ void declare_policy(schema& s) {
       .only(std::int64_t{1}, "expert parallelism is not implemented yet")
       .to([](R& r) -> auto& { return r.policy.expert_parallel_size; });
 
+  key(s, "policy.refit.bucket_mb", "Refit bucket size in MiB: new weights move to the generators in buckets of this size")
+      .integer(512).at_least(1).at_most(65536).to([](R& r) -> auto& { return r.policy.refit.bucket_mb; });
+  key(s, "policy.refit.checksums", "Checksum every refit bucket and verify it before staging (debug integrity)")
+      .boolean(false).to([](R& r) -> auto& { return r.policy.refit.checksums; });
+
   key(s, "policy.generation.max_new_tokens", "Longest response in tokens").integer(2048).at_least(1)
       .to([](R& r) -> auto& { return r.policy.generation.max_new_tokens; });
   key(s, "policy.generation.temperature", "Sampling temperature (the trainer scores at the same one)")
@@ -251,6 +256,20 @@ void declare_cluster(schema& s) {
       .at_least(1024).at_most(65535).to([](R& r) -> auto& { return r.cluster.controller_port; });
 }
 
+void declare_runtime(schema& s) {
+  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model) or fake (deterministic stand-ins that exercise the runtime)")
+      .choice<engine_kind>({{"gemma4", engine_kind::gemma4}, {"fake", engine_kind::fake}}, "gemma4",
+                           [](R& r) -> auto& { return r.runtime.engine; });
+  key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
+      .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; });
+  key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every worker, both ways")
+      .integer(1000).at_least(10).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; });
+  key(s, "runtime.heartbeat_timeout_ms", "A worker silent this long is declared dead or hung and the run fails naming it")
+      .integer(10000).at_least(100).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; });
+  key(s, "runtime.request_timeout_s", "Deadline of one generate, logprob, train or refit request")
+      .integer(1800).at_least(1).to([](R& r) -> auto& { return r.runtime.request_timeout_s; });
+}
+
 schema build() {
   schema s;
   declare_grpo(s);
@@ -259,6 +278,7 @@ schema build() {
   declare_data_env(s);
   declare_checkpoint_logger(s);
   declare_cluster(s);
+  declare_runtime(s);
   return s;
 }
 

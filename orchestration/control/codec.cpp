@@ -18,7 +18,10 @@ template <class M, class T>
 concept is = std::same_as<std::remove_const_t<M>, T>;
 
 template <class F, is<roles> M> void fields(F& f, M& m) { f("policy", m.policy); f("rollout", m.rollout); }
-template <class F, is<peer> M> void fields(F& f, M& m) { f("rank", m.rank); f("endpoint", m.endpoint); }
+template <class F, is<peer> M>
+void fields(F& f, M& m) {
+  f("rank", m.rank); f("data_parallel_endpoint", m.data_parallel_endpoint); f("refit_endpoint", m.refit_endpoint);
+}
 template <class F, is<manifest_entry> M>
 void fields(F& f, M& m) { f("name", m.name); f("shape", m.shape); f("dtype", m.dtype); }
 template <class F, is<sampling_params> M>
@@ -57,40 +60,59 @@ void fields(F& f, M& m) {
 }
 template <class F, is<heartbeat> M> void fields(F& f, M& m) { f("sender_rank", m.sender_rank); f("sequence", m.sequence); }
 template <class F, is<data_endpoint> M>
-void fields(F& f, M& m) { f("rank", m.rank); f("endpoint", m.endpoint); f("nccl_unique_id", m.nccl_unique_id); }
+void fields(F& f, M& m) {
+  f("rank", m.rank); f("data_parallel_endpoint", m.data_parallel_endpoint); f("refit_endpoint", m.refit_endpoint);
+  f("nccl_unique_id", m.nccl_unique_id);
+}
 template <class F, is<peer_table> M>
-void fields(F& f, M& m) { f("peers", m.peers); f("ring", m.ring); f("nccl_unique_id", m.nccl_unique_id); }
-template <class F, is<manifest> M> void fields(F& f, M& m) { f("entries", m.entries); }
-template <class F, is<manifest_check> M> void fields(F& f, M& m) { f("entries", m.entries); }
+void fields(F& f, M& m) {
+  f("peers", m.peers); f("ring", m.ring); f("refit_group", m.refit_group); f("nccl_unique_id", m.nccl_unique_id);
+}
+template <class F, is<manifest> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); f("entries", m.entries); }
+template <class F, is<manifest_check> M> void fields(F& f, M& m) { f("bucket_bytes", m.bucket_bytes); f("entries", m.entries); }
 template <class F, is<manifest_result> M>
-void fields(F& f, M& m) { f("rank", m.rank); f("ok", m.ok); f("message", m.message); }
+void fields(F& f, M& m) {
+  f("rank", m.rank); f("ok", m.ok); f("message", m.message); f("weight_version", m.weight_version);
+  f("bucket_count", m.bucket_count); f("total_bytes", m.total_bytes);
+}
 template <class F, is<generate_request> M>
 void fields(F& f, M& m) {
   f("step", m.step); f("round", m.round); f("weight_version", m.weight_version); f("sampling", m.sampling);
   f("max_new_tokens", m.max_new_tokens); f("stop_tokens", m.stop_tokens); f("prompts", m.prompts);
 }
 template <class F, is<generate_result> M>
-void fields(F& f, M& m) { f("step", m.step); f("round", m.round); f("sequences", m.sequences); }
+void fields(F& f, M& m) {
+  f("step", m.step); f("round", m.round); f("weight_version", m.weight_version); f("sequences", m.sequences);
+}
 template <class F, is<logprob_request> M>
 void fields(F& f, M& m) { f("step", m.step); f("batch", m.batch); f("sampling", m.sampling); }
-template <class F, is<logprob_result> M> void fields(F& f, M& m) { f("step", m.step); f("logprobs", m.logprobs); }
+template <class F, is<logprob_result> M>
+void fields(F& f, M& m) { f("step", m.step); f("weight_version", m.weight_version); f("logprobs", m.logprobs); }
 template <class F, is<train_request> M>
 void fields(F& f, M& m) {
-  f("step", m.step); f("micro_batches", m.micro_batches); f("global_tokens", m.global_tokens);
+  f("step", m.step); f("weight_version", m.weight_version); f("sampling", m.sampling);
+  f("micro_batches", m.micro_batches); f("global_tokens", m.global_tokens);
   f("global_sequences", m.global_sequences);
 }
 template <class F, is<train_result> M>
 void fields(F& f, M& m) {
   f("step", m.step); f("loss", m.loss); f("metrics", m.metrics); f("weight_version", m.weight_version);
+  f("micro_batches", m.micro_batches); f("weights_digest", m.weights_digest);
 }
 template <class F, is<refit_begin> M>
 void fields(F& f, M& m) {
   f("weight_version", m.weight_version); f("bucket_count", m.bucket_count); f("bucket_bytes", m.bucket_bytes);
-  f("transport", m.transport); f("root_rank", m.root_rank);
+  f("transport", m.transport); f("root_rank", m.root_rank); f("checksums", m.checksums);
 }
 template <class F, is<refit_ack> M>
-void fields(F& f, M& m) { f("rank", m.rank); f("weight_version", m.weight_version); f("ok", m.ok); f("error", m.error); }
-template <class F, is<error> M> void fields(F& f, M& m) { f("code", m.code); f("text", m.text); f("rank", m.rank); }
+void fields(F& f, M& m) {
+  f("rank", m.rank); f("weight_version", m.weight_version); f("stage", m.stage); f("ok", m.ok); f("error", m.error);
+  f("error_code", m.error_code); f("live_version", m.live_version);
+}
+template <class F, is<refit_commit> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); }
+template <class F, is<refit_abort> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); }
+template <class F, is<error> M>
+void fields(F& f, M& m) { f("code", m.code); f("text", m.text); f("rank", m.rank); f("request", m.request); }
 template <class F, is<shutdown> M> void fields(F& f, M& m) { f("reason", m.reason); }
 template <class F, is<goodbye> M> void fields(F& f, M& m) { f("rank", m.rank); f("reason", m.reason); }
 
@@ -108,6 +130,7 @@ template <class T> struct is_vector<std::vector<T>> : std::true_type {};
 /// The closed enums and their known values.
 bool known(finish_reason r) { return r == finish_reason::stop_token || r == finish_reason::length; }
 bool known(refit_transport t) { return t == refit_transport::colocated_bump || t == refit_transport::broadcast; }
+bool known(refit_stage s) { return static_cast<std::uint8_t>(s) <= static_cast<std::uint8_t>(refit_stage::bumped); }
 
 /// The name a wire type goes by in error messages.
 template <class T>
@@ -118,6 +141,7 @@ std::string type_name() {
   else if constexpr (std::integral<T>) return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
   else if constexpr (std::same_as<T, finish_reason>) return "finish_reason";
   else if constexpr (std::same_as<T, refit_transport>) return "refit_transport";
+  else if constexpr (std::same_as<T, refit_stage>) return "refit_stage";
   else if constexpr (std::same_as<T, std::string>) return "string";
   else if constexpr (std::same_as<T, std::vector<std::byte>>) return "bytes";
   else if constexpr (is_vector<T>::value) return "vector<" + type_name<typename T::value_type>() + ">";

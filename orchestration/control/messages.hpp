@@ -15,7 +15,7 @@
 //     <----------------------------- manifest_check        (rollout workers)
 //     manifest_result -------------------------->
 //     per step: generate_request/result, logprob_request/result, train_request/result,
-//               refit_begin/refit_ack
+//               refit_begin/refit_ack, then refit_commit/refit_ack or refit_abort/refit_ack
 //     heartbeat <-------------------------------> heartbeat   (both ways, all the time)
 //     error <-----------------------------------> error       (either way)
 //     <----------------------------------- shutdown
@@ -35,7 +35,7 @@ namespace tandem::control {
 
 /// The protocol this build speaks. Bump it on any change to a kind's fields or meaning; peers of
 /// different versions refuse each other's frames (codec.hpp).
-inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::uint16_t protocol_version = 2;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -55,14 +55,16 @@ enum class message_kind : std::uint16_t {
   train_request = 13,    ///< controller -> every policy worker, each step; reply: train_result
   train_result = 14,     ///< policy worker -> controller, after the optimizer step; no reply
   refit_begin = 15,      ///< controller -> policy and rollout workers, after each train step; reply: refit_ack
-  refit_ack = 16,        ///< worker -> controller, once its side of the refit is done or failed; no reply
-  error = 17,            ///< either way, whenever a request fails or a frame is refused; no reply
-  shutdown = 18,         ///< controller -> worker, at the end of a run or on a fatal error; reply: goodbye
-  goodbye = 19,          ///< worker -> controller, last message before the worker exits; no reply
+  refit_ack = 16,        ///< worker -> controller, once its side of a refit stage is done or failed; no reply
+  refit_commit = 17,     ///< controller -> rollout workers, once every one staged the update; reply: refit_ack
+  refit_abort = 18,      ///< controller -> rollout workers, when any side of the refit failed; reply: refit_ack
+  error = 19,            ///< either way, whenever a request fails or a frame is refused; no reply
+  shutdown = 20,         ///< controller -> worker, at the end of a run or on a fatal error; reply: goodbye
+  goodbye = 21,          ///< worker -> controller, last message before the worker exits; no reply
 };
 
 /// Number of kinds; codes run from 1 to kind_count.
-inline constexpr std::uint16_t kind_count = 19;
+inline constexpr std::uint16_t kind_count = 21;
 
 /// The kind's name as written in the enum ("generate_request"); "unknown" for other values.
 constexpr std::string_view to_string(message_kind k) {
@@ -83,6 +85,8 @@ constexpr std::string_view to_string(message_kind k) {
     case message_kind::train_result: return "train_result";
     case message_kind::refit_begin: return "refit_begin";
     case message_kind::refit_ack: return "refit_ack";
+    case message_kind::refit_commit: return "refit_commit";
+    case message_kind::refit_abort: return "refit_abort";
     case message_kind::error: return "error";
     case message_kind::shutdown: return "shutdown";
     case message_kind::goodbye: return "goodbye";
@@ -99,10 +103,11 @@ struct roles {
   bool operator==(const roles&) const = default;
 };
 
-/// One worker's data-plane address.
+/// One worker's data-plane addresses, one per group it belongs to ("" where it is no member).
 struct peer {
   std::int32_t rank = 0;
-  std::string endpoint;  ///< "tcp://10.0.0.3:41234"
+  std::string data_parallel_endpoint;  ///< "tcp://10.0.0.3:41234": the ring of the policy ranks
+  std::string refit_endpoint;          ///< the refit group: the policy root and the rollout workers
   bool operator==(const peer&) const = default;
 };
 
@@ -185,6 +190,15 @@ enum class refit_transport : std::uint8_t {
   broadcast = 1,       ///< buckets broadcast from the root policy rank to the rollout ranks
 };
 
+/// Which part of a refit a refit_ack answers.
+enum class refit_stage : std::uint8_t {
+  sent = 0,       ///< policy root: every bucket broadcast
+  staged = 1,     ///< rollout worker: every bucket received, checked and staged (not live yet)
+  committed = 2,  ///< rollout worker: the staged version is live
+  aborted = 3,    ///< rollout worker: the update is dropped; live_version stays live
+  bumped = 4,     ///< colocated rollout worker: the version is live over the shared weights
+};
+
 // ---- one struct per kind, in enum order -----------------------------------------------------
 
 /// worker -> controller, first message. Reply: welcome.
@@ -227,7 +241,8 @@ struct heartbeat {
 struct data_endpoint {
   static constexpr message_kind kind = message_kind::data_endpoint;
   std::int32_t rank = 0;
-  std::string endpoint;                    ///< "tcp://10.0.0.3:41234"
+  std::string data_parallel_endpoint;      ///< "tcp://10.0.0.3:41234"; "" unless a policy rank
+  std::string refit_endpoint;              ///< "" unless the policy root or a rollout worker of a dedicated run
   std::vector<std::byte> nccl_unique_id;   ///< GPU runs, from the root rank; empty otherwise
   bool operator==(const data_endpoint&) const = default;
 };
@@ -237,6 +252,7 @@ struct peer_table {
   static constexpr message_kind kind = message_kind::peer_table;
   std::vector<peer> peers;                 ///< every worker, by rank
   std::vector<std::int32_t> ring;          ///< worker ranks of the data-parallel policy ranks, in ring order
+  std::vector<std::int32_t> refit_group;   ///< worker ranks of the refit group, the policy root first; empty when colocated
   std::vector<std::byte> nccl_unique_id;   ///< GPU runs; empty otherwise
   bool operator==(const peer_table&) const = default;
 };
@@ -244,6 +260,7 @@ struct peer_table {
 /// policy worker (data-parallel rank 0) -> controller, once. No reply.
 struct manifest {
   static constexpr message_kind kind = message_kind::manifest;
+  std::uint64_t weight_version = 0;     ///< the policy's version at start-up
   std::vector<manifest_entry> entries;  ///< in slab order
   bool operator==(const manifest&) const = default;
 };
@@ -251,6 +268,7 @@ struct manifest {
 /// controller -> every rollout worker, the policy's manifest. Reply: manifest_result.
 struct manifest_check {
   static constexpr message_kind kind = message_kind::manifest_check;
+  std::uint64_t bucket_bytes = 0;       ///< the refit bucket size both sides cut the manifest with
   std::vector<manifest_entry> entries;
   bool operator==(const manifest_check&) const = default;
 };
@@ -260,7 +278,10 @@ struct manifest_result {
   static constexpr message_kind kind = message_kind::manifest_result;
   std::int32_t rank = 0;
   bool ok = false;
-  std::string message;  ///< the first difference when not ok
+  std::string message;               ///< the first difference when not ok
+  std::uint64_t weight_version = 0;  ///< the worker's live version
+  std::uint64_t bucket_count = 0;    ///< of its bucket plan
+  std::uint64_t total_bytes = 0;
   bool operator==(const manifest_result&) const = default;
 };
 
@@ -282,6 +303,7 @@ struct generate_result {
   static constexpr message_kind kind = message_kind::generate_result;
   std::uint64_t step = 0;
   std::uint32_t round = 0;
+  std::uint64_t weight_version = 0;  ///< the live version that generated every sequence
   std::vector<finished_sequence> sequences;
   bool operator==(const generate_result&) const = default;
 };
@@ -299,7 +321,8 @@ struct logprob_request {
 struct logprob_result {
   static constexpr message_kind kind = message_kind::logprob_result;
   std::uint64_t step = 0;
-  std::vector<float> logprobs;  ///< per token of the request's batch
+  std::uint64_t weight_version = 0;  ///< the weights that computed them
+  std::vector<float> logprobs;       ///< per token of the request's batch
   bool operator==(const logprob_result&) const = default;
 };
 
@@ -307,6 +330,8 @@ struct logprob_result {
 struct train_request {
   static constexpr message_kind kind = message_kind::train_request;
   std::uint64_t step = 0;
+  std::uint64_t weight_version = 0;   ///< the version lp_prev came from; refused unless current
+  sampling_params sampling;           ///< the distribution the logprobs are taken under
   std::vector<micro_batch> micro_batches;
   std::int64_t global_tokens = 0;     ///< masked tokens over every micro-batch of every rank
   std::int64_t global_sequences = 0;  ///< sequences with a masked token, likewise
@@ -318,8 +343,10 @@ struct train_result {
   static constexpr message_kind kind = message_kind::train_result;
   std::uint64_t step = 0;
   double loss = 0;
-  std::vector<metric> metrics;
+  std::vector<metric> metrics;       ///< the loss metrics and the optimizer's (grad_norm, lr, optimizer_step)
   std::uint64_t weight_version = 0;  ///< the version the step produced
+  std::uint64_t micro_batches = 0;   ///< this rank's
+  std::uint64_t weights_digest = 0;  ///< a hash of the weights after the step (0: the engine has none)
   bool operator==(const train_result&) const = default;
 };
 
@@ -331,25 +358,44 @@ struct refit_begin {
   std::uint64_t bucket_bytes = 0;
   refit_transport transport = refit_transport::broadcast;
   std::int32_t root_rank = 0;  ///< the worker rank that sends the buckets
+  bool checksums = false;      ///< every bucket travels with its checksum (debug integrity)
   bool operator==(const refit_begin&) const = default;
 };
 
-/// worker -> controller, its side of a refit done or failed. No reply; an old version is ignored.
+/// worker -> controller, its side of a refit stage done or failed. No reply; an old version is ignored.
 struct refit_ack {
   static constexpr message_kind kind = message_kind::refit_ack;
   std::int32_t rank = 0;
-  std::uint64_t weight_version = 0;
+  std::uint64_t weight_version = 0;  ///< the refit's version
+  refit_stage stage = refit_stage::staged;
   bool ok = false;
-  std::string error;  ///< why, when not ok (the previous version stays live)
+  std::string error;                 ///< why, when not ok (the previous version stays live)
+  std::uint16_t error_code = 0;      ///< a tandem_errc value when not ok
+  std::uint64_t live_version = 0;    ///< the worker's live version after this stage
   bool operator==(const refit_ack&) const = default;
+};
+
+/// controller -> every rollout worker, once every one staged `weight_version`. Reply: refit_ack (committed).
+struct refit_commit {
+  static constexpr message_kind kind = message_kind::refit_commit;
+  std::uint64_t weight_version = 0;
+  bool operator==(const refit_commit&) const = default;
+};
+
+/// controller -> every rollout worker, when a refit failed anywhere. Reply: refit_ack (aborted).
+struct refit_abort {
+  static constexpr message_kind kind = message_kind::refit_abort;
+  std::uint64_t weight_version = 0;
+  bool operator==(const refit_abort&) const = default;
 };
 
 /// Either way: a request failed or a frame was refused. No reply.
 struct error {
   static constexpr message_kind kind = message_kind::error;
-  std::uint16_t code = 0;  ///< a tandem_errc value (actors/api/errors.hpp)
+  std::uint16_t code = 0;     ///< a tandem_errc value (actors/api/errors.hpp)
   std::string text;
-  std::int32_t rank = -1;  ///< the worker it concerns; -1: the controller
+  std::int32_t rank = -1;     ///< the worker it concerns; -1: the controller
+  std::uint16_t request = 0;  ///< the message_kind code of the request that failed; 0: none
   bool operator==(const error&) const = default;
 };
 
@@ -371,7 +417,8 @@ struct goodbye {
 /// Any message. Alternative i has kind code i + 1 (checked below).
 using message = std::variant<hello, welcome, heartbeat, data_endpoint, peer_table, manifest, manifest_check,
                              manifest_result, generate_request, generate_result, logprob_request, logprob_result,
-                             train_request, train_result, refit_begin, refit_ack, error, shutdown, goodbye>;
+                             train_request, train_result, refit_begin, refit_ack, refit_commit, refit_abort, error,
+                             shutdown, goodbye>;
 
 /// The kind of a message.
 inline message_kind kind_of(const message& m) {

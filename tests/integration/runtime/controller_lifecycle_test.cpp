@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(garbage_and_version_mismatched_frames_are_refused_with_a_lo
   intruder.connect(*endpoint);
   const auto send = [&](const control::frame& f) { intruder.send(zmq::buffer(f.data(), f.size()), zmq::send_flags::none); };
   const std::string garbage = "this is not a frame";
-  const control::frame version_2 = patched(control::heartbeat{7, 0}, 2, 3);
+  const control::frame version_2 = patched(control::heartbeat{7, 0}, control::protocol_version + 1, 3);
   const control::frame kind_99 = patched(control::heartbeat{7, 0}, control::protocol_version, 99);
   control::frame truncated = control::encode(control::goodbye{7, "a reason"}).value();
   truncated.resize(truncated.size() - 3);

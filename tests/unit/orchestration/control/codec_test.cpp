@@ -94,18 +94,23 @@ tc::message sample(tc::message_kind k) {
     case K::heartbeat:
       return tc::heartbeat{.sender_rank = -1, .sequence = 0x0123456789ABCDEFull};
     case K::data_endpoint:
-      return tc::data_endpoint{.rank = 2, .endpoint = "tcp://10.0.0.3:41234",
+      return tc::data_endpoint{.rank = 2, .data_parallel_endpoint = "tcp://10.0.0.3:41234",
+                               .refit_endpoint = "ipc:///tmp/tandem-refit-2",
                                .nccl_unique_id = {std::byte{0}, std::byte{0xFF}, std::byte{0x7F}, std::byte{0x80}}};
     case K::peer_table:
-      return tc::peer_table{.peers = {{0, "tcp://10.0.0.2:40000"}, {1, "tcp://10.0.0.2:40001"}, {2, ""}},
+      return tc::peer_table{.peers = {{0, "tcp://10.0.0.2:40000", "tcp://10.0.0.2:40100"},
+                                      {1, "tcp://10.0.0.2:40001", ""},
+                                      {2, "", "tcp://10.0.0.4:40002"}},
                             .ring = {1, 0},
+                            .refit_group = {0, 2},
                             .nccl_unique_id = std::vector<std::byte>(128, std::byte{0xA5})};
     case K::manifest:
-      return tc::manifest{.entries = sample_entries()};
+      return tc::manifest{.weight_version = 77, .entries = sample_entries()};
     case K::manifest_check:
-      return tc::manifest_check{.entries = sample_entries()};
+      return tc::manifest_check{.bucket_bytes = std::uint64_t{1} << 30, .entries = sample_entries()};
     case K::manifest_result:
-      return tc::manifest_result{.rank = 4, .ok = true, .message = "entry 12: shape [2048, 1536] vs [4096, 1536]"};
+      return tc::manifest_result{.rank = 4, .ok = true, .message = "entry 12: shape [2048, 1536] vs [4096, 1536]",
+                                 .weight_version = 3, .bucket_count = 19, .total_bytes = std::uint64_t{61} << 30};
     case K::generate_request: {
       tc::generate_request r{.step = 41, .round = 2, .weight_version = 40,
                              .sampling = {.temperature = 0.7, .top_k = 50, .top_p = 0.95}, .max_new_tokens = 1024,
@@ -120,27 +125,37 @@ tc::message sample(tc::message_kind k) {
       return tc::generate_result{
           .step = 41,
           .round = 3,
+          .weight_version = 40,
           .sequences = {{9001, {10, 11, 1}, {-0.5f, -1e-30f, -0.0f}, tc::finish_reason::stop_token, 40},
                         {9002, {12}, {-std::numeric_limits<float>::infinity()}, tc::finish_reason::length, 39}}};
     case K::logprob_request:
       return tc::logprob_request{.step = 12, .batch = {{2, 3, 4, 5, 6}, {0, 2, 5}},
                                  .sampling = {.temperature = 1.5, .top_k = -3, .top_p = 1e-300}};
     case K::logprob_result:
-      return tc::logprob_result{.step = 12, .logprobs = {0, -0.25f, 0, -3.5f, -std::numeric_limits<float>::max()}};
+      return tc::logprob_result{.step = 12, .weight_version = 11, .logprobs = {0, -0.25f, 0, -3.5f, -std::numeric_limits<float>::max()}};
     case K::train_request:
-      return tc::train_request{.step = 12, .micro_batches = {sample_micro_batch(1), sample_micro_batch(2)},
+      return tc::train_request{.step = 12, .weight_version = 11,
+                               .sampling = {.temperature = 0.6, .top_k = 20, .top_p = 0.9},
+                               .micro_batches = {sample_micro_batch(1), sample_micro_batch(2)},
                                .global_tokens = 123456789012, .global_sequences = -4};
     case K::train_result:
       return tc::train_result{.step = 12, .loss = -0.0123,
                               .metrics = {{"grad_norm", 1.75}, {"clip_fraction", 0.03}, {"", -1e308}},
-                              .weight_version = 13};
+                              .weight_version = 13, .micro_batches = 4, .weights_digest = 0xFEDCBA9876543210ull};
     case K::refit_begin:
       return tc::refit_begin{.weight_version = 13, .bucket_count = 17, .bucket_bytes = std::uint64_t{1} << 33,
-                             .transport = tc::refit_transport::colocated_bump, .root_rank = 6};
+                             .transport = tc::refit_transport::colocated_bump, .root_rank = 6,
+                             .checksums = true};
     case K::refit_ack:
-      return tc::refit_ack{.rank = 5, .weight_version = 13, .ok = true, .error = "bucket 3: checksum mismatch"};
+      return tc::refit_ack{.rank = 5, .weight_version = 13, .stage = tc::refit_stage::aborted, .ok = true,
+                           .error = "bucket 3: checksum mismatch", .error_code = 9, .live_version = 12};
+    case K::refit_commit:
+      return tc::refit_commit{.weight_version = 14};
+    case K::refit_abort:
+      return tc::refit_abort{.weight_version = 15};
     case K::error:
-      return tc::error{.code = 65535, .text = "worker 3 (node-07, cuda:3) missed 20 heartbeats", .rank = 3};
+      return tc::error{.code = 65535, .text = "worker 3 (node-07, cuda:3) missed 20 heartbeats", .rank = 3,
+                       .request = 13};
     case K::shutdown:
       return tc::shutdown{.reason = std::string("step 12 failed\0with a NUL inside", 32)};
     case K::goodbye:
@@ -209,14 +224,16 @@ BOOST_AUTO_TEST_CASE(a_train_request_round_trips_field_for_field) { check_round_
 BOOST_AUTO_TEST_CASE(a_train_result_round_trips_field_for_field) { check_round_trip(tc::message_kind::train_result); }
 BOOST_AUTO_TEST_CASE(a_refit_begin_round_trips_field_for_field) { check_round_trip(tc::message_kind::refit_begin); }
 BOOST_AUTO_TEST_CASE(a_refit_ack_round_trips_field_for_field) { check_round_trip(tc::message_kind::refit_ack); }
+BOOST_AUTO_TEST_CASE(a_refit_commit_round_trips_field_for_field) { check_round_trip(tc::message_kind::refit_commit); }
+BOOST_AUTO_TEST_CASE(a_refit_abort_round_trips_field_for_field) { check_round_trip(tc::message_kind::refit_abort); }
 BOOST_AUTO_TEST_CASE(an_error_round_trips_field_for_field) { check_round_trip(tc::message_kind::error); }
 BOOST_AUTO_TEST_CASE(a_shutdown_round_trips_field_for_field) { check_round_trip(tc::message_kind::shutdown); }
 BOOST_AUTO_TEST_CASE(a_goodbye_round_trips_field_for_field) { check_round_trip(tc::message_kind::goodbye); }
 
 BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages_round_trip_too) {
   // The cases above cover codes 1 .. kind_count; a new kind without a case fails here.
-  BOOST_TEST(tc::kind_count == 19);
-  BOOST_TEST(std::variant_size_v<tc::message> == 19u);
+  BOOST_TEST(tc::kind_count == 21);
+  BOOST_TEST(std::variant_size_v<tc::message> == 21u);
   for (std::uint16_t code = 1; code <= tc::kind_count; ++code) {
     const auto k = static_cast<tc::message_kind>(code);
     BOOST_TEST_CONTEXT("kind " << tc::to_string(k)) {
@@ -232,7 +249,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 1, 0, 3, 0, 12, 0, 0, 0,         // header
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 2, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 2)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -265,12 +282,12 @@ BOOST_AUTO_TEST_CASE(a_nan_survives_bit_for_bit) {
 
 BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_versions) {
   tc::frame f = encoded(sample(tc::message_kind::hello));
-  put_u16(f, 4, 2);
+  put_u16(f, 4, 1);
   const tc::codec_error e = refused(f);
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
-  BOOST_TEST(mentions(e.text, "protocol version 2"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 1"), e.text);
+  BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 2"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_frame_with_bad_magic_is_refused) {
@@ -337,10 +354,10 @@ BOOST_AUTO_TEST_CASE(a_huge_declared_string_length_is_refused_without_allocating
 
 BOOST_AUTO_TEST_CASE(huge_declared_vector_counts_are_refused_without_allocating_them) {
   // Scalar items (logprob_result.logprobs) and struct items (manifest.entries).
-  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .logprobs = {-1.0f}});
-  put_u32(scalars, 12 + 8, 0xFFFFFFF0u);
-  tc::frame structs = encoded(tc::manifest{.entries = {{"w", {4}, 0}}});
-  put_u32(structs, 12, 0xFFFFFFF0u);
+  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .weight_version = 0, .logprobs = {-1.0f}});
+  put_u32(scalars, 12 + 8 + 8, 0xFFFFFFF0u);
+  tc::frame structs = encoded(tc::manifest{.weight_version = 0, .entries = {{"w", {4}, 0}}});
+  put_u32(structs, 12 + 8, 0xFFFFFFF0u);
   for (const tc::frame* f : {&scalars, &structs}) {
     allocation_probe probe;
     const auto d = tc::decode(bytes_of(*f));
@@ -351,7 +368,7 @@ BOOST_AUTO_TEST_CASE(huge_declared_vector_counts_are_refused_without_allocating_
     BOOST_TEST(largest < 4096u, "decode allocated " << largest << " bytes");
   }
   BOOST_TEST(refused(structs).text ==
-             "truncated body: vector<manifest_entry> manifest.entries at byte 16 needs at least 38654705520 bytes for "
+             "truncated body: vector<manifest_entry> manifest.entries at byte 24 needs at least 38654705520 bytes for "
              "4294967280 items, 18 left");
 }
 
@@ -396,8 +413,8 @@ BOOST_AUTO_TEST_CASE(a_bool_other_than_0_or_1_and_an_unknown_enum_value_are_refu
   BOOST_TEST(mentions(et.text, "refit_transport refit_begin.transport at byte 32 is 9"), et.text);
 
   tc::frame r = encoded(
-      tc::generate_result{.step = 0, .round = 0, .sequences = {{1, {}, {}, tc::finish_reason::length, 0}}});
-  r[12 + 8 + 4 + 4 + 8 + 4 + 4] = std::byte{2};
+      tc::generate_result{.step = 0, .round = 0, .weight_version = 0, .sequences = {{1, {}, {}, tc::finish_reason::length, 0}}});
+  r[12 + 8 + 4 + 8 + 4 + 8 + 4 + 4] = std::byte{2};
   BOOST_TEST(mentions(refused(r).text, "finish_reason generate_result.sequences[0].reason"), refused(r).text);
 }
 
