@@ -86,6 +86,16 @@ std::string to_string(const export_job& x) {
          std::to_string(x.bucket_bytes) + " bytes)";
 }
 
+std::string to_string(const stream_job& x) {
+  return "stream_job(" + v(x.version) + ", " + std::to_string(x.bucket_count) + " buckets of " +
+         std::to_string(x.bucket_bytes) + " bytes" + (x.checksums ? ", checksums" : "") + ")";
+}
+
+std::string to_string(const stream_report& x) {
+  return "stream_report(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.buckets) + " buckets, " +
+         std::to_string(x.bytes) + " bytes)";
+}
+
 std::string to_string(const weight_bucket& x) {
   return "weight_bucket(" + v(x.version) + ", bucket " + std::to_string(x.index) + ", " +
          std::to_string(x.view().size()) + " bytes" + (x.checksum ? ", checksum" : "") + ")";
@@ -106,6 +116,7 @@ std::string to_string(refit_stage x) {
     case refit_stage::bucket: return "bucket";
     case refit_stage::commit: return "commit";
     case refit_stage::bump: return "bump";
+    case refit_stage::stream: return "stream";
   }
   return "unknown";
 }
@@ -121,6 +132,14 @@ std::string to_string(refit_mode x) {
   switch (x) {
     case refit_mode::colocated: return "colocated";
     case refit_mode::dedicated: return "dedicated";
+  }
+  return "unknown";
+}
+
+std::string to_string(bucket_route x) {
+  switch (x) {
+    case bucket_route::through_coordinator: return "through_coordinator";
+    case bucket_route::data_plane: return "data_plane";
   }
   return "unknown";
 }

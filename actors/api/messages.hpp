@@ -108,6 +108,7 @@ struct train_report {
   std::size_t micro_batches = 0;
   gpu::ops::pg_loss_metrics metrics;  ///< merged over this rank's micro-batches
   gpu::optimizer_result optimizer;
+  std::uint64_t weights_digest = 0;   ///< a hash of the weights after the step; 0: the engine offers none
 };
 
 /// The policy's refit manifest, sent once at the handshake.
@@ -156,12 +157,30 @@ struct manifest_accepted {
   std::int64_t total_bytes = 0;
 };
 
+/// A refit streamed over the data plane (bucket_route::data_plane): the policy root broadcasts
+/// every bucket of `version` to the rollout workers of its refit group (actors/api/refit_stream.hpp).
+struct stream_job {
+  weight_version version = 0;
+  std::size_t bucket_count = 0;   ///< the plan's bucket count (both sides check it)
+  std::int64_t bucket_bytes = 0;  ///< > 0
+  bool checksums = false;         ///< each bucket travels with its bucket_checksum
+};
+
+/// What the policy root sent.
+struct stream_report {
+  std::string worker;
+  weight_version version = 0;
+  std::size_t buckets = 0;
+  std::int64_t bytes = 0;  ///< payload bytes broadcast once
+};
+
 /// Which step of a refit an ack confirms.
 enum class refit_stage : std::uint8_t {
   begin,   ///< the update to `version` started
   bucket,  ///< bucket `bucket` of `version` imported
   commit,  ///< `version` is live
   bump,    ///< colocated: `version` is live over the shared weights
+  stream,  ///< every bucket of `version` received and staged
 };
 
 /// A rollout worker's confirmation of one refit stage. Acks come back as replies, or (from remote
@@ -179,6 +198,12 @@ struct refit_ack {
 enum class refit_mode : std::uint8_t {
   colocated,  ///< same process and device: the rollout engine shares the trainer's weights; a version bump
   dedicated,  ///< separate rollout workers: buckets exported by the policy, imported by every rollout worker
+};
+
+/// How dedicated refits move the bytes from the policy to the rollout workers.
+enum class bucket_route : std::uint8_t {
+  through_coordinator,  ///< export + bucket requests: the bytes pass through the refit coordinator
+  data_plane,           ///< stream: the policy root broadcasts to the rollout workers over the refit group
 };
 
 /// The refit coordinator's answer to the handshake.
@@ -215,6 +240,7 @@ struct step_report {
   std::int64_t train_tokens = 0;          ///< masked tokens trained on
   std::size_t micro_batches = 0;          ///< over every policy rank
   gpu::ops::pg_loss_metrics metrics;           ///< merged over every rank
+  std::vector<std::uint64_t> weights_digests;  ///< per policy rank after the step (0: none offered)
   refit_report refit;
 };
 
@@ -230,12 +256,15 @@ std::string to_string(const train_job& x);
 std::string to_string(const train_report& x);
 std::string to_string(const manifest_reply& x);
 std::string to_string(const export_job& x);
+std::string to_string(const stream_job& x);
+std::string to_string(const stream_report& x);
 std::string to_string(const weight_bucket& x);
 std::string to_string(const manifest_check& x);
 std::string to_string(const manifest_accepted& x);
 std::string to_string(refit_stage x);
 std::string to_string(const refit_ack& x);
 std::string to_string(refit_mode x);
+std::string to_string(bucket_route x);
 std::string to_string(const handshake_report& x);
 std::string to_string(const refit_report& x);
 std::string to_string(const step_report& x);
@@ -261,3 +290,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_ack)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::handshake_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::step_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_job)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_report)

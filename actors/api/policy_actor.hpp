@@ -9,8 +9,8 @@
 
 namespace tandem {
 
-/// A policy (training) rank. While an engine call is in flight, logprobs, train and export are
-/// refused with wrong_state; manifest and version are always answered.
+/// A policy (training) rank. While an engine call is in flight, logprobs, train, export and
+/// stream are refused with wrong_state; manifest and version are always answered.
 using policy_actor = caf::typed_actor<
     /// Per-token logprobs of the job's sequences under the current weights (lp_prev).
     /// Errors: wrong_state (busy), engine_failure.
@@ -24,6 +24,13 @@ using policy_actor = caf::typed_actor<
     /// Bucket job.index of the current weights. Errors: stale_version (job.version is not
     /// current), invalid_config (bucket index or size), wrong_state (busy), engine_failure.
     caf::replies_to<export_atom, export_job>::with<weight_bucket>,
+    /// Broadcasts every bucket of the current weights to the refit group as its root
+    /// (refit_stream.hpp). A stream refused for its content (stale version, bucket size or count)
+    /// still aborts the stream on the group, so the receivers stop. Errors: stale_version
+    /// (job.version is not current), wrong_state (busy), invalid_config (no refit group;
+    /// bucket_bytes <= 0; bucket_count differs from the plan's), engine_failure (export or
+    /// transport failed; the receivers were told to stop after an export failure).
+    caf::replies_to<stream_atom, stream_job>::with<stream_report>,
     /// The current weight version.
     caf::replies_to<version_atom>::with<weight_version>>;
 

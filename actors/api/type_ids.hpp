@@ -17,6 +17,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(tandem, caf::first_custom_type_id)
   CAF_ADD_ATOM(tandem, tandem, train_atom, "train")
   CAF_ADD_ATOM(tandem, tandem, manifest_atom, "manifest")
   CAF_ADD_ATOM(tandem, tandem, export_atom, "export")
+  CAF_ADD_ATOM(tandem, tandem, stream_atom, "stream")  // policy root and rollout workers: a data-plane refit
   // rollout worker
   CAF_ADD_ATOM(tandem, tandem, generate_atom, "generate")
   CAF_ADD_ATOM(tandem, tandem, check_atom, "check")
@@ -58,6 +59,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(tandem, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(tandem, (tandem::handshake_report))
   CAF_ADD_TYPE_ID(tandem, (tandem::refit_report))
   CAF_ADD_TYPE_ID(tandem, (tandem::step_report))
+  CAF_ADD_TYPE_ID(tandem, (tandem::stream_job))
+  CAF_ADD_TYPE_ID(tandem, (tandem::stream_report))
 
 CAF_END_TYPE_ID_BLOCK(tandem)
 

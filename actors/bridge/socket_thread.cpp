@@ -185,6 +185,10 @@ void socket_thread::run(std::promise<std::string>& opened) {
         log.refused(peer, body.size(), std::string(control::to_string(decoded.error().code)), decoded.error().text);
         continue;
       }
+      if (std::holds_alternative<control::heartbeat>(decoded.value()))
+        heartbeat_bytes_.fetch_add(body.size());
+      else
+        received_bytes_.fetch_add(body.size());
       if (events_.on_message) events_.on_message(peer, std::move(decoded).value());
     }
   };
@@ -197,6 +201,10 @@ void socket_thread::run(std::promise<std::string>& opened) {
   auto send_all = [&](std::deque<outgoing>& pending) {
     for (auto& out : pending) {
       zmq::message_t body(out.bytes.data(), out.bytes.size());
+      const bool heartbeat = out.bytes.size() >= control::header_bytes &&
+                             std::to_integer<int>(out.bytes[6]) == static_cast<int>(control::message_kind::heartbeat) &&
+                             std::to_integer<int>(out.bytes[7]) == 0;
+      (heartbeat ? heartbeat_bytes_ : sent_bytes_).fetch_add(out.bytes.size());
       try {
         if (router) {
           if (!socket->send(zmq::buffer(out.peer), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {

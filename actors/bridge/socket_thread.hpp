@@ -99,6 +99,16 @@ class socket_thread {
   /// Frames refused so far (malformed, unknown kind, other protocol version, wrong framing).
   std::size_t refused() const { return refused_.load(); }
 
+  /// Control traffic so far: frame bytes handed to ZeroMQ and accepted from it, heartbeats
+  /// counted apart (they grow with time, not with work).
+  struct traffic_counts {
+    std::uint64_t sent_bytes = 0, received_bytes = 0;  ///< every kind but heartbeat
+    std::uint64_t heartbeat_bytes = 0;                  ///< both ways
+  };
+  traffic_counts traffic() const {
+    return {sent_bytes_.load(), received_bytes_.load(), heartbeat_bytes_.load()};
+  }
+
  private:
   struct outgoing {
     std::string peer;
@@ -117,6 +127,9 @@ class socket_thread {
   bool stopping_ = false;
   std::chrono::milliseconds flush_{0};
   std::atomic<std::size_t> refused_{0};
+  std::atomic<std::uint64_t> sent_bytes_{0}, received_bytes_{0}, heartbeat_bytes_{0};
+  /// Adds a frame's size to the counter its kind belongs to.
+  void count(const control::frame& f, std::size_t size, std::atomic<std::uint64_t>& work);
 };
 
 }  // namespace tandem

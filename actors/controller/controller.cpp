@@ -93,6 +93,8 @@ controller_result run(const controller_options& o) {
   s.join_timeout = o.join_timeout;
   s.stop_timeout = o.stop_timeout;
   s.run_for = o.run_for;
+  s.recipe = o.recipe;
+  s.steps = o.steps;
   s.socket = socket;
   s.listener = caf::actor{self};
   s.report = o.report;

@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "orchestration/config/recipe.h"
 #include "orchestration/topology/placement.h"
 
 namespace tandem {
@@ -35,7 +37,12 @@ struct controller_options {
   std::chrono::milliseconds stop_timeout{10000};       ///< every worker leaves within this of the shutdown
   std::chrono::milliseconds kill_grace{2000};          ///< after a failure, before SIGKILL of the survivors
   /// After every worker joined, end the run (shutdown) once this passed; 0: run until a failure.
+  /// Not used with a recipe: the RL loop ends the run.
   std::chrono::milliseconds run_for{0};
+  /// Set: the workers get their data plane, engines and actors, and the controller runs the RL
+  /// loop for `steps` steps (0: grpo.max_num_steps), then shuts the workers down.
+  std::optional<config::recipe_config> recipe;
+  std::int64_t steps = 0;
   /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
   /// connect on their own. -1: every rank.
   std::int64_t spawn_local = -1;

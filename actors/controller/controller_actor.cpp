@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <variant>
 #include <vector>
@@ -17,7 +18,10 @@
 #include "actors/bridge/bridge.hpp"
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
+#include "actors/controller/rl_loop.hpp"
 #include "actors/controller/worker_label.hpp"
+#include "actors/remote/remote_policy.hpp"
+#include "actors/remote/remote_rollout.hpp"
 #include "actors/supervisor/supervisor.hpp"
 
 namespace tandem {
@@ -42,6 +46,9 @@ struct worker_slot {
   bool left = false;     // said goodbye
   bool exited = false;   // a child that was reaped
   std::uint64_t heartbeats = 0;
+  std::optional<control::data_endpoint> data;  // its data-plane endpoints (RL runs)
+  remote_policy_actor policy;                   // its proxies (RL runs, once every worker joined)
+  remote_rollout_actor rollout;
 };
 
 struct controller_state {
@@ -56,6 +63,8 @@ struct controller_state {
   std::size_t joined = 0;
   std::uint64_t heartbeat_seq = 0;
   caf::actor_clock::time_point running_since;
+  bool peers_sent = false;  // the peer table went out (RL runs)
+  caf::actor loop;          // the RL loop, once the peer table went out
   static inline const char* name = "controller";
 };
 
@@ -145,11 +154,92 @@ std::string hello_problem(const controller_state& st, const std::string& peer, c
   return {};
 }
 
+// ---- the RL loop (runs with a recipe) -------------------------------------------------------
+
+/// The peer table: every worker's endpoints, the ring of the policy ranks, the refit group.
+control::peer_table peer_table_of(const controller_state& st) {
+  control::peer_table t;
+  std::vector<std::pair<std::int64_t, std::int32_t>> policy, rollout;  // (dp or rollout rank, worker rank)
+  for (const auto& w : st.workers) {
+    const auto rank = static_cast<std::int32_t>(w.plan.rank);
+    t.peers.push_back({rank, w.data->data_parallel_endpoint, w.data->refit_endpoint});
+    if (w.plan.hosts_policy) policy.emplace_back(w.plan.data_parallel_rank, rank);
+    if (w.plan.hosts_rollout) rollout.emplace_back(w.plan.rollout_rank, rank);
+  }
+  std::sort(policy.begin(), policy.end());
+  std::sort(rollout.begin(), rollout.end());
+  if (policy.size() > 1)
+    for (const auto& p : policy) t.ring.push_back(p.second);
+  if (!st.s.recipe->policy.generation.colocated) {
+    t.refit_group.push_back(policy.front().second);
+    for (const auto& r : rollout) t.refit_group.push_back(r.second);
+  }
+  return t;
+}
+
+/// Every worker reported its endpoints: the peer table goes out and the RL loop starts.
+void start_loop(controller_ptr self) {
+  auto& st = self->state;
+  if (st.peers_sent || st.now != phase::running) return;
+  for (const auto& w : st.workers)
+    if (!w.data) return;
+  st.peers_sent = true;
+  const control::peer_table table = peer_table_of(st);
+  for (const auto& w : st.workers) send_to(self, w.peer, table);
+  std::vector<std::pair<std::int64_t, policy_actor>> policy;
+  std::vector<std::pair<std::int64_t, rollout_actor>> rollout;
+  for (const auto& w : st.workers) {
+    if (w.policy) policy.emplace_back(w.plan.data_parallel_rank, w.policy);
+    if (w.rollout) rollout.emplace_back(w.plan.rollout_rank, w.rollout);
+  }
+  std::sort(policy.begin(), policy.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(rollout.begin(), rollout.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  rl_loop_settings ls;
+  ls.recipe = *st.s.recipe;
+  for (auto& p : policy) ls.policy.push_back(p.second);
+  for (auto& r : rollout) ls.rollout.push_back(r.second);
+  ls.steps = st.s.steps;
+  ls.socket = st.s.socket;
+  ls.listener = caf::actor{self};
+  ls.report = st.s.report;
+  st.loop = spawn_rl_loop(self->system(), std::move(ls));
+  self->link_to(st.loop);
+}
+
+/// The proxies of every worker (RL runs), named like the actors they stand for.
+void spawn_proxies(controller_ptr self) {
+  auto& st = self->state;
+  for (auto& w : st.workers) {
+    const auto rank = static_cast<std::int32_t>(w.plan.rank);
+    if (w.plan.hosts_policy)
+      w.policy = spawn_remote_policy(self->system(),
+                                     {"policy-" + std::to_string(w.plan.data_parallel_rank), rank, w.peer, st.bridge});
+    if (w.plan.hosts_rollout)
+      w.rollout = spawn_remote_rollout(self->system(),
+                                       {"rollout-" + std::to_string(w.plan.rollout_rank), rank, w.peer, st.bridge});
+    // Linked: they end with the controller actor (a waiting promise must not keep the system up).
+    if (w.policy) self->link_to(w.policy);
+    if (w.rollout) self->link_to(w.rollout);
+  }
+}
+
+/// A worker's message for one of its proxies.
+void to_proxy(controller_ptr self, worker_slot& w, const control::message& m) {
+  if (for_policy_proxy(m, w.plan.hosts_rollout) && w.policy) return self->send(w.policy, rmt_in_atom::value, m);
+  if (w.rollout) return self->send(w.rollout, rmt_in_atom::value, m);
+  if (w.policy) return self->send(w.policy, rmt_in_atom::value, m);
+  log_event("ignored a " + std::string(control::to_string(control::kind_of(m))) + " from " + w.name);
+}
+
 void all_joined(controller_ptr self) {
   auto& st = self->state;
   st.now = phase::running;
   st.running_since = self->clock().now();
   report(self, "all " + std::to_string(st.workers.size()) + " workers joined");
+  if (st.s.recipe) {
+    spawn_proxies(self);
+    return start_loop(self);
+  }
   if (st.s.run_for.count() > 0) self->delayed_send(self, st.s.run_for, ctl_end_atom::value);
 }
 
@@ -205,11 +295,15 @@ void on_control(controller_ptr self, const std::string& peer, const control::mes
     self->send(st.supervisor, forget_atom::value, w->name);
     if (st.now != phase::stopping) return fail(self, w->name + " left the run: " + g->reason, w->plan.rank);
     if (!w->spawned) worker_done(self, *w, "said goodbye");
+  } else if (st.s.recipe && std::holds_alternative<control::data_endpoint>(m)) {
+    w->data = std::get<control::data_endpoint>(m);
+    start_loop(self);
+  } else if (st.s.recipe && st.now == phase::running) {
+    to_proxy(self, *w, m);
   } else if (const auto* e = std::get_if<control::error>(&m)) {
     log_event(w->name + " reported an error: " + e->text);
   } else {
-    log_event("ignored a " + std::string(control::to_string(control::kind_of(m))) + " from " + w->name +
-              ": the controller does not handle it yet");
+    log_event("ignored a " + std::string(control::to_string(control::kind_of(m))) + " from " + w->name);
   }
 }
 
@@ -290,6 +384,11 @@ caf::behavior controller(controller_ptr self, controller_settings s) {
         fail(self, missing_workers(
                        self->state, [](const worker_slot& w) { return !w.joined; },
                        "did not say hello within " + ms_text(self->state.s.join_timeout)));
+      },
+      [=](rl_done_atom, bool ok, const std::string& message) {
+        if (!ok) return fail(self, message);
+        report(self, message);
+        self->send(self, ctl_end_atom::value);
       },
       [=](ctl_end_atom) {
         auto& st = self->state;

@@ -3,7 +3,7 @@
 // exchanges heartbeats with every worker, and ends the run: cleanly (shutdown, every worker
 // left) or failed, naming the worker and why.
 //
-//   joining --every expected rank welcomed--> running --run_for passed--> stopping
+//   joining --every expected rank welcomed--> running --run_for passed, or the RL loop done--> stopping
 //      |                                         |                          |  every worker left
 //      |                                         |                          v  (local: reaped with
 //      |                                         |                      finished(ok)   status 0)
@@ -15,6 +15,10 @@
 //             answered with error and logged, and the run goes on
 //   any state but finished: heartbeat in --> supervisor heartbeat(name); every interval a
 //             heartbeat out to every joined worker
+//   running with a recipe (the RL loop): data_endpoint from every worker --> peer_table to every
+//             worker; then the RL loop (rl_loop.hpp) drives the steps through one remote proxy per
+//             policy rank and per rollout worker (remote_policy.hpp, remote_rollout.hpp); every
+//             other message of a worker goes to its proxy; (rl_done, ok) ends the run, ok or failed
 //   finished(failed): shutdown to every worker still there, then (ctl_done, false, message,
 //             lost rank) to the listener; finished(ok): (ctl_done, true, summary, -1)
 //
@@ -29,6 +33,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -36,6 +41,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/bridge/socket_thread.hpp"
+#include "orchestration/config/recipe.h"
 #include "orchestration/topology/placement.h"
 
 namespace tandem {
@@ -56,7 +62,10 @@ struct controller_settings {
   std::chrono::milliseconds heartbeat_timeout{10000};
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds stop_timeout{10000};
-  std::chrono::milliseconds run_for{0};  ///< 0: run until a failure
+  std::chrono::milliseconds run_for{0};  ///< 0: run until a failure (without a recipe)
+  /// Set: run the RL loop (rl_loop.hpp) for `steps` steps (0: grpo.max_num_steps), then stop.
+  std::optional<config::recipe_config> recipe;
+  std::int64_t steps = 0;
   /// Not started yet: the actor starts it with its bridge's events.
   std::shared_ptr<socket_thread> socket;
   /// Receives ctl_listen and ctl_done.

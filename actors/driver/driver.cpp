@@ -267,6 +267,7 @@ struct driver_state {
   void trained(fan_in<train_report>& g) {
     auto& rep = step.report;
     rep.trained_to = g.results[0]->version;
+    std::vector<std::string> names;  // by rank
     bool first = true;
     for (auto& x : g.results) {
       if (x->version != live + 1)
@@ -274,6 +275,8 @@ struct driver_state {
                                                                  " trained to " + v(x->version) + ", expected " +
                                                                  v(live + 1)));
       rep.micro_batches += x->micro_batches;
+      rep.weights_digests.push_back(x->weights_digest);
+      names.push_back(x->worker);
       if (x->micro_batches == 0) continue;
       if (first) {
         rep.metrics = x->metrics;
@@ -282,7 +285,23 @@ struct driver_state {
         rep.metrics.merge(x->metrics);
       }
     }
+    if (auto e = diverged(rep, names)) return fail(*e);
     refitting();
+  }
+
+  /// Data-parallel ranks apply the same all-reduced gradients, so their weights must be equal
+  /// after every step; digests (where the engines offer them) catch a rank that drifted.
+  std::optional<caf::error> diverged(const step_report& rep, const std::vector<std::string>& names) const {
+    const auto& d = rep.weights_digests;
+    if (d.empty() || d.front() == 0) return std::nullopt;
+    for (std::size_t i = 1; i < d.size(); ++i) {
+      if (d[i] == d.front()) continue;
+      return tandem_error(tandem_errc::engine_failure,
+                          "driver: step " + std::to_string(rep.step) + ": the weights of " +
+                              names[i] + " differ from " + names[0] +
+                              "'s after the optimizer step (data-parallel ranks diverged)");
+    }
+    return std::nullopt;
   }
 
   // ---- refitting --------------------------------------------------------------------------------

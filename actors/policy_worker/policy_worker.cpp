@@ -2,12 +2,14 @@
 #include "actors/policy_worker/policy_worker.hpp"
 
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/api/refit_stream.hpp"
 
 namespace tandem {
 namespace {
@@ -41,6 +43,13 @@ struct policy_worker_state {
     return tandem_error(tandem_errc::stale_version, where(std::string(request) + " for v" + std::to_string(asked) +
                                                           " refused: the current version is v" +
                                                           std::to_string(version)));
+  }
+
+  /// The bucket plan of `bucket_bytes` (> 0), cut once.
+  std::shared_ptr<const gpu::bucket_plan> plan_for(std::int64_t bucket_bytes) {
+    auto& plan = plans[bucket_bytes];
+    if (!plan) plan = std::make_shared<const gpu::bucket_plan>(manifest, bucket_bytes);
+    return plan;
   }
 
   caf::result<logprobs_result> logprobs(logprobs_job& job) {
@@ -105,8 +114,7 @@ struct policy_worker_state {
     if (job.bucket_bytes <= 0)
       return tandem_error(tandem_errc::invalid_config,
                           where("export: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes)));
-    auto& plan = plans[job.bucket_bytes];
-    if (!plan) plan = std::make_shared<const gpu::bucket_plan>(manifest, job.bucket_bytes);
+    auto plan = plan_for(job.bucket_bytes);
     if (job.index >= plan->bucket_count())
       return tandem_error(tandem_errc::invalid_config, where("export: bucket " + std::to_string(job.index) +
                                                              " out of range (" + std::to_string(plan->bucket_count()) +
@@ -133,6 +141,57 @@ struct policy_worker_state {
     });
     return rp;
   }
+
+  caf::result<stream_report> stream(const stream_job& job) {
+    if (busy_with) return busy("stream");
+    const std::string what = "stream of v" + std::to_string(job.version);
+    if (!config.refit_group) return tandem_error(tandem_errc::invalid_config, where(what + " refused: no refit group"));
+    if (job.bucket_bytes <= 0)
+      return tandem_error(tandem_errc::invalid_config,
+                          where(what + " refused: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes)));
+    auto plan = plan_for(job.bucket_bytes);
+    std::optional<caf::error> refusal;
+    if (job.version != version) {
+      refusal = stale("stream", job.version);
+    } else if (job.bucket_count != plan->bucket_count()) {
+      refusal = tandem_error(tandem_errc::invalid_config,
+                             where(what + " refused: " + std::to_string(job.bucket_count) + " buckets asked, the plan of " +
+                                   std::to_string(job.bucket_bytes) + "-byte buckets has " +
+                                   std::to_string(plan->bucket_count())));
+    }
+    auto rp = self->make_response_promise<stream_report>();
+    busy_with = "stream";
+    auto group = config.refit_group;
+    if (refusal) {  // the receivers are waiting for a header: tell them to stop
+      runner.run(
+          self, [group] { return abort_stream(*group); },
+          [this, rp, e = *refusal](gpu::status) mutable {
+            busy_with = nullptr;
+            rp.deliver(e);
+          });
+      return rp;
+    }
+    auto engine = config.engine;
+    auto work = [engine, group, plan, checksums = job.checksums]() -> gpu::result<stream_outcome> {
+      return send_stream(*group, *engine, *plan, checksums);
+    };
+    runner.run(self, std::move(work), [this, rp, plan, what, version = job.version](gpu::result<stream_outcome> r) mutable {
+      busy_with = nullptr;
+      if (!r) {
+        rp.deliver(engine_error(where(what), r.error()));
+        return;
+      }
+      const stream_outcome& out = r.value();
+      if (!out.ok()) {
+        const char* after = out.failure == stream_failure::engine ? "; the stream was aborted on the refit group" : "";
+        rp.deliver(tandem_error(tandem_errc::engine_failure,
+                                where(what + ": bucket " + std::to_string(out.bucket) + ": " + out.reason + after)));
+        return;
+      }
+      rp.deliver(stream_report{config.name, version, plan->bucket_count(), out.bytes});
+    });
+    return rp;
+  }
 };
 
 policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_worker_state> self,
@@ -154,6 +213,7 @@ policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_
         return manifest_reply{self->state.config.name, self->state.version, self->state.manifest};
       },
       [self](export_atom, const export_job& job) { return self->state.export_bucket(job); },
+      [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
       [self](version_atom) { return self->state.version; },
   };
 }

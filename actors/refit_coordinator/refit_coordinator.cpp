@@ -1,5 +1,7 @@
 // The refit coordinator's state machine (drawn in refit_coordinator.hpp): one function per state
-// (idle, handshaking, ready, refitting), the stages of a refit as helpers of refitting.
+// (idle, handshaking, ready, refitting), the stages of a refit as helpers of refitting. Dedicated
+// refits take one of two routes (config.route): through this actor (begin, export + bucket per
+// bucket, commit) or over the data plane (stream, commit).
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 
 #include <optional>
@@ -18,14 +20,16 @@ std::string v(weight_version x) { return "v" + std::to_string(x); }
 
 using behavior = refit_coordinator_actor::behavior_type;
 
-/// One refit stage: a request to every rollout worker, an ack awaited from each.
+/// One refit stage: a request to every rollout worker, an ack awaited from each (and for a stream
+/// stage, policy rank 0's stream_report).
 struct stage_state {
   std::uint64_t serial = 0;             // deadlines and late replies name the stage they belong to
   refit_stage kind = refit_stage::begin;
   bool aborting = false;                // the abort round after a failure (answers are versions)
   std::size_t bucket = 0;
   std::vector<bool> pending;            // by rollout worker
-  std::size_t left = 0;
+  bool policy_pending = false;          // stream: policy rank 0 has not answered yet
+  std::size_t left = 0;                 // rollout workers pending, plus 1 while policy_pending
 };
 
 /// The refit in progress.
@@ -184,6 +188,8 @@ struct refit_coordinator_state {
     self->become(refitting());
     if (config.mode == refit_mode::colocated) {
       send_stage(refit_stage::bump);
+    } else if (config.route == bucket_route::data_plane) {
+      send_stage(refit_stage::stream);
     } else {
       send_stage(refit_stage::begin);
     }
@@ -203,7 +209,8 @@ struct refit_coordinator_state {
     };
   }
 
-  /// Starts a stage: its request goes to every rollout worker (`bytes` for a bucket stage).
+  /// Starts a stage: its request goes to every rollout worker (`bytes` for a bucket stage), and
+  /// for a stream stage to policy rank 0 too.
   void send_stage(refit_stage kind, std::size_t bucket = 0, const weight_bucket* bytes = nullptr) {
     stage = stage_state{};
     stage.serial = next_serial++;
@@ -211,8 +218,11 @@ struct refit_coordinator_state {
     stage.bucket = bucket;
     stage.pending.assign(config.rollout.size(), true);
     stage.left = config.rollout.size();
+    stage.policy_pending = kind == refit_stage::stream;
+    if (stage.policy_pending) ++stage.left;
     if (stage.left == 0) return stage_done();
     const std::uint64_t serial = stage.serial;
+    const stream_job job{refit.version, bucket_count, config.bucket_bytes, config.checksums};
     for (std::size_t i = 0; i < config.rollout.size(); ++i) {
       auto on_ack = [this, i, serial](refit_ack& a) { on_reply_ack(i, serial, a); };
       auto on_error = [this, i, serial](caf::error& e) { on_reply_error(i, serial, e); };
@@ -222,9 +232,34 @@ struct refit_coordinator_state {
         case refit_stage::bucket: self->request(w, config.timeout, bucket_atom_v, *bytes).then(on_ack, on_error); break;
         case refit_stage::commit: self->request(w, config.timeout, commit_atom_v, refit.version).then(on_ack, on_error); break;
         case refit_stage::bump: self->request(w, config.timeout, bump_atom_v, refit.version).then(on_ack, on_error); break;
+        case refit_stage::stream: self->request(w, config.timeout, stream_atom_v, job).then(on_ack, on_error); break;
       }
     }
+    if (stage.policy_pending) stream_from_policy(serial, job);
     self->delayed_send(self, config.timeout, deadline_atom_v, serial);
+  }
+
+  /// Has policy rank 0 broadcast every bucket to the rollout workers (data_plane).
+  void stream_from_policy(std::uint64_t serial, const stream_job& job) {
+    auto awaited = [this, serial] { return serial == stage.serial && !stage.aborting && stage.policy_pending; };
+    self->request(config.policy, config.timeout, stream_atom_v, job)
+        .then(
+            [this, awaited](stream_report& r) {
+              if (!awaited()) return;
+              if (r.version != refit.version) {
+                fail(tandem_error(tandem_errc::stale_version, "policy rank 0 answered the stream of " + v(refit.version) +
+                                                                  " with a stream of " + v(r.version)));
+              }
+              refit.report.buckets = bucket_count;
+              refit.report.bytes = r.bytes;
+              settle_policy();
+            },
+            [this, awaited](caf::error& e) {
+              if (!awaited()) return;
+              // the root's reason is the stream's: it replaces a receiver's "the root aborted the stream"
+              refit.failure = relay_error(e, "policy rank 0 at stream");
+              settle_policy();
+            });
   }
 
   /// Exports bucket `index` from policy rank 0, then sends it to every rollout worker.
@@ -293,15 +328,22 @@ struct refit_coordinator_state {
     for (std::size_t i = 0; i < stage.pending.size(); ++i) {
       if (stage.pending[i]) missing += (missing.empty() ? "" : ", ") + worker(i);
     }
+    if (stage.policy_pending) missing += std::string(missing.empty() ? "" : ", ") + "policy rank 0";
     fail(tandem_error(tandem_errc::timeout, "no " + to_string(stage.kind) + " ack from " + missing + " within " +
                                                 std::to_string(config.timeout.count()) + " ms"));
     stage.pending.assign(stage.pending.size(), false);
+    stage.policy_pending = false;
     stage.left = 0;
     stage_done();
   }
 
   void settle(std::size_t i) {
     stage.pending[i] = false;
+    if (--stage.left == 0) stage_done();
+  }
+
+  void settle_policy() {
+    stage.policy_pending = false;
     if (--stage.left == 0) stage_done();
   }
 
@@ -313,6 +355,8 @@ struct refit_coordinator_state {
         return bucket_count > 0 ? export_bucket(0) : send_stage(refit_stage::commit);
       case refit_stage::bucket:
         return stage.bucket + 1 < bucket_count ? export_bucket(stage.bucket + 1) : send_stage(refit_stage::commit);
+      case refit_stage::stream:
+        return send_stage(refit_stage::commit);
       case refit_stage::commit:
       case refit_stage::bump:
         return finish();

@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/api/refit_stream.hpp"
 #include "actors/rollout_worker/generation.hpp"
 
 namespace tandem {
@@ -22,7 +23,7 @@ struct rollout_worker_state {
   rollout_worker_config config;
   weight_version live = 0;                  // the engine's live version (cached; the engine is the executor's)
   std::optional<weight_version> updating;   // the version being staged
-  std::optional<gpu::bucket_plan> plan;     // from the manifest check
+  std::shared_ptr<const gpu::bucket_plan> plan;  // from the manifest check; shared with stream calls
   std::int64_t bucket_bytes = 0;
   const char* busy_with = nullptr;          // the engine call in flight, if any
   bool abort_after_call = false;            // abort(v) arrived while busy
@@ -92,7 +93,7 @@ struct rollout_worker_state {
       return refuse(tandem_errc::invalid_config, "bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes));
     if (auto s = gpu::check_manifest(config.manifest, job.manifest); !s)
       return refuse(tandem_errc::invalid_config, "manifest refused: " + s.message());
-    plan.emplace(config.manifest, job.bucket_bytes);
+    plan = std::make_shared<const gpu::bucket_plan>(config.manifest, job.bucket_bytes);
     bucket_bytes = job.bucket_bytes;
     return manifest_accepted{config.name, live, plan->bucket_count(), plan->total_bytes()};
   }
@@ -184,6 +185,79 @@ struct rollout_worker_state {
     return rp;
   }
 
+  /// begin + every bucket, the bytes from the refit group's root (refit_stream.hpp).
+  caf::result<refit_ack> stream(const stream_job& job) {
+    if (busy_with) return busy("stream");
+    const std::string what = "stream of " + v(job.version);
+    if (!config.refit_group) return refuse(tandem_errc::invalid_config, what + " refused: no refit group");
+    if (job.bucket_bytes <= 0)
+      return refuse(tandem_errc::invalid_config,
+                    what + " refused: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes));
+    std::optional<caf::error> refusal;
+    if (!plan) {
+      refusal = refuse(tandem_errc::wrong_state, what + " refused: no manifest checked");
+    } else if (job.version <= live) {
+      refusal = refuse(tandem_errc::stale_version, what + " refused: " + v(live) + " is live");
+    } else if (job.bucket_bytes != bucket_bytes || job.bucket_count != plan->bucket_count()) {
+      refusal = refuse(tandem_errc::invalid_config,
+                       what + " refused: " + std::to_string(job.bucket_count) + " buckets of " +
+                           std::to_string(job.bucket_bytes) + " bytes, the checked plan cuts " +
+                           std::to_string(plan->bucket_count()) + " of " + std::to_string(bucket_bytes));
+    }
+    auto rp = self->make_response_promise<refit_ack>();
+    busy_with = "stream";
+    auto group = config.refit_group;
+    const int root = config.refit_root;
+    const bool checksums = job.checksums;
+    if (refusal) {  // take part anyway, discarding, so the root and the other receivers are not left waiting
+      auto cut = std::make_shared<const gpu::bucket_plan>(config.manifest, job.bucket_bytes);
+      auto work = [group, root, cut, checksums]() -> gpu::result<stream_outcome> {
+        return receive_stream(*group, root, nullptr, *cut, checksums);
+      };
+      runner.run(self, std::move(work), [this, rp, e = *refusal](gpu::result<stream_outcome>) mutable {
+        call_done();
+        rp.deliver(e);
+      });
+      return rp;
+    }
+    const bool drop_first = updating.has_value();
+    const weight_version version = job.version;
+    updating = version;  // so that an abort(version) arriving meanwhile is carried out afterwards
+    auto engine = config.engine;
+    auto work = [engine, group, root, cut = plan, version, drop_first, checksums]() -> gpu::result<stream_outcome> {
+      if (drop_first) engine->abort_weight_update();
+      if (gpu::status s = engine->begin_weight_update(version); !s) {
+        (void)receive_stream(*group, root, nullptr, *cut, checksums);  // the group stays in step
+        return s;
+      }
+      stream_outcome out = receive_stream(*group, root, engine.get(), *cut, checksums);
+      if (!out.ok()) engine->abort_weight_update();
+      return out;
+    };
+    runner.run(self, std::move(work), [this, rp, version](gpu::result<stream_outcome> r) mutable {
+      if (!r) {
+        updating.reset();
+        call_done();
+        rp.deliver(engine_error(where("begin " + v(version) + " of a stream (update dropped, " + v(live) + " stays live)"),
+                                r.error()));
+        return;
+      }
+      const stream_outcome& out = r.value();
+      if (!out.ok()) {
+        updating.reset();  // the update was aborted on the engine
+        call_done();
+        const auto code = out.failure == stream_failure::corrupt ? tandem_errc::invalid_config : tandem_errc::engine_failure;
+        const std::string reason = out.failure == stream_failure::transport ? "transport: " + out.reason : out.reason;
+        rp.deliver(refuse(code, "bucket " + std::to_string(out.bucket) + " of " + v(version) + ": " + reason +
+                                    "; update dropped, " + v(live) + " stays live"));
+        return;
+      }
+      call_done();
+      rp.deliver(ack(version, refit_stage::stream));
+    });
+    return rp;
+  }
+
   caf::result<refit_ack> commit(weight_version version) {
     if (busy_with) return busy("commit");
     if (!updating) return refuse(tandem_errc::wrong_state, "commit " + v(version) + " refused: no update in progress");
@@ -242,6 +316,7 @@ rollout_actor::behavior_type rollout_worker(rollout_actor::stateful_pointer<roll
       [self](check_atom, const manifest_check& job) { return self->state.check(job); },
       [self](begin_atom, weight_version version) { return self->state.begin(version); },
       [self](bucket_atom, const weight_bucket& b) { return self->state.bucket(b); },
+      [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
       [self](commit_atom, weight_version version) { return self->state.commit(version); },
       [self](abort_atom, weight_version version) { return self->state.abort(version); },
       [self](bump_atom, weight_version version) { return self->state.bump(version); },

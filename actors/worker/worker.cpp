@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -22,6 +24,9 @@
 namespace tandem {
 
 namespace {
+
+/// How long the end of a worker may wait for engine calls still running (see run()).
+constexpr std::chrono::milliseconds shutdown_grace{5000};
 
 std::string host_name() {
   char buffer[256] = {};
@@ -82,6 +87,14 @@ worker_result run(const worker_options& o) {
         [&](caf::down_msg& d) {
           result = worker_result{1, "the worker actor ended unexpectedly: " + caf::to_string(d.reason)};
         });
+  // An engine call blocked in a collective with a dead peer would hold the actor system's shutdown
+  // until the data plane's timeout: past a grace period the process ends without waiting for it.
+  std::thread([code = result->exit_code, name = log_name] {
+    std::this_thread::sleep_for(shutdown_grace);
+    log_line(name + ": an engine call did not end within " + std::to_string(shutdown_grace.count()) +
+             " ms of the end; exiting without it");
+    std::_Exit(code);
+  }).detach();
   // After a shutdown the goodbye is posted: give it up to a second to leave before the close.
   socket->stop(result->exit_code == 0 ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(0));
   self->send_exit(w, caf::exit_reason::user_shutdown);

@@ -10,6 +10,7 @@
 #include "actors/bridge/bridge.hpp"
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
+#include "actors/worker/host.hpp"
 
 namespace tandem {
 
@@ -25,6 +26,7 @@ struct worker_state {
   bridge_actor bridge;
   phase now = phase::connecting;
   control::welcome welcome;
+  caf::actor host;                          // spawned at the welcome: data plane, engines, actors
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds timeout{10000};
   caf::actor_clock::time_point last_heard;  // the controller's last heartbeat (or the welcome)
@@ -67,6 +69,15 @@ void on_welcome(worker_ptr self, const control::welcome& w) {
   log_line(st.s.log_name + ": joined run " + w.run_id + " as " + roles_text(w) + " (heartbeats every " + ms_text(st.interval) +
            ", timeout " + ms_text(st.timeout) + ")");
   self->send(self, wrk_tick_atom::value);
+  host_settings hs;
+  hs.welcome = w;
+  hs.rank = static_cast<std::int32_t>(st.s.rank);
+  hs.controller = st.s.controller;
+  hs.log_name = st.s.log_name;
+  hs.bridge = st.bridge;
+  hs.parent = caf::actor{self};
+  st.host = spawn_host(self->system(), std::move(hs));
+  self->link_to(st.host);
 }
 
 // ---- joined ---------------------------------------------------------------------------------
@@ -108,9 +119,11 @@ void on_control(worker_ptr self, const control::message& m) {
     if (st.now == phase::connecting)
       return finish(self, 1, "the controller at " + st.s.controller + " refused this worker: " + e->text);
     log_line(st.s.log_name + ": the controller reported an error: " + e->text);
+  } else if (served_by_host(control::kind_of(m)) && st.host) {
+    self->send(st.host, hst_in_atom::value, m);
   } else {
     log_line(st.s.log_name + ": ignored a " + std::string(control::to_string(control::kind_of(m))) +
-             " from the controller: this worker does not handle it yet");
+             " from the controller" + (st.now == phase::connecting ? " before its welcome" : ""));
   }
 }
 
@@ -137,6 +150,12 @@ caf::behavior worker(worker_ptr self, worker_settings s) {
         // Logged by the socket thread; the controller's silence decides.
       },
       [=](wrk_tick_atom) { on_tick(self); },
+      [=](hst_fail_atom, const std::string& why) {
+        // The host told the controller already (an error frame); give it a moment to leave.
+        self->request(self->state.bridge, caf::infinite, ctl_flush_atom::value)
+            .then([=](bool) { finish(self, 1, "setting up failed: " + why); },
+                  [=](caf::error&) { finish(self, 1, "setting up failed: " + why); });
+      },
       [=](wrk_welcome_deadline_atom) {
         auto& st = self->state;
         if (st.now != phase::connecting) return;

@@ -12,6 +12,8 @@ commands:
   validate RECIPE [key=value ...]    print the resolved configuration, or every error in it
   validate --minimize RECIPE         list keys a recipe sets to the value it already inherits
   validate --schema                  print every recipe key with its default and description
+  run RECIPE [key=value ...]         run the RL loop: the controller here, one worker process per
+                                     device (started here on one node, by a launcher on several)
   run RECIPE [key=value ...] --dry-run
                                      print the placement plan: workers, devices, data-parallel
                                      ranks, the controller's endpoints and per-phase memory
@@ -39,14 +41,27 @@ and exits 1. --minimize prints the recipe's keys whose value equals what it inhe
 any). --schema prints the documented schema.
 )";
 
-constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] --dry-run
+constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] [--dry-run]
 
-Resolves and validates RECIPE like `tandem validate`, loads the model's config.json, and prints
-the placement plan: one worker process per device, which actors each hosts (policy_worker,
-rollout_worker), data-parallel and rollout ranks, the controller's control-plane endpoint, the
-step arithmetic, and the memory budget of each phase per device.
+Resolves and validates RECIPE like `tandem validate` and loads the model's config.json.
 
-Running the RL loop itself is not built yet; `tandem run` without --dry-run says so and exits 2.
+--dry-run prints the placement plan: one worker process per device, which actors each hosts
+(policy_worker, rollout_worker), data-parallel and rollout ranks, the controller's control-plane
+endpoint, the step arithmetic, and the memory budget of each phase per device.
+
+Without --dry-run it runs the plan: this process is the controller (driver, refit coordinator,
+environments); it starts the workers of its own node (`tandem worker`, one per device) and waits
+for the others, started by a launcher (tools/launch/slurm/), then runs grpo.max_num_steps steps.
+Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
+bytes the controller moved, the policy ranks' weights digest) and appends a record to
+logger.log_dir/metrics.jsonl and every trajectory to logger.log_dir/generations.jsonl. A worker
+that dies or hangs (no heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
+
+runtime.engine=fake runs the whole runtime with deterministic fake engines (a fake model of
+runtime.fake_weight_mb MiB, prompts and a parity reward of its own); the Gemma 4 engines
+(runtime.engine=gemma4, the default) are not built yet and are refused.
+
+exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";
 
 constexpr const char* worker_help = R"(usage: tandem worker --controller ADDR --rank R --world W

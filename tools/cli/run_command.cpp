@@ -1,4 +1,9 @@
-// `tandem run RECIPE --dry-run`: resolve, validate, load the model config, print the plan.
+// `tandem run RECIPE [--dry-run]`: resolve, validate, load the model config; print the plan, or
+// run it (the controller here, the workers of this node spawned here).
+#include <cstdio>
+
+#include "actors/controller/controller.hpp"
+#include "orchestration/config/render.h"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/memory_plan.h"
 #include "orchestration/topology/placement.h"
@@ -8,6 +13,45 @@
 #include "tools/cli/model_resolution.h"
 
 namespace tandem::cli {
+namespace {
+
+/// Runs the plan; progress lines on `out`.
+int execute(const config::resolved_recipe& r, std::ostream& out, std::ostream& err) {
+  const config::recipe_config& c = r.config;
+  if (c.runtime.engine != config::engine_kind::fake) {
+    err << r.file << ": runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
+        << "runtime.engine=fake runs the whole runtime (processes, control and data planes, refits) with "
+        << "deterministic fake engines\n";
+    return exit_refused;
+  }
+  controller_options o;
+  o.plan = topology::plan_placement(c);
+  o.recipe_yaml = config::render_resolved(r);
+  o.recipe = c;
+  o.heartbeat_interval = std::chrono::milliseconds(c.runtime.heartbeat_interval_ms);
+  o.heartbeat_timeout = std::chrono::milliseconds(c.runtime.heartbeat_timeout_ms);
+  // One node: every worker is a child of this process, so any free port will do (two runs on one
+  // machine never collide). Several nodes: the launcher's workers dial the recipe's address.
+  if (c.cluster.num_nodes == 1) o.bind_endpoint = "tcp://" + c.cluster.controller_host + ":*";
+  std::int64_t local = 0;
+  for (const auto& w : o.plan.workers) local += w.node == 0 ? 1 : 0;
+  o.spawn_local = local;
+  o.report = [&out](const std::string& line) {
+    // Called on several threads, one call per line.
+    const std::string text = line + "\n";
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+  };
+  const controller_result result = run_controller(o);
+  if (!result.ok) {
+    err << "tandem run: failed: " << result.message << "\n";
+    return exit_refused;
+  }
+  out << "tandem run: " << result.message << "\n";
+  return exit_ok;
+}
+
+}  // namespace
 
 int run_command(const args& a, std::ostream& out, std::ostream& err) {
   const parsed_args p = parse_args(a, {"--dry-run"});
@@ -26,11 +70,7 @@ int run_command(const args& a, std::ostream& out, std::ostream& err) {
     err << config::to_string(r.errors);
     return exit_refused;
   }
-  if (!p.flags.count("--dry-run")) {
-    err << "tandem run: running the RL loop is not implemented yet; `tandem run " << *p.recipe
-        << " --dry-run` prints the plan\n";
-    return exit_usage;
-  }
+  if (!p.flags.count("--dry-run")) return execute(*r.recipe, out, err);
   const topology::placement_plan plan = topology::plan_placement(r.recipe->config);
   const topology::memory_plan mem = topology::plan_memory(r.recipe->config, plan.sizes, model->facts);
   out << topology::render_plan(*r.recipe, model->facts, plan, mem);

@@ -40,6 +40,7 @@ rollout_actor::behavior_type scripted_rollout(rollout_actor::stateful_pointer<sc
         return rp;
       },
       [refuse](bucket_atom, const weight_bucket&) -> caf::result<refit_ack> { return refuse("bucket"); },
+      [refuse](stream_atom, const stream_job&) -> caf::result<refit_ack> { return refuse("stream"); },
       [refuse](commit_atom, weight_version) -> caf::result<refit_ack> { return refuse("commit"); },
       [self, how](abort_atom, weight_version) -> caf::result<weight_version> {
         if (how == misbehaviour::old_version_ack) return weight_version{0};

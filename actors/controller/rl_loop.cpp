@@ -1,0 +1,248 @@
+// The controller's RL loop (state machine in rl_loop.hpp).
+#include "actors/controller/rl_loop.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <caf/all.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/api/error_context.hpp"
+#include "actors/driver/driver.hpp"
+#include "actors/environment/environment.hpp"
+#include "actors/refit_coordinator/refit_coordinator.hpp"
+#include "actors/runtime/recipe_settings.hpp"
+#include "gpu/engine/fake_weights.h"
+
+namespace tandem {
+namespace {
+
+using json = nlohmann::json;
+
+std::string hex(std::uint64_t x) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+/// Appends one JSON record per line; a file that cannot be opened is reported once, then skipped.
+class jsonl_file {
+ public:
+  jsonl_file() = default;
+  jsonl_file(const std::filesystem::path& path, const std::function<void(const std::string&)>& report) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    out_.open(path, std::ios::app);
+    if (!out_ && report) report("cannot write " + path.string() + "; its records are dropped");
+  }
+  void write(const json& record) {
+    if (!out_) return;
+    out_ << record.dump() << '\n';
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+struct rl_loop_state {
+  static inline const char* name = "rl_loop";
+
+  rl_loop_settings s;
+  refit_coordinator_actor coordinator;
+  environment_actor environment;
+  driver_actor driver;
+  std::int64_t steps = 0;
+  std::int64_t done = 0;
+  std::chrono::steady_clock::time_point started;
+  std::shared_ptr<jsonl_file> metrics, generations;
+  bool finished = false;
+};
+
+using loop_ptr = caf::stateful_actor<rl_loop_state>*;
+
+void say(loop_ptr self, const std::string& line) {
+  if (self->state.s.report) self->state.s.report(line);
+}
+
+void finish(loop_ptr self, bool ok, const std::string& message) {
+  auto& st = self->state;
+  if (st.finished) return;
+  st.finished = true;
+  self->send(st.s.listener, rl_done_atom::value, ok, message);
+}
+
+json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
+  json digests = json::array();
+  for (const auto d : r.weights_digests) digests.push_back(hex(d));
+  const auto& m = r.metrics;
+  const double tokens = m.token_count > 0 ? static_cast<double>(m.token_count) : 1.0;
+  return json{{"step", r.step + 1},
+              {"generated_with", r.generated_with},
+              {"trained_to", r.trained_to},
+              {"reward_mean", r.reward_mean},
+              {"trajectories", r.trajectories.size()},
+              {"train_tokens", r.train_tokens},
+              {"micro_batches", r.micro_batches},
+              {"loss", m.pg_loss + m.kl_penalty},
+              {"probs_ratio", m.ratio_sum / tokens},
+              {"gen_kl_error", m.gen_kl_error_sum / tokens},
+              {"refit", {{"mode", to_string(r.refit.mode)},
+                         {"buckets", r.refit.buckets},
+                         {"bytes", r.refit.bytes},
+                         {"dropped_acks", r.refit.dropped_acks}}},
+              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
+                                 {"heartbeats", traffic.heartbeat_bytes}}},
+              {"weights_digests", digests},
+              {"seconds", seconds}};
+}
+
+json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) {
+  const trajectory& t = r.trajectories[i];
+  return json{{"step", r.step + 1},
+              {"id", t.id},
+              {"rng", {{"seed", seed}, {"step", r.step}, {"round", 0}, {"prompt", t.prompt_index}, {"sample", t.sample_index}}},
+              {"prompt_index", t.prompt_index},
+              {"sample_index", t.sample_index},
+              {"prompt", t.prompt},
+              {"tokens", t.tokens},
+              {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"},
+              {"version", t.version},
+              {"worker", t.worker},
+              {"reward", i < r.rewards.size() ? r.rewards[i] : 0.0}};
+}
+
+socket_thread::traffic_counts minus(const socket_thread::traffic_counts& a, const socket_thread::traffic_counts& b) {
+  return {a.sent_bytes - b.sent_bytes, a.received_bytes - b.received_bytes, a.heartbeat_bytes - b.heartbeat_bytes};
+}
+
+std::string digests_text(const step_report& r) {
+  if (r.weights_digests.empty() || r.weights_digests.front() == 0) return "";
+  bool same = true;
+  for (const auto d : r.weights_digests) same = same && d == r.weights_digests.front();
+  return ", weights " + hex(r.weights_digests.front()) + (same ? " on every policy rank" : " (ranks differ)");
+}
+
+void next_step(loop_ptr self) {
+  auto& st = self->state;
+  if (st.done == st.steps) {
+    const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
+    char text[128];
+    std::snprintf(text, sizeof text, "%lld steps done in %.1f s", static_cast<long long>(st.done), seconds);
+    return finish(self, true, text);
+  }
+  const auto before = st.s.socket ? st.s.socket->traffic() : socket_thread::traffic_counts{};
+  const auto t0 = std::chrono::steady_clock::now();
+  self->request(st.driver, caf::infinite, step_atom_v)
+      .then(
+          [self, before, t0](step_report& r) {
+            auto& st = self->state;
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const auto traffic = st.s.socket ? minus(st.s.socket->traffic(), before) : socket_thread::traffic_counts{};
+            ++st.done;
+            char line[512];
+            std::snprintf(line, sizeof line,
+                          "step %lld/%lld: reward %.3f, loss %.4f, %lld tokens, v%llu -> v%llu live (%s refit, %zu "
+                          "buckets, %lld bytes), control %llu bytes, %.2f s",
+                          static_cast<long long>(st.done), static_cast<long long>(st.steps), r.reward_mean,
+                          r.metrics.pg_loss + r.metrics.kl_penalty, static_cast<long long>(r.train_tokens),
+                          static_cast<unsigned long long>(r.generated_with), static_cast<unsigned long long>(r.trained_to),
+                          to_string(r.refit.mode).c_str(), r.refit.buckets, static_cast<long long>(r.refit.bytes),
+                          static_cast<unsigned long long>(traffic.sent_bytes + traffic.received_bytes), seconds);
+            say(self, line + digests_text(r));
+            if (st.metrics) st.metrics->write(step_record(r, traffic, seconds));
+            if (st.generations)
+              for (std::size_t i = 0; i < r.trajectories.size(); ++i) st.generations->write(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)));
+            next_step(self);
+          },
+          [self](caf::error& e) { finish(self, false, "step " + std::to_string(self->state.done + 1) + ": " + error_text(e)); });
+}
+
+caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
+  auto& st = self->state;
+  st.s = std::move(s);
+  const auto& recipe = st.s.recipe;
+  st.steps = st.s.steps > 0 ? st.s.steps : recipe.grpo.max_num_steps;
+  const auto timeout = std::chrono::milliseconds(recipe.runtime.request_timeout_s * 1000);
+  if (recipe.logger.jsonl_enabled) {
+    const std::filesystem::path dir = recipe.logger.log_dir;
+    st.metrics = std::make_shared<jsonl_file>(dir / "metrics.jsonl", st.s.report);
+    st.generations = std::make_shared<jsonl_file>(dir / "generations.jsonl", st.s.report);
+  }
+
+  refit_coordinator_config rc;
+  rc.mode = recipe.policy.generation.colocated ? refit_mode::colocated : refit_mode::dedicated;
+  rc.route = bucket_route::data_plane;
+  rc.policy = st.s.policy.front();
+  rc.rollout = st.s.rollout;
+  rc.bucket_bytes = refit_bucket_bytes(recipe);
+  rc.checksums = recipe.policy.refit.checksums;
+  rc.timeout = timeout;
+  st.coordinator = spawn_refit_coordinator(self->system(), std::move(rc));
+
+  environment_config ec;
+  ec.workers = static_cast<std::size_t>(recipe.env.num_workers);
+  ec.score = parity_reward;
+  ec.timeout = timeout;
+  st.environment = spawn_environment(self->system(), std::move(ec));
+
+  driver_config dc;
+  dc.policy = st.s.policy;
+  dc.rollout = st.s.rollout;
+  dc.refit = st.coordinator;
+  dc.environment = st.environment;
+  const auto model = fake_model_settings(recipe);
+  dc.prompts = fake_prompts(static_cast<std::uint64_t>(recipe.grpo.seed), 64, model.vocab);
+  dc.prompts_per_step = static_cast<std::size_t>(recipe.grpo.num_prompts_per_step);
+  dc.samples_per_prompt = static_cast<std::size_t>(recipe.grpo.num_generations_per_prompt);
+  dc.max_new_tokens = static_cast<std::int32_t>(recipe.policy.generation.max_new_tokens);
+  if (recipe.policy.generation.stop_token_ids)
+    for (const auto t : *recipe.policy.generation.stop_token_ids) dc.stop_tokens.push_back(static_cast<std::int32_t>(t));
+  dc.sampling = sampling_settings(recipe);
+  dc.loss = loss_settings(recipe);
+  dc.micro_batch_sequences = static_cast<std::size_t>(recipe.policy.train_micro_batch_size);
+  dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+  dc.timeout = timeout;
+  st.driver = spawn_driver(self->system(), std::move(dc));
+  for (auto& a : {caf::actor_cast<caf::actor>(st.coordinator), caf::actor_cast<caf::actor>(st.environment),
+                  caf::actor_cast<caf::actor>(st.driver)})
+    self->link_to(a);
+
+  st.started = std::chrono::steady_clock::now();
+  self->request(st.coordinator, caf::infinite, handshake_atom_v)
+      .then(
+          [self](handshake_report& h) {
+            say(self, "refit handshake: " + std::to_string(h.bucket_count) + " buckets of up to " +
+                          std::to_string(h.bucket_bytes) + " bytes (" + std::to_string(h.total_bytes) + " in all), " +
+                          to_string(h.mode) + ", v" + std::to_string(h.version) + " live on " +
+                          std::to_string(h.rollout_workers.size()) + " rollout workers");
+            next_step(self);
+          },
+          [self](caf::error& e) { finish(self, false, "refit handshake: " + error_text(e)); });
+  return {
+      [self](worker_lost_atom, const std::string& name, const std::string& reason) {
+        self->send(self->state.driver, worker_lost_atom_v, name, reason);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_rl_loop(caf::actor_system& sys, rl_loop_settings settings) { return sys.spawn(rl_loop, std::move(settings)); }
+
+std::vector<std::vector<std::int32_t>> fake_prompts(std::uint64_t seed, std::size_t count, std::int32_t vocab) {
+  std::vector<std::vector<std::int32_t>> prompts(count);
+  const auto span = static_cast<std::uint64_t>(vocab > 2 ? vocab - 2 : 1);
+  std::uint64_t counter = gpu::fake_mix64(seed ^ 0x70726F6D707473ull);  // "prompts"
+  const auto next = [&counter] { return gpu::fake_mix64(++counter); };
+  for (auto& prompt : prompts) {
+    const std::size_t length = 3 + next() % 6;
+    for (std::size_t i = 0; i < length; ++i) prompt.push_back(static_cast<std::int32_t>(2 + next() % span));
+  }
+  return prompts;
+}
+
+}  // namespace tandem

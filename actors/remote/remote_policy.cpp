@@ -1,0 +1,153 @@
+// The remote policy proxy (remote_policy.hpp).
+#include "actors/remote/remote_policy.hpp"
+
+#include <optional>
+#include <utility>
+
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/api/error_context.hpp"
+#include "actors/bridge/log_line.hpp"
+#include "actors/remote/translate.hpp"
+
+namespace tandem {
+namespace {
+
+struct remote_policy_state {
+  static inline const char* name = "remote_policy";
+
+  remote_policy_actor::stateful_pointer<remote_policy_state> self = nullptr;
+  remote_target target;
+  weight_version version = 0;
+  std::optional<manifest_reply> manifest;
+  std::vector<caf::typed_response_promise<manifest_reply>> manifest_waiters;
+  std::optional<caf::typed_response_promise<logprobs_result>> logprobs;
+  std::optional<caf::typed_response_promise<train_report>> train;
+  std::optional<caf::typed_response_promise<stream_report>> stream;
+  stream_job streaming;
+  std::uint64_t requests = 0;  // numbers the logprob and train requests (their step field)
+
+  void send(control::message m) { self->send(target.bridge, ctl_send_atom::value, target.peer, std::move(m)); }
+
+  caf::error busy(const char* what) const {
+    return tandem_error(tandem_errc::wrong_state, target.name + ": " + what + " refused: one is in flight");
+  }
+
+  template <class T>
+  void settle(std::optional<caf::typed_response_promise<T>>& p, T value) {
+    auto rp = std::move(*p);
+    p.reset();
+    rp.deliver(std::move(value));
+  }
+
+  template <class T>
+  void settle_error(std::optional<caf::typed_response_promise<T>>& p, caf::error e) {
+    auto rp = std::move(*p);
+    p.reset();
+    rp.deliver(std::move(e));
+  }
+
+  void unexpected(const control::message& m) {
+    log_line("tandem controller: dropped a " + std::string(control::to_string(control::kind_of(m))) + " from " +
+             target.name + " that no request awaits (its deadline passed?)");
+  }
+
+  void on_message(const control::message& m) {
+    if (const auto* x = std::get_if<control::manifest>(&m)) {
+      std::string problem;
+      auto entries = wire::from_wire(x->entries, problem);
+      if (!problem.empty()) {
+        log_line("tandem controller: refused the manifest of " + target.name + ": " + problem);
+        return;
+      }
+      version = x->weight_version;
+      manifest = manifest_reply{target.name, x->weight_version, std::move(entries)};
+      for (auto& w : manifest_waiters) w.deliver(*manifest);
+      manifest_waiters.clear();
+    } else if (const auto* x = std::get_if<control::logprob_result>(&m)) {
+      if (!logprobs) return unexpected(m);
+      settle(logprobs, wire::from_wire(*x, target.name));
+    } else if (const auto* x = std::get_if<control::train_result>(&m)) {
+      if (!train) return unexpected(m);
+      version = x->weight_version;
+      settle(train, wire::from_wire(*x, target.name));
+    } else if (const auto* x = std::get_if<control::refit_ack>(&m)) {
+      if (!stream || x->weight_version != streaming.version) return unexpected(m);
+      if (!x->ok) {
+        const auto code = x->error_code != 0 ? static_cast<tandem_errc>(x->error_code) : tandem_errc::engine_failure;
+        return settle_error(stream, tandem_error(code, x->error));
+      }
+      std::int64_t bytes = 0;  // every bucket of the plan: the whole manifest
+      if (manifest)
+        for (const auto& e : manifest->manifest) bytes += e.bytes();
+      settle(stream, stream_report{target.name, x->weight_version, streaming.bucket_count, bytes});
+    } else if (const auto* x = std::get_if<control::error>(&m)) {
+      const auto request = static_cast<control::message_kind>(x->request);
+      if (request == control::message_kind::logprob_request && logprobs) return settle_error(logprobs, wire::from_wire(*x));
+      if (request == control::message_kind::train_request && train) return settle_error(train, wire::from_wire(*x));
+      if (request == control::message_kind::refit_begin && stream) return settle_error(stream, wire::from_wire(*x));
+      log_line("tandem controller: " + target.name + " reported an error: " + x->text);
+    } else {
+      unexpected(m);
+    }
+  }
+};
+
+remote_policy_actor::behavior_type remote_policy(remote_policy_actor::stateful_pointer<remote_policy_state> self,
+                                                 remote_target target) {
+  self->state.self = self;
+  self->state.target = std::move(target);
+  return {
+      [self](logprobs_atom, logprobs_job& job) -> caf::result<logprobs_result> {
+        auto& st = self->state;
+        if (st.logprobs) return st.busy("logprobs");
+        st.logprobs = self->make_response_promise<logprobs_result>();
+        st.send(wire::to_wire(job, ++st.requests));
+        return *st.logprobs;
+      },
+      [self](train_atom, train_job& job) -> caf::result<train_report> {
+        auto& st = self->state;
+        if (st.train) return st.busy("train");
+        st.train = self->make_response_promise<train_report>();
+        st.send(wire::to_wire(job, ++st.requests));
+        return *st.train;
+      },
+      [self](manifest_atom) -> caf::result<manifest_reply> {
+        auto& st = self->state;
+        if (st.manifest) return *st.manifest;
+        st.manifest_waiters.push_back(self->make_response_promise<manifest_reply>());
+        return st.manifest_waiters.back();
+      },
+      [self](export_atom, const export_job&) -> caf::result<weight_bucket> {
+        return tandem_error(tandem_errc::invalid_config,
+                            self->state.target.name +
+                                ": export refused: weight bytes never pass through the controller; refits of a "
+                                "multi-process run stream worker to worker (bucket_route::data_plane)");
+      },
+      [self](stream_atom, const stream_job& job) -> caf::result<stream_report> {
+        auto& st = self->state;
+        if (st.stream) return st.busy("stream");
+        st.stream = self->make_response_promise<stream_report>();
+        st.streaming = job;
+        control::refit_begin m;
+        m.weight_version = job.version;
+        m.bucket_count = static_cast<std::uint32_t>(job.bucket_count);
+        m.bucket_bytes = static_cast<std::uint64_t>(job.bucket_bytes);
+        m.transport = control::refit_transport::broadcast;
+        m.root_rank = st.target.rank;
+        m.checksums = job.checksums;
+        st.send(m);
+        return *st.stream;
+      },
+      [self](version_atom) { return self->state.version; },
+      [self](rmt_in_atom, const control::message& m) { self->state.on_message(m); },
+  };
+}
+
+}  // namespace
+
+remote_policy_actor spawn_remote_policy(caf::actor_system& sys, remote_target target) {
+  return sys.spawn(remote_policy, std::move(target));
+}
+
+}  // namespace tandem

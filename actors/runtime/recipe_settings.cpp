@@ -1,0 +1,54 @@
+// Settings derived from the recipe (recipe_settings.hpp).
+#include "actors/runtime/recipe_settings.hpp"
+
+#include <limits>
+
+namespace tandem {
+
+gpu::ops::pg_loss_settings loss_settings(const config::recipe_config& recipe) {
+  const auto& l = recipe.loss_fn;
+  gpu::ops::pg_loss_settings s;
+  s.ratio_clip_min = l.ratio_clip_min;
+  s.ratio_clip_max = l.ratio_clip_max;
+  s.ratio_clip_c = l.ratio_clip_c;
+  if (!l.use_importance_sampling_correction) {
+    s.importance = gpu::ops::importance_correction::off;
+  } else if (!l.truncated_importance_sampling_ratio) {
+    s.importance = gpu::ops::importance_correction::plain;
+  } else {
+    switch (l.truncated_importance_sampling_type) {
+      case config::importance_sampling_type::tis: s.importance = gpu::ops::importance_correction::tis; break;
+      case config::importance_sampling_type::icepop: s.importance = gpu::ops::importance_correction::icepop; break;
+      case config::importance_sampling_type::seq_mask_tis: s.importance = gpu::ops::importance_correction::seq_mask_tis; break;
+    }
+    s.is_ratio_max = *l.truncated_importance_sampling_ratio;
+  }
+  s.is_ratio_min = l.truncated_importance_sampling_ratio_min;
+  s.kl_beta = l.reference_policy_kl_penalty;
+  s.kl_input_clamp = l.kl_input_clamp_value;
+  s.kl_output_clamp = l.kl_output_clamp_value;
+  s.use_on_policy_kl_approximation = l.use_on_policy_kl_approximation;
+  s.token_level_loss = l.token_level_loss;
+  s.force_on_policy_ratio = l.force_on_policy_ratio;
+  return s;
+}
+
+gpu::ops::sampling_params sampling_settings(const config::recipe_config& recipe) {
+  const auto& g = recipe.policy.generation;
+  return {g.temperature, static_cast<std::int32_t>(g.top_k.value_or(0)), g.top_p};
+}
+
+gpu::fake_model_options fake_model_settings(const config::recipe_config& recipe) {
+  gpu::fake_model_options o;
+  o.weight_bytes = recipe.runtime.fake_weight_mb << 20;
+  o.tensors = 8;
+  o.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+  o.vocab = 64;
+  o.max_sequence_length = static_cast<std::int32_t>(recipe.policy.max_total_sequence_length);
+  o.lr = recipe.policy.optimizer.lr;
+  return o;
+}
+
+std::int64_t refit_bucket_bytes(const config::recipe_config& recipe) { return recipe.policy.refit.bucket_mb << 20; }
+
+}  // namespace tandem

@@ -1,0 +1,25 @@
+// The settings both ends of a run derive from the resolved recipe, in one place: the controller
+// (driver, refit) and every worker (engines, loss) read the same recipe from the welcome, so the
+// loss settings, sampling and fake model need not travel in every request.
+#pragma once
+
+#include "gpu/engine/fake_weights.h"
+#include "gpu/ops/logprobs.h"
+#include "gpu/ops/pg_loss.h"
+#include "orchestration/config/recipe.h"
+
+namespace tandem {
+
+/// loss_fn.* as the policy-gradient loss takes them.
+gpu::ops::pg_loss_settings loss_settings(const config::recipe_config& recipe);
+
+/// policy.generation temperature, top_k, top_p.
+gpu::ops::sampling_params sampling_settings(const config::recipe_config& recipe);
+
+/// The fake model of runtime.engine: fake (runtime.fake_weight_mb, grpo.seed, the optimizer's lr).
+gpu::fake_model_options fake_model_settings(const config::recipe_config& recipe);
+
+/// policy.refit.bucket_mb in bytes.
+std::int64_t refit_bucket_bytes(const config::recipe_config& recipe);
+
+}  // namespace tandem

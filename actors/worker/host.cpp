@@ -1,0 +1,288 @@
+// The worker's host (state machine in host.hpp).
+#include "actors/worker/host.hpp"
+
+#include <memory>
+#include <utility>
+#include <variant>
+
+#include <caf/all.hpp>
+
+#include "actors/api/error_context.hpp"
+#include "actors/bridge/log_line.hpp"
+#include "actors/policy_worker/policy_worker.hpp"
+#include "actors/remote/translate.hpp"
+#include "actors/rollout_worker/rollout_worker.hpp"
+#include "actors/runtime/recipe_settings.hpp"
+#include "actors/worker/data_plane.hpp"
+#include "actors/worker/engines.hpp"
+#include "actors/worker/fault_injection.hpp"
+#include "orchestration/config/resolve.h"
+
+namespace tandem {
+namespace {
+
+using K = control::message_kind;
+using S = control::refit_stage;
+
+struct host_state {
+  static inline const char* name = "worker_host";
+
+  host_settings s;
+  config::recipe_config recipe;
+  std::unique_ptr<worker_data_plane> plane;
+  worker_engines engines;
+  gpu::ops::pg_loss_settings loss;
+  policy_actor policy;
+  rollout_actor rollout;
+  bool policy_root = false;       // the refit group's root (data-parallel rank 0 of a dedicated run)
+  weight_version rollout_live = 0;
+  bool failed = false;
+};
+
+using host_ptr = caf::stateful_actor<host_state>*;
+
+void send(host_ptr self, control::message m) {
+  self->send(self->state.s.bridge, ctl_send_atom::value, std::string(), std::move(m));
+}
+
+void fail(host_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (st.failed) return;
+  st.failed = true;
+  send(self, control::error{static_cast<std::uint16_t>(tandem_errc::invalid_config), why, st.s.rank, 0});
+  self->send(st.s.parent, hst_fail_atom::value, why);
+}
+
+void reply_error(host_ptr self, const caf::error& e, K request) {
+  send(self, wire::to_wire(e, self->state.s.rank, request));
+}
+
+control::refit_ack ack(host_ptr self, weight_version v, S stage) {
+  control::refit_ack a;
+  a.rank = self->state.s.rank;
+  a.weight_version = v;
+  a.stage = stage;
+  a.ok = true;
+  a.live_version = self->state.rollout_live;
+  return a;
+}
+
+control::refit_ack failed_ack(host_ptr self, weight_version v, S stage, const caf::error& e) {
+  control::refit_ack a = ack(self, v, stage);
+  a.ok = false;
+  a.error = error_text(e);
+  a.error_code = e.category() == caf::atom("tandem") ? e.code() : static_cast<std::uint16_t>(tandem_errc::engine_failure);
+  return a;
+}
+
+// ---- binding and joining ------------------------------------------------------------------------
+
+void bind(host_ptr self) {
+  auto& st = self->state;
+  auto r = config::resolve_resolved_text(st.s.welcome.recipe_yaml, "the controller's recipe");
+  if (!r.recipe) return fail(self, "the recipe in the welcome does not resolve: " + config::to_string(r.errors));
+  st.recipe = r.recipe->config;
+  st.loss = loss_settings(st.recipe);
+  const auto& w = st.s.welcome;
+  const data_plane_membership m = membership_of(w, st.recipe.policy.generation.colocated);
+  st.policy_root = m.refit && w.assigned.policy;
+  const auto timeout = std::chrono::seconds(st.recipe.runtime.request_timeout_s);
+  auto plane = worker_data_plane::bind(st.s.rank, data_plane_host(st.s.controller), m, timeout);
+  if (!plane) return fail(self, "data plane: " + plane.error().message());
+  st.plane = std::move(plane.value());
+  send(self, st.plane->endpoint_message());
+}
+
+void join(host_ptr self, const control::peer_table& table) {
+  auto& st = self->state;
+  if (st.failed || !st.plane || st.policy || st.rollout) return;
+  if (gpu::status s = st.plane->join(table); !s) return fail(self, "data plane: " + s.message());
+  const auto& w = st.s.welcome;
+  auto engines = make_engines(st.recipe, w.assigned.policy, w.assigned.rollout, st.plane->data_parallel());
+  if (!engines) return fail(self, engines.error().message());
+  st.engines = std::move(engines.value());
+  auto& sys = self->system();
+  if (w.assigned.policy) {
+    policy_worker_config c;
+    c.name = "policy-" + std::to_string(w.data_parallel_rank);
+    c.engine = st.engines.train;
+    if (st.policy_root) c.refit_group = with_injected_faults(st.plane->refit());
+    st.policy = spawn_policy_worker(sys, std::move(c));
+    self->link_to(st.policy);
+  }
+  if (w.assigned.rollout) {
+    rollout_worker_config c;
+    c.name = "rollout-" + std::to_string(w.rollout_rank);
+    c.engine = st.engines.generate;
+    c.manifest = st.engines.rollout_layout;
+    c.refit_group = st.plane->refit();
+    c.refit_root = 0;
+    st.rollout_live = st.engines.generate->weight_version();
+    st.rollout = spawn_rollout_worker(sys, std::move(c));
+    self->link_to(st.rollout);
+  }
+  log_line(st.s.log_name + ": data plane joined, engines ready (" +
+           (st.recipe.runtime.engine == config::engine_kind::fake ? std::string("fake") : std::string("gemma4")) + ")");
+  if (w.assigned.policy && w.data_parallel_rank == 0)
+    send(self, control::manifest{0, wire::to_wire(st.engines.train->manifest())});
+}
+
+// ---- serving ------------------------------------------------------------------------------------
+
+bool refuse_without(host_ptr self, bool present, const char* actor, K request) {
+  if (present) return false;
+  reply_error(self,
+              tandem_error(tandem_errc::wrong_state, self->state.s.log_name + " hosts no " + actor + " (or is not set up)"),
+              request);
+  return true;
+}
+
+void on_generate(host_ptr self, const control::generate_request& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::generate_request)) return;
+  self->request(st.rollout, caf::infinite, generate_atom_v, wire::from_wire(m))
+      .then([self, step = m.step, round = m.round](generate_result& r) { send(self, wire::to_wire(r, step, round)); },
+            [self](caf::error& e) { reply_error(self, e, K::generate_request); });
+}
+
+void on_check(host_ptr self, const control::manifest_check& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::manifest_check)) return;
+  std::string problem;
+  manifest_check job{wire::from_wire(m.entries, problem), static_cast<std::int64_t>(m.bucket_bytes)};
+  if (!problem.empty()) return send(self, control::manifest_result{st.s.rank, false, problem, st.rollout_live, 0, 0});
+  self->request(st.rollout, caf::infinite, check_atom_v, std::move(job))
+      .then(
+          [self](manifest_accepted& a) {
+            send(self, control::manifest_result{self->state.s.rank, true, "", a.version, a.bucket_count,
+                                                static_cast<std::uint64_t>(a.total_bytes)});
+          },
+          [self](caf::error& e) {
+            send(self, control::manifest_result{self->state.s.rank, false, error_text(e), self->state.rollout_live, 0, 0});
+          });
+}
+
+void on_logprobs(host_ptr self, const control::logprob_request& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::logprob_request)) return;
+  self->request(st.policy, caf::infinite, logprobs_atom_v, wire::from_wire(m))
+      .then([self, step = m.step](logprobs_result& r) { send(self, wire::to_wire(r, step)); },
+            [self](caf::error& e) { reply_error(self, e, K::logprob_request); });
+}
+
+void on_train(host_ptr self, const control::train_request& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::train_request)) return;
+  self->request(st.policy, caf::infinite, train_atom_v, wire::from_wire(m, st.loss))
+      .then(
+          [self, step = m.step](train_report& r) {
+            r.weights_digest = self->state.engines.weights_digest();  // the engine is idle between calls
+            send(self, wire::to_wire(r, step));
+          },
+            [self](caf::error& e) { reply_error(self, e, K::train_request); });
+}
+
+void on_refit_begin(host_ptr self, const control::refit_begin& m) {
+  auto& st = self->state;
+  const weight_version v = m.weight_version;
+  if (m.transport == control::refit_transport::colocated_bump) {
+    if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::refit_begin)) return;
+    self->request(st.rollout, caf::infinite, bump_atom_v, v)
+        .then(
+            [self, v](refit_ack&) {
+              self->state.rollout_live = v;
+              send(self, ack(self, v, S::bumped));
+            },
+            [self, v](caf::error& e) { send(self, failed_ack(self, v, S::bumped, e)); });
+    return;
+  }
+  const stream_job job{v, m.bucket_count, static_cast<std::int64_t>(m.bucket_bytes), m.checksums};
+  if (st.policy_root) {
+    self->request(st.policy, caf::infinite, stream_atom_v, job)
+        .then([self, v](stream_report&) { send(self, ack(self, v, S::sent)); },
+              [self, v](caf::error& e) { send(self, failed_ack(self, v, S::sent, e)); });
+    return;
+  }
+  if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::refit_begin)) return;
+  self->request(st.rollout, caf::infinite, stream_atom_v, job)
+      .then([self, v](refit_ack&) { send(self, ack(self, v, S::staged)); },
+            [self, v](caf::error& e) { send(self, failed_ack(self, v, S::staged, e)); });
+}
+
+void on_refit_commit(host_ptr self, const control::refit_commit& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::refit_commit)) return;
+  const weight_version v = m.weight_version;
+  self->request(st.rollout, caf::infinite, commit_atom_v, v)
+      .then(
+          [self, v](refit_ack&) {
+            self->state.rollout_live = v;
+            send(self, ack(self, v, S::committed));
+          },
+          [self, v](caf::error& e) { send(self, failed_ack(self, v, S::committed, e)); });
+}
+
+void on_refit_abort(host_ptr self, const control::refit_abort& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::refit_abort)) return;
+  const weight_version v = m.weight_version;
+  self->request(st.rollout, caf::infinite, abort_atom_v, v)
+      .then(
+          [self, v](weight_version live) {
+            self->state.rollout_live = live;
+            log_line(self->state.s.log_name + ": refit to v" + std::to_string(v) + " aborted; v" + std::to_string(live) +
+                     " stays live");
+            send(self, ack(self, v, S::aborted));
+          },
+          [self, v](caf::error& e) { send(self, failed_ack(self, v, S::aborted, e)); });
+}
+
+void on_control(host_ptr self, const control::message& m) {
+  if (self->state.failed) return;
+  std::visit(
+      [self](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, control::peer_table>) join(self, x);
+        else if constexpr (std::is_same_v<T, control::generate_request>) on_generate(self, x);
+        else if constexpr (std::is_same_v<T, control::manifest_check>) on_check(self, x);
+        else if constexpr (std::is_same_v<T, control::logprob_request>) on_logprobs(self, x);
+        else if constexpr (std::is_same_v<T, control::train_request>) on_train(self, x);
+        else if constexpr (std::is_same_v<T, control::refit_begin>) on_refit_begin(self, x);
+        else if constexpr (std::is_same_v<T, control::refit_commit>) on_refit_commit(self, x);
+        else if constexpr (std::is_same_v<T, control::refit_abort>) on_refit_abort(self, x);
+        else log_line(self->state.s.log_name + ": the host ignored a " + std::string(control::to_string(T::kind)));
+      },
+      m);
+}
+
+caf::behavior host(host_ptr self, host_settings s) {
+  self->state.s = std::move(s);
+  bind(self);
+  return {
+      [self](hst_in_atom, const control::message& m) { on_control(self, m); },
+  };
+}
+
+}  // namespace
+
+bool served_by_host(control::message_kind kind) {
+  switch (kind) {
+    case K::peer_table:
+    case K::generate_request:
+    case K::manifest_check:
+    case K::logprob_request:
+    case K::train_request:
+    case K::refit_begin:
+    case K::refit_commit:
+    case K::refit_abort:
+      return true;
+    default:
+      return false;
+  }
+}
+
+caf::actor spawn_host(caf::actor_system& sys, host_settings settings) {
+  return sys.spawn<caf::detached>(host, std::move(settings));
+}
+
+}  // namespace tandem

@@ -1,0 +1,177 @@
+// `tandem run` end to end with the fake engines: the controller, two policy and two rollout
+// workers (dedicated) or two workers hosting both (colocated), several steps on loopback. The
+// checks read what the run wrote (logger.log_dir/metrics.jsonl, generations.jsonl) and recompute
+// the fake generator's tokens from the weights digest of the version each trajectory names.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/runtime/recipe_settings.hpp"
+#include "gpu/engine/fake_generate_engine.h"
+#include "gpu/engine/fake_train_engine.h"
+#include "orchestration/config/resolve.h"
+#include "process_support.hpp"
+
+using namespace runtime_test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string colocated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml";
+
+/// A `tandem run` of `recipe` writing its logs under `logs`, with the fake engines and `extra`
+/// overrides.
+std::vector<std::string> run_args(const std::string& recipe, const std::filesystem::path& logs,
+                                  const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {tandem_binary, "run", recipe, "runtime.engine=fake", "logger.log_dir=" + logs.string()};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+std::vector<json> records(const std::filesystem::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+std::uint64_t digest(const json& hex) { return std::stoull(hex.get<std::string>(), nullptr, 16); }
+
+/// The recipe as the run resolved it (for the fake model's options and the sampling settings).
+tandem::config::recipe_config resolved(const std::string& recipe, const std::vector<std::string>& overrides) {
+  auto r = tandem::config::resolve_recipe(recipe, overrides);
+  BOOST_TEST_REQUIRE(r.errors.empty(), tandem::config::to_string(r.errors));
+  return r.recipe->config;
+}
+
+/// Every check of a successful run: steps, versions, identical data-parallel weights, and each
+/// trajectory's tokens recomputed from the weights of the version it names.
+void check_run(const std::string& recipe, const std::vector<std::string>& overrides, std::size_t steps,
+               std::size_t buckets) {
+  tandem::test::temp_dir dir;
+  std::vector<std::string> all = overrides;
+  all.push_back("grpo.max_num_steps=" + std::to_string(steps));
+  child_process run(run_args(recipe, dir.path(), all));
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 0, run.output());
+
+  std::vector<std::string> resolved_overrides = all;
+  resolved_overrides.push_back("runtime.engine=fake");
+  const auto config = resolved(recipe, resolved_overrides);
+  const auto model = tandem::fake_model_settings(config);
+  std::map<std::uint64_t, std::uint64_t> hash_of_version;  // weight version -> digest of its weights
+  hash_of_version[0] = tandem::gpu::fake_train_engine(model).weight_hash();
+
+  const auto steps_log = records(dir.path() / "metrics.jsonl");
+  BOOST_TEST_REQUIRE(steps_log.size() == steps, run.output());
+  for (std::size_t n = 0; n < steps; ++n) {
+    const json& s = steps_log[n];
+    BOOST_TEST(s["step"].get<std::size_t>() == n + 1);
+    BOOST_TEST(s["generated_with"].get<std::uint64_t>() == n, "step " << n + 1 << " used stale weights");
+    BOOST_TEST(s["trained_to"].get<std::uint64_t>() == n + 1);
+    BOOST_TEST(s["refit"]["buckets"].get<std::size_t>() == buckets);
+    const auto& digests = s["weights_digests"];
+    BOOST_TEST_REQUIRE(digests.size() == 2u);
+    BOOST_TEST(digest(digests[0]) == digest(digests[1]), "data-parallel ranks differ after step " << n + 1);
+    BOOST_TEST(digest(digests[0]) != hash_of_version.at(n), "step " << n + 1 << " left the weights unchanged");
+    hash_of_version[n + 1] = digest(digests[0]);
+  }
+
+  const auto trajectories = records(dir.path() / "generations.jsonl");
+  const std::size_t per_step =
+      static_cast<std::size_t>(config.grpo.num_prompts_per_step * config.grpo.num_generations_per_prompt);
+  BOOST_TEST_REQUIRE(trajectories.size() == steps * per_step);
+  std::size_t checked = 0;
+  for (const json& t : trajectories) {
+    const auto step = t["step"].get<std::uint64_t>();
+    const auto version = t["version"].get<std::uint64_t>();
+    BOOST_TEST(version == step - 1, "a trajectory of step " << step << " came from v" << version << ", not the newest");
+    tandem::gpu::generation_request request;
+    request.prompt = t["prompt"].get<std::vector<std::int32_t>>();
+    request.sampling = tandem::sampling_settings(config);
+    request.rng = {t["rng"]["seed"].get<std::uint64_t>(), t["rng"]["step"].get<std::uint32_t>(),
+                   t["rng"]["round"].get<std::uint32_t>(), t["rng"]["prompt"].get<std::uint32_t>(),
+                   t["rng"]["sample"].get<std::uint32_t>(), 0};
+    request.max_new_tokens = static_cast<std::int32_t>(config.policy.generation.max_new_tokens);
+    const auto expected = tandem::gpu::fake_generate_engine::expected_tokens(hash_of_version.at(version), request, model.vocab);
+    BOOST_TEST(t["tokens"].get<std::vector<std::int32_t>>() == expected,
+               "step " << step << " trajectory " << t["id"] << " was not generated by the weights of v" << version);
+    ++checked;
+  }
+  BOOST_TEST(checked == steps * per_step);
+}
+
+/// Control bytes (both ways, heartbeats apart) of each step of a dedicated run.
+std::vector<std::uint64_t> control_bytes(std::int64_t weight_mb) {
+  tandem::test::temp_dir dir;
+  child_process run(run_args(dedicated_recipe, dir.path(),
+                             {"grpo.max_num_steps=2", "policy.refit.bucket_mb=1", "runtime.fake_weight_mb=" + std::to_string(weight_mb)}));
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 0, run.output());
+  std::vector<std::uint64_t> out;
+  for (const json& s : records(dir.path() / "metrics.jsonl")) {
+    BOOST_TEST(s["refit"]["buckets"].get<std::int64_t>() == weight_mb, "the refit did not move the model in 1 MiB buckets");
+    out.push_back(s["control_bytes"]["sent"].get<std::uint64_t>() + s["control_bytes"]["received"].get<std::uint64_t>());
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(rl_run_test)
+
+BOOST_AUTO_TEST_CASE(a_dedicated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks) {
+  check_run(dedicated_recipe, {"runtime.fake_weight_mb=4", "policy.refit.bucket_mb=1", "policy.refit.checksums=true"}, 4, 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks) {
+  check_run(colocated_recipe, {"runtime.fake_weight_mb=4"}, 4, 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_controllers_bytes_per_step_do_not_grow_with_the_model_while_refits_take_many_buckets) {
+  const auto small = control_bytes(2);
+  const auto large = control_bytes(16);
+  BOOST_TEST_REQUIRE(small.size() == 2u);
+  BOOST_TEST_REQUIRE(large.size() == 2u);
+  for (std::size_t i = 0; i < small.size(); ++i) {
+    BOOST_TEST_MESSAGE("step " << i + 1 << ": " << small[i] << " control bytes with 2 MiB of weights, " << large[i]
+                               << " with 16 MiB");
+    BOOST_TEST(large[i] == small[i], "step " << i + 1 << ": " << large[i] << " bytes (16 MiB model) vs " << small[i]
+                                              << " (2 MiB model)");
+    BOOST_TEST(large[i] < (std::uint64_t{1} << 20), "the controller moved " << large[i] << " bytes in a step");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupted_weight_bucket_leaves_the_rollout_workers_on_their_old_version_and_fails_the_run_saying_why) {
+  tandem::test::temp_dir dir;
+  child_process run(run_args(dedicated_recipe, dir.path(),
+                             {"grpo.max_num_steps=3", "runtime.fake_weight_mb=4", "policy.refit.bucket_mb=1",
+                              "policy.refit.checksums=true"}),
+                    {{"TANDEM_FAULT_CORRUPT_REFIT_PAYLOAD", "2"}});
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 1, run.output());
+  const std::string err = run.err();
+  BOOST_TEST(err.find("bucket 1 of v1: checksum mismatch") != std::string::npos, run.output());
+  BOOST_TEST(err.find("v0 stays live on every rollout worker") != std::string::npos, run.output());
+  for (const std::string worker : {"tandem worker 2", "tandem worker 3"})
+    BOOST_TEST(err.find(worker + ": refit to v1 aborted; v0 stays live") != std::string::npos, run.output());
+}
+
+BOOST_AUTO_TEST_CASE(killing_a_rollout_worker_during_a_run_fails_it_naming_that_worker) {
+  tandem::test::temp_dir dir;
+  child_process run(run_args(dedicated_recipe, dir.path(),
+                             {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=4", "policy.refit.bucket_mb=1"}));
+  BOOST_TEST_REQUIRE(run.await_out(std::regex("step 2/")).has_value(), run.output());
+  const auto pids = worker_pids(run.out());
+  BOOST_TEST_REQUIRE(pids.count(3) == 1u, run.output());
+  BOOST_TEST_REQUIRE(::kill(pids.at(3), SIGKILL) == 0);
+  BOOST_TEST_REQUIRE(run.exit_code() == 1, run.output());
+  BOOST_TEST(std::regex_search(run.err(), std::regex(R"(failed: .*worker 3 \[rollout-1\] \(pid [0-9]+.*(SIGKILL|heartbeat))")),
+             run.output());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
