@@ -69,6 +69,10 @@ void on_welcome(worker_ptr self, const control::welcome& w) {
   log_line(st.s.log_name + ": joined run " + w.run_id + " as " + roles_text(w) + " (heartbeats every " + ms_text(st.interval) +
            ", timeout " + ms_text(st.timeout) + ")");
   self->send(self, wrk_tick_atom::value);
+  if (w.recipe_yaml.empty()) {  // a control-plane-only run (tests of the process layer)
+    log_line(st.s.log_name + ": the welcome carries no recipe: this worker keeps the control plane only");
+    return;
+  }
   host_settings hs;
   hs.welcome = w;
   hs.rank = static_cast<std::int32_t>(st.s.rank);

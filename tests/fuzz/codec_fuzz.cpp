@@ -35,23 +35,25 @@ tc::message seed(tc::message_kind k) {
     case K::hello: return tc::hello{3, 8, 12345, "node-1", "cuda:3", tc::protocol_version, {true, false}};
     case K::welcome: return tc::welcome{{true, true}, 0, 2, 1, 2, "policy:\n  model_name: tiny\n", "run-1", 500, 10000};
     case K::heartbeat: return tc::heartbeat{-1, 42};
-    case K::data_endpoint: return tc::data_endpoint{2, "tcp://127.0.0.1:41234", {std::byte{1}, std::byte{2}}};
-    case K::peer_table: return tc::peer_table{{{0, "tcp://127.0.0.1:1"}, {1, "tcp://127.0.0.1:2"}}, {1, 0}, {}};
-    case K::manifest: return tc::manifest{entries};
-    case K::manifest_check: return tc::manifest_check{entries};
-    case K::manifest_result: return tc::manifest_result{1, false, "entry 1: dtype"};
+    case K::data_endpoint: return tc::data_endpoint{2, "tcp://127.0.0.1:41234", "tcp://127.0.0.1:41235", {std::byte{1}, std::byte{2}}};
+    case K::peer_table: return tc::peer_table{{{0, "tcp://127.0.0.1:1", "tcp://127.0.0.1:3"}, {1, "tcp://127.0.0.1:2", ""}}, {1, 0}, {0}, {}};
+    case K::manifest: return tc::manifest{0, entries};
+    case K::manifest_check: return tc::manifest_check{1 << 20, entries};
+    case K::manifest_result: return tc::manifest_result{1, false, "entry 1: dtype", 0, 0, 0};
     case K::generate_request:
       return tc::generate_request{3, 1, 2, {0.7, 50, 0.9}, 64, {1},
                                   {{7, {2, 3, 4}, {1, 3, 1, 0, 0}}, {8, {2}, {1, 3, 1, 1, 2}}}};
     case K::generate_result:
-      return tc::generate_result{3, 1, {{7, {5, 1}, {-0.5f, -0.25f}, tc::finish_reason::stop_token, 2}}};
+      return tc::generate_result{3, 1, 2, {{7, {5, 1}, {-0.5f, -0.25f}, tc::finish_reason::stop_token, 2}}};
     case K::logprob_request: return tc::logprob_request{3, {{2, 3, 4}, {0, 3}}, {1.0, 0, 1.0}};
-    case K::logprob_result: return tc::logprob_result{3, {0, -1.5f, -0.5f}};
-    case K::train_request: return tc::train_request{3, {mb, mb}, 8, 4};
-    case K::train_result: return tc::train_result{3, 0.25, {{"grad_norm", 1.5}}, 4};
-    case K::refit_begin: return tc::refit_begin{4, 3, 1 << 20, tc::refit_transport::broadcast, 0};
-    case K::refit_ack: return tc::refit_ack{1, 4, false, "bucket 2: checksum mismatch"};
-    case K::error: return tc::error{7, "worker 2 missed heartbeats", 2};
+    case K::logprob_result: return tc::logprob_result{3, 2, {0, -1.5f, -0.5f}};
+    case K::train_request: return tc::train_request{3, 2, {1.0, 0, 1.0}, {mb, mb}, 8, 4};
+    case K::train_result: return tc::train_result{3, 0.25, {{"grad_norm", 1.5}}, 4, 2, 0x1234};
+    case K::refit_begin: return tc::refit_begin{4, 3, 1 << 20, tc::refit_transport::broadcast, 0, true};
+    case K::refit_ack: return tc::refit_ack{1, 4, tc::refit_stage::staged, false, "bucket 2: checksum mismatch", 4, 3};
+    case K::refit_commit: return tc::refit_commit{4};
+    case K::refit_abort: return tc::refit_abort{4};
+    case K::error: return tc::error{7, "worker 2 missed heartbeats", 2, 13};
     case K::shutdown: return tc::shutdown{"done"};
     case K::goodbye: return tc::goodbye{1, "shutdown"};
   }

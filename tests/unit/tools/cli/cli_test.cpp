@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(help_prints_the_usage_of_tandem_and_of_each_command) {
   BOOST_TEST(r.out.starts_with("usage: tandem validate RECIPE [key=value ...]\n       tandem validate --minimize RECIPE\n"));
   r = cli({"help", "run"});
   BOOST_TEST(r.code == 0);
-  BOOST_TEST(r.out.starts_with("usage: tandem run RECIPE [key=value ...] --dry-run\n"));
+  BOOST_TEST(r.out.starts_with("usage: tandem run RECIPE [key=value ...] [--dry-run]\n"));
   r = cli({"help", "frob"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem help: unknown command 'frob'\n");
@@ -217,12 +217,13 @@ BOOST_AUTO_TEST_CASE(a_dry_run_prints_the_workers_table) {
   BOOST_TEST(r.out.find("controller  control plane tcp://127.0.0.1:29650 ") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(run_without_dry_run_is_not_implemented_yet) {
+BOOST_AUTO_TEST_CASE(running_with_the_gemma4_engines_is_refused_until_they_exist_and_names_the_fake_ones) {
   const cli_result r = cli({"run", tiny});
-  BOOST_TEST(r.code == 2);
+  BOOST_TEST(r.code == 1);
   BOOST_TEST(r.out == "");
-  BOOST_TEST(r.err == "tandem run: running the RL loop is not implemented yet; `tandem run " + tiny +
-                          " --dry-run` prints the plan\n");
+  BOOST_TEST(r.err == tiny + ": runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
+                             "runtime.engine=fake runs the whole runtime (processes, control and data planes, refits) "
+                             "with deterministic fake engines\n");
 }
 
 BOOST_AUTO_TEST_CASE(a_model_that_is_not_a_preset_is_refused_at_policy_model_name) {
