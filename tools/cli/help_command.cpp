@@ -41,7 +41,7 @@ and exits 1. --minimize prints the recipe's keys whose value equals what it inhe
 any). --schema prints the documented schema.
 )";
 
-constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] [--dry-run]
+constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] [--dry-run | --no-spawn]
 
 Resolves and validates RECIPE like `tandem validate` and loads the model's config.json.
 
@@ -52,6 +52,8 @@ endpoint, the step arithmetic, and the memory budget of each phase per device.
 Without --dry-run it runs the plan: this process is the controller (driver, refit coordinator,
 environments); it starts the workers of its own node (`tandem worker`, one per device) and waits
 for the others, started by a launcher (tools/launch/slurm/), then runs grpo.max_num_steps steps.
+--no-spawn starts no worker: every rank is started by hand or by a launcher and dials
+cluster.controller_host:controller_port.
 Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
 bytes the controller moved, the policy ranks' weights digest) and appends a record to
 logger.log_dir/metrics.jsonl and every trajectory to logger.log_dir/generations.jsonl. A worker

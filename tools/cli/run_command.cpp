@@ -1,5 +1,5 @@
-// `tandem run RECIPE [--dry-run]`: resolve, validate, load the model config; print the plan, or
-// run it (the controller here, the workers of this node spawned here).
+// `tandem run RECIPE [--dry-run] [--no-spawn]`: resolve, validate, load the model config; print the
+// plan, or run it (the controller here, the workers of this node spawned here unless --no-spawn).
 #include <cstdio>
 
 #include "actors/controller/controller.hpp"
@@ -16,7 +16,7 @@ namespace tandem::cli {
 namespace {
 
 /// Runs the plan; progress lines on `out`.
-int execute(const config::resolved_recipe& r, std::ostream& out, std::ostream& err) {
+int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std::ostream& err) {
   const config::recipe_config& c = r.config;
   if (c.runtime.engine != config::engine_kind::fake) {
     err << r.file << ": runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
@@ -30,12 +30,13 @@ int execute(const config::resolved_recipe& r, std::ostream& out, std::ostream& e
   o.recipe = c;
   o.heartbeat_interval = std::chrono::milliseconds(c.runtime.heartbeat_interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(c.runtime.heartbeat_timeout_ms);
-  // One node: every worker is a child of this process, so any free port will do (two runs on one
-  // machine never collide). Several nodes: the launcher's workers dial the recipe's address.
-  if (c.cluster.num_nodes == 1) o.bind_endpoint = "tcp://" + c.cluster.controller_host + ":*";
+  // One node, workers spawned here: every worker is a child of this process, so any free port will
+  // do (two runs on one machine never collide). Otherwise the launcher's (or the user's) workers
+  // dial the recipe's address, cluster.controller_host:controller_port.
+  if (spawn && c.cluster.num_nodes == 1) o.bind_endpoint = "tcp://" + c.cluster.controller_host + ":*";
   std::int64_t local = 0;
   for (const auto& w : o.plan.workers) local += w.node == 0 ? 1 : 0;
-  o.spawn_local = local;
+  o.spawn_local = spawn ? local : 0;
   o.report = [&out](const std::string& line) {
     // Called on several threads, one call per line.
     const std::string text = line + "\n";
@@ -54,7 +55,7 @@ int execute(const config::resolved_recipe& r, std::ostream& out, std::ostream& e
 }  // namespace
 
 int run_command(const args& a, std::ostream& out, std::ostream& err) {
-  const parsed_args p = parse_args(a, {"--dry-run"});
+  const parsed_args p = parse_args(a, {"--dry-run", "--no-spawn"});
   if (!p.problem.empty()) {
     err << "tandem run: " << p.problem << "\n";
     return exit_usage;
@@ -70,7 +71,7 @@ int run_command(const args& a, std::ostream& out, std::ostream& err) {
     err << config::to_string(r.errors);
     return exit_refused;
   }
-  if (!p.flags.count("--dry-run")) return execute(*r.recipe, out, err);
+  if (!p.flags.count("--dry-run")) return execute(*r.recipe, !p.flags.count("--no-spawn"), out, err);
   const topology::placement_plan plan = topology::plan_placement(r.recipe->config);
   const topology::memory_plan mem = topology::plan_memory(r.recipe->config, plan.sizes, model->facts);
   out << topology::render_plan(*r.recipe, model->facts, plan, mem);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Launches a tandem run on a Slurm allocation: the controller on the allocation's first node, one
+# `tandem worker` per device on every node. Run it inside the allocation (sbatch or salloc), with
+# as many nodes as the recipe's cluster.num_nodes:
+#
+#   sbatch --nodes=2 --gpus-per-node=8 --exclusive tools/launch/slurm/run.sh RECIPE [key=value ...]
+#
+# The recipe's cluster.controller_host is set to the first node's address and the workers find the
+# controller, their rank and the world from the environment (TANDEM_CONTROLLER, TANDEM_RANK,
+# TANDEM_WORLD; ranks are node-major, as the placement plan numbers them). The controller's exit
+# status is the launch's; the workers exit when it ends or dies.
+#
+# TANDEM: the tandem binary (default: build/tandem of this checkout).
+# TANDEM_LAUNCH_DRY_RUN=1: print the commands instead of running them.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+if [ $# -lt 1 ]; then
+  echo "usage: tools/launch/slurm/run.sh RECIPE [key=value ...]" >&2
+  exit 2
+fi
+tandem="${TANDEM:-$PWD/build/tandem}"
+recipe="$1"
+shift
+nodes=(${SLURM_JOB_NODELIST:+$(scontrol show hostnames "$SLURM_JOB_NODELIST")})
+if [ ${#nodes[@]} -eq 0 ]; then
+  echo "tools/launch/slurm/run.sh: not inside a Slurm allocation (SLURM_JOB_NODELIST is unset)" >&2
+  exit 2
+fi
+head_node="${nodes[0]}"
+head_addr="$( (getent ahostsv4 "$head_node" || true) | awk 'NR == 1 { print $1 }')"
+[ -n "$head_addr" ] || head_addr="$head_node"
+port="$("$tandem" validate "$recipe" "$@" | awk '/^  controller_port:/ { print $2; exit }')"
+gpus_per_node="$("$tandem" validate "$recipe" "$@" | awk '/^  gpus_per_node:/ { g = $2 } END { print g }')"
+world=$(( ${#nodes[@]} * gpus_per_node ))
+
+run() {
+  if [ "${TANDEM_LAUNCH_DRY_RUN:-0}" = 1 ]; then printf '%q ' "$@"; echo; else "$@"; fi
+}
+
+# The controller, on the first node, spawning no worker: every rank comes from srun below.
+run srun --nodes=1 --ntasks=1 --nodelist="$head_node" --overlap \
+  "$tandem" run "$recipe" "$@" "cluster.controller_host=$head_addr" --no-spawn &
+controller=$!
+# One worker per device, node-major ranks (block distribution).
+run srun --nodes="${#nodes[@]}" --ntasks="$world" --ntasks-per-node="$gpus_per_node" --distribution=block --overlap \
+  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_WORKERS="$gpus_per_node" \
+  bash -c 'TANDEM_RANK=$SLURM_PROCID exec "$0" worker' "$tandem" &
+wait "$controller"
