@@ -225,6 +225,8 @@ void spawn_proxies(controller_ptr self) {
 
 /// A worker's message for one of its proxies.
 void to_proxy(controller_ptr self, worker_slot& w, const control::message& m) {
+  if (const auto* e = std::get_if<control::error>(&m); e != nullptr && e->request == 0)
+    return fail(self, w.name + " could not set up: " + e->text, w.plan.rank);  // its host failed
   if (for_policy_proxy(m, w.plan.hosts_rollout) && w.policy) return self->send(w.policy, rmt_in_atom::value, m);
   if (w.rollout) return self->send(w.rollout, rmt_in_atom::value, m);
   if (w.policy) return self->send(w.policy, rmt_in_atom::value, m);

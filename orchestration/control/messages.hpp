@@ -357,7 +357,7 @@ struct refit_begin {
   std::uint32_t bucket_count = 0;
   std::uint64_t bucket_bytes = 0;
   refit_transport transport = refit_transport::broadcast;
-  std::int32_t root_rank = 0;  ///< the worker rank that sends the buckets
+  std::int32_t root_rank = 0;  ///< the worker rank that sends the buckets (-1: the refit group's first, per the peer table)
   bool checksums = false;      ///< every bucket travels with its checksum (debug integrity)
   bool operator==(const refit_begin&) const = default;
 };

@@ -174,4 +174,14 @@ BOOST_AUTO_TEST_CASE(killing_a_rollout_worker_during_a_run_fails_it_naming_that_
              run.output());
 }
 
+BOOST_AUTO_TEST_CASE(a_worker_that_cannot_bind_its_data_plane_fails_the_run_saying_why) {
+  tandem::test::temp_dir dir;
+  // An address of no interface here: the workers' data-plane sockets cannot bind.
+  child_process run(run_args(colocated_recipe, dir.path(), {"grpo.max_num_steps=2", "runtime.fake_weight_mb=1"}),
+                    {{"TANDEM_DATA_HOST", "10.255.255.1"}});
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 1, run.output());
+  BOOST_TEST(run.err().find("tandem run: failed: worker ") != std::string::npos, run.output());
+  BOOST_TEST(run.err().find("cannot bind 'tcp://10.255.255.1:*'") != std::string::npos, run.output());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
