@@ -86,7 +86,7 @@ BOOST_AUTO_TEST_CASE(help_prints_the_usage_of_tandem_and_of_each_command) {
   BOOST_TEST(r.out.starts_with("usage: tandem validate RECIPE [key=value ...]\n       tandem validate --minimize RECIPE\n"));
   r = cli({"help", "run"});
   BOOST_TEST(r.code == 0);
-  BOOST_TEST(r.out.starts_with("usage: tandem run RECIPE [key=value ...] [--dry-run]\n"));
+  BOOST_TEST(r.out.starts_with("usage: tandem run RECIPE [key=value ...] [--dry-run | --no-spawn]\n"));
   r = cli({"help", "frob"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem help: unknown command 'frob'\n");
@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_command_or_option_is_a_usage_error_naming_it) {
   BOOST_TEST(r.err == "tandem validate: unknown option '--frob' (options: --minimize, --schema)\n");
   r = cli({"run", tiny, "--frob"});
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(r.err == "tandem run: unknown option '--frob' (options: --dry-run)\n");
+  BOOST_TEST(r.err == "tandem run: unknown option '--frob' (options: --dry-run, --no-spawn)\n");
   r = cli({"validate"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem validate: missing RECIPE (see `tandem help validate`)\n");
