@@ -3,6 +3,9 @@
 
 #include <variant>
 
+#include "actors/api/error_context.hpp"
+#include "actors/bridge/log_line.hpp"
+
 namespace tandem {
 
 bool for_policy_proxy(const control::message& m, bool worker_hosts_rollout) {
@@ -22,6 +25,17 @@ bool for_policy_proxy(const control::message& m, bool worker_hosts_rollout) {
     default:
       return false;
   }
+}
+
+void log_unawaited(const std::string& proxy, const control::message& m) {
+  std::string what(control::to_string(control::kind_of(m)));
+  if (const auto* a = std::get_if<control::refit_ack>(&m)) what += " (v" + std::to_string(a->weight_version) + ")";
+  log_line("tandem controller: dropped a " + what + " from " + proxy + " that no request awaits (its deadline passed?)");
+}
+
+caf::error ack_error(const control::refit_ack& a) {
+  const auto code = a.error_code != 0 ? static_cast<tandem_errc>(a.error_code) : tandem_errc::engine_failure;
+  return tandem_error(code, a.error);
 }
 
 }  // namespace tandem

@@ -2,7 +2,12 @@
 // that hands them their worker's control frames, and the routing rule that picks the proxy.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include "actors/bridge/bridge.hpp"
 #include "orchestration/control/messages.hpp"
@@ -24,5 +29,23 @@ struct remote_target {
   std::string peer;           ///< the worker's routing id ("w3")
   bridge_actor bridge;        ///< the controller's bridge
 };
+
+/// A request in flight: at most one per kind and proxy.
+template <class T>
+using pending = std::optional<caf::typed_response_promise<T>>;
+
+/// The promise of `p`, which no longer waits (precondition: it did).
+template <class T>
+caf::typed_response_promise<T> take(pending<T>& p) {
+  auto rp = std::move(*p);
+  p.reset();
+  return rp;
+}
+
+/// Logs a reply of `proxy`'s worker that no request awaits (its deadline passed, or a duplicate).
+void log_unawaited(const std::string& proxy, const control::message& m);
+
+/// The error a failed refit_ack carries (engine_failure when it names no code).
+caf::error ack_error(const control::refit_ack& a);
 
 }  // namespace tandem

@@ -20,10 +20,11 @@ struct remote_policy_state {
   remote_target target;
   weight_version version = 0;
   std::optional<manifest_reply> manifest;
+  std::int64_t total_bytes = 0;  // of the manifest: every bucket of a stream
   std::vector<caf::typed_response_promise<manifest_reply>> manifest_waiters;
-  std::optional<caf::typed_response_promise<logprobs_result>> logprobs;
-  std::optional<caf::typed_response_promise<train_report>> train;
-  std::optional<caf::typed_response_promise<stream_report>> stream;
+  pending<logprobs_result> logprobs;
+  pending<train_report> train;
+  pending<stream_report> stream;
   stream_job streaming;
   std::uint64_t requests = 0;  // numbers the logprob and train requests (their step field)
 
@@ -33,24 +34,7 @@ struct remote_policy_state {
     return tandem_error(tandem_errc::wrong_state, target.name + ": " + what + " refused: one is in flight");
   }
 
-  template <class T>
-  void settle(std::optional<caf::typed_response_promise<T>>& p, T value) {
-    auto rp = std::move(*p);
-    p.reset();
-    rp.deliver(std::move(value));
-  }
-
-  template <class T>
-  void settle_error(std::optional<caf::typed_response_promise<T>>& p, caf::error e) {
-    auto rp = std::move(*p);
-    p.reset();
-    rp.deliver(std::move(e));
-  }
-
-  void unexpected(const control::message& m) {
-    log_line("tandem controller: dropped a " + std::string(control::to_string(control::kind_of(m))) + " from " +
-             target.name + " that no request awaits (its deadline passed?)");
-  }
+  void unexpected(const control::message& m) const { log_unawaited(target.name, m); }
 
   void on_message(const control::message& m) {
     if (const auto* x = std::get_if<control::manifest>(&m)) {
@@ -61,31 +45,31 @@ struct remote_policy_state {
         return;
       }
       version = x->weight_version;
+      total_bytes = 0;
+      for (const auto& e : entries) total_bytes += e.bytes();
       manifest = manifest_reply{target.name, x->weight_version, std::move(entries)};
       for (auto& w : manifest_waiters) w.deliver(*manifest);
       manifest_waiters.clear();
     } else if (const auto* x = std::get_if<control::logprob_result>(&m)) {
       if (!logprobs) return unexpected(m);
-      settle(logprobs, wire::from_wire(*x, target.name));
+      take(logprobs).deliver(wire::from_wire(*x, target.name));
     } else if (const auto* x = std::get_if<control::train_result>(&m)) {
       if (!train) return unexpected(m);
       version = x->weight_version;
-      settle(train, wire::from_wire(*x, target.name));
+      take(train).deliver(wire::from_wire(*x, target.name));
     } else if (const auto* x = std::get_if<control::refit_ack>(&m)) {
       if (!stream || x->weight_version != streaming.version) return unexpected(m);
       if (!x->ok) {
-        const auto code = x->error_code != 0 ? static_cast<tandem_errc>(x->error_code) : tandem_errc::engine_failure;
-        return settle_error(stream, tandem_error(code, x->error));
+        take(stream).deliver(ack_error(*x));
+        return;
       }
-      std::int64_t bytes = 0;  // every bucket of the plan: the whole manifest
-      if (manifest)
-        for (const auto& e : manifest->manifest) bytes += e.bytes();
-      settle(stream, stream_report{target.name, x->weight_version, streaming.bucket_count, bytes});
+      take(stream).deliver(stream_report{target.name, x->weight_version, streaming.bucket_count, total_bytes});
     } else if (const auto* x = std::get_if<control::error>(&m)) {
       const auto request = static_cast<control::message_kind>(x->request);
-      if (request == control::message_kind::logprob_request && logprobs) return settle_error(logprobs, wire::from_wire(*x));
-      if (request == control::message_kind::train_request && train) return settle_error(train, wire::from_wire(*x));
-      if (request == control::message_kind::refit_begin && stream) return settle_error(stream, wire::from_wire(*x));
+      const caf::error err = wire::from_wire(*x);
+      if (request == control::message_kind::logprob_request && logprobs) return void(take(logprobs).deliver(err));
+      if (request == control::message_kind::train_request && train) return void(take(train).deliver(err));
+      if (request == control::message_kind::refit_begin && stream) return void(take(stream).deliver(err));
       log_line("tandem controller: " + target.name + " reported an error: " + x->text);
     } else {
       unexpected(m);

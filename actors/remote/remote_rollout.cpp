@@ -16,9 +16,6 @@ namespace {
 using K = control::message_kind;
 using S = control::refit_stage;
 
-template <class T>
-using pending = std::optional<caf::typed_response_promise<T>>;
-
 struct remote_rollout_state {
   static inline const char* name = "remote_rollout";
 
@@ -38,22 +35,7 @@ struct remote_rollout_state {
     return tandem_error(tandem_errc::wrong_state, target.name + ": " + what + " refused: one is in flight");
   }
 
-  template <class T>
-  static caf::typed_response_promise<T> take(pending<T>& p) {
-    auto rp = std::move(*p);
-    p.reset();
-    return rp;
-  }
-
-  void unexpected(const control::message& m) {
-    log_line("tandem controller: dropped a " + std::string(control::to_string(control::kind_of(m))) + " from " +
-             target.name + " that no request awaits (its deadline passed?)");
-  }
-
-  caf::error ack_error(const control::refit_ack& a) const {
-    const auto code = a.error_code != 0 ? static_cast<tandem_errc>(a.error_code) : tandem_errc::engine_failure;
-    return tandem_error(code, a.error);
-  }
+  void unexpected(const control::message& m) const { log_unawaited(target.name, m); }
 
   void on_ack(const control::refit_ack& a) {
     pending<refit_ack>* p = nullptr;
@@ -68,7 +50,7 @@ struct remote_rollout_state {
         return;
       case S::sent: break;
     }
-    if (p == nullptr || !*p || a.weight_version != refit_version) return unexpected(a);
+    if (p == nullptr || !*p || a.weight_version != refit_version) return unexpected(control::message{a});
     live = a.live_version;
     auto rp = take(*p);
     if (!a.ok) { rp.deliver(ack_error(a)); return; }
@@ -98,11 +80,6 @@ struct remote_rollout_state {
         break;
     }
     log_line("tandem controller: " + target.name + " reported an error: " + e.text);
-  }
-
-  void unexpected(const control::refit_ack& a) {
-    log_line("tandem controller: dropped a refit_ack (v" + std::to_string(a.weight_version) + ") from " + target.name +
-             " that no request awaits");
   }
 
   void on_message(const control::message& m) {
