@@ -2,9 +2,6 @@
 // sampler uses too, then reads its target's logprob, its entropy or its softmax gradient.
 #include "gpu/ops/cpu/logprobs.h"
 
-#include <algorithm>
-#include <vector>
-
 #include "gpu/ops/cpu/token_filter.h"
 
 namespace tandem::gpu::ops::cpu {
@@ -12,63 +9,37 @@ namespace tandem::gpu::ops::cpu {
 template <class T>
 std::int64_t logprobs_forward(const T* logits, const std::int32_t* targets, std::int64_t rows, std::int64_t v,
                               const sampling_params& params, T* logprobs, T* entropy) {
-  std::int64_t bad = rows;
-#pragma omp parallel
-  {
-    std::vector<std::int32_t> order;
-    filtered_row row;
-#pragma omp for schedule(dynamic) reduction(min : bad)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* x = logits + r * v;
-      if (!filter_row(x, v, params, order, row)) {
-        bad = std::min(bad, r);
-        continue;
-      }
-      logprobs[r] = static_cast<T>(token_logprob(row, x, targets[r]));
-      if (entropy == nullptr) continue;
-      // H = -sum p_j log p_j = log S - sum_j e_j d_j / S over the kept set, ascending ids.
-      double weighted = 0.0;
-      for (std::int64_t j = 0; j < v; ++j) {
-        if (!is_kept(row, x, j)) continue;
-        const double d = scaled_logit(row, static_cast<double>(x[j]));
-        weighted += token_weight(row, static_cast<double>(x[j])) * d;
-      }
-      entropy[r] = static_cast<T>(row.log_sum - weighted / row.sum);
+  return for_each_filtered_row(logits, rows, v, params, [&](std::int64_t r, const T* x, const filtered_row& row) {
+    logprobs[r] = static_cast<T>(token_logprob(row, x, targets[r]));
+    if (entropy == nullptr) return;
+    // H = -sum p_j log p_j = log S - sum_j e_j d_j / S over the kept set, ascending ids.
+    double weighted = 0.0;
+    for (std::int64_t j = 0; j < v; ++j) {
+      if (!is_kept(row, x, j)) continue;
+      const double d = scaled_logit(row, static_cast<double>(x[j]));
+      weighted += token_weight(row, static_cast<double>(x[j])) * d;
     }
-  }
-  return bad == rows ? -1 : bad;
+    entropy[r] = static_cast<T>(row.log_sum - weighted / row.sum);
+  });
 }
 
 template <class T>
 std::int64_t logprobs_backward(const T* logits, const std::int32_t* targets, const T* dlogprobs, std::int64_t rows,
                                std::int64_t v, const sampling_params& params, T* dlogits, bool accumulate) {
-  std::int64_t bad = rows;
-#pragma omp parallel
-  {
-    std::vector<std::int32_t> order;
-    filtered_row row;
-#pragma omp for schedule(dynamic) reduction(min : bad)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* x = logits + r * v;
-      T* dx = dlogits + r * v;
-      if (!filter_row(x, v, params, order, row)) {
-        bad = std::min(bad, r);
-        continue;
+  return for_each_filtered_row(logits, rows, v, params, [&](std::int64_t r, const T* x, const filtered_row& row) {
+    T* dx = dlogits + r * v;
+    const std::int64_t target = targets[r];
+    const bool scored = is_kept(row, x, target);  // a masked target's logprob is a constant -inf
+    const double scale = static_cast<double>(dlogprobs[r]) / row.temperature;
+    for (std::int64_t j = 0; j < v; ++j) {
+      double g = 0.0;
+      if (scored && is_kept(row, x, j)) {
+        const double p = token_weight(row, static_cast<double>(x[j])) / row.sum;
+        g = ((j == target ? 1.0 : 0.0) - p) * scale;
       }
-      const std::int64_t target = targets[r];
-      const bool scored = is_kept(row, x, target);  // a masked target's logprob is a constant -inf
-      const double scale = static_cast<double>(dlogprobs[r]) / row.temperature;
-      for (std::int64_t j = 0; j < v; ++j) {
-        double g = 0.0;
-        if (scored && is_kept(row, x, j)) {
-          const double p = token_weight(row, static_cast<double>(x[j])) / row.sum;
-          g = ((j == target ? 1.0 : 0.0) - p) * scale;
-        }
-        dx[j] = accumulate ? static_cast<T>(static_cast<double>(dx[j]) + g) : static_cast<T>(g);
-      }
+      dx[j] = accumulate ? static_cast<T>(static_cast<double>(dx[j]) + g) : static_cast<T>(g);
     }
-  }
-  return bad == rows ? -1 : bad;
+  });
 }
 
 template std::int64_t logprobs_forward<float>(const float*, const std::int32_t*, std::int64_t, std::int64_t,

@@ -2,9 +2,6 @@
 // uniform per row; greedy rows take the first-ranked token.
 #include "gpu/ops/cpu/sampling.h"
 
-#include <algorithm>
-#include <vector>
-
 #include "gpu/ops/cpu/token_filter.h"
 
 namespace tandem::gpu::ops::cpu {
@@ -32,25 +29,12 @@ std::int64_t sampling_forward(const T* logits, std::int64_t rows, std::int64_t v
   const bool greedy = params.temperature == 0.0;
   sampling_params filter = params;
   if (greedy) filter.temperature = 1.0;  // greedy rows report their logprob at T = 1
-  std::int64_t bad = rows;
-#pragma omp parallel
-  {
-    std::vector<std::int32_t> order;
-    filtered_row row;
-#pragma omp for schedule(dynamic) reduction(min : bad)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* x = logits + r * v;
-      if (!filter_row(x, v, filter, order, row)) {
-        bad = std::min(bad, r);
-        continue;
-      }
-      const std::int64_t token =
-          greedy ? row.argmax : draw(row, x, v, static_cast<double>(uniform_float(random_words(coordinates[r])[0])));
-      tokens[r] = static_cast<std::int32_t>(token);
-      logprobs[r] = static_cast<T>(token_logprob(row, x, token));
-    }
-  }
-  return bad == rows ? -1 : bad;
+  return for_each_filtered_row(logits, rows, v, filter, [&](std::int64_t r, const T* x, const filtered_row& row) {
+    const std::int64_t token =
+        greedy ? row.argmax : draw(row, x, v, static_cast<double>(uniform_float(random_words(coordinates[r])[0])));
+    tokens[r] = static_cast<std::int32_t>(token);
+    logprobs[r] = static_cast<T>(token_logprob(row, x, token));
+  });
 }
 
 template std::int64_t sampling_forward<float>(const float*, std::int64_t, std::int64_t, const sampling_params&,

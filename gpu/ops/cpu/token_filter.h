@@ -3,6 +3,7 @@
 // sampled token's logprob and its score are the same bits.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +28,30 @@ struct filtered_row {
 template <class T>
 bool filter_row(const T* x, std::int64_t v, const sampling_params& params, std::vector<std::int32_t>& order,
                 filtered_row& row);
+
+/// Runs body(r, x_r, row) for every row r of logits [rows, v] whose filter_row succeeds, rows in
+/// parallel (OpenMP, one scratch order and row per thread). Returns the first row the filter
+/// refused (a non-finite logit), or -1.
+template <class T, class Body>
+std::int64_t for_each_filtered_row(const T* logits, std::int64_t rows, std::int64_t v, const sampling_params& params,
+                                   Body&& body) {
+  std::int64_t bad = rows;
+#pragma omp parallel
+  {
+    std::vector<std::int32_t> order;
+    filtered_row row;
+#pragma omp for schedule(dynamic) reduction(min : bad)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* x = logits + r * v;
+      if (!filter_row(x, v, params, order, row)) {
+        bad = std::min(bad, r);
+        continue;
+      }
+      body(r, x, row);
+    }
+  }
+  return bad == rows ? -1 : bad;
+}
 
 /// Whether token j of x is in P: it ranks at or before the cut (comparisons only).
 template <class T>
