@@ -38,6 +38,27 @@ piece chunk_of(std::int64_t len, std::int64_t per_chunk, std::int64_t c) {
 
 int ring(int r, int size) { return ((r % size) + size) % size; }
 
+/// One ring collective as this rank sees it: its neighbours, the header of each message it sends
+/// (head) and of each it expects from its left neighbour (want), numbered by message index.
+struct ring_wire {
+  const zmq_links& links;
+  int right, left;
+  std::uint32_t param;
+  dtype type;
+  std::int64_t count;
+
+  ring_wire(const zmq_links& l, int rank, int size, std::uint32_t p, dtype t, std::int64_t n)
+      : links(l), right(ring(rank + 1, size)), left(ring(rank - 1, size)), param(p), type(t), count(n) {}
+  wire_header head(std::int64_t index, std::size_t bytes) const {
+    return links.header(param, type, count, static_cast<std::uint32_t>(index), bytes);
+  }
+  wire_header want(std::int64_t index, std::size_t bytes) const {
+    wire_header h = head(index, bytes);
+    h.sender = static_cast<std::uint32_t>(left);
+    return h;
+  }
+};
+
 std::byte* bytes_at(void* p, std::int64_t elems, std::size_t elem_bytes) {
   return static_cast<std::byte*>(p) + static_cast<std::size_t>(elems) * elem_bytes;
 }
@@ -184,38 +205,29 @@ status zmq_group::broadcast_raw(void* data, std::int64_t count, dtype type, int 
     const std::int64_t per = chunk_elems(links_->options().chunk_bytes, es);
     const std::int64_t chunks = chunks_for(count, per);
     if (status s = check_messages(chunks); !s) return s;
-    const int right = ring(rank_ + 1, size_);
-    const int left = ring(rank_ - 1, size_);
-    const auto head = [&](std::int64_t index, std::size_t bytes) {
-      return links_->header(static_cast<std::uint32_t>(root), type, count, static_cast<std::uint32_t>(index), bytes);
-    };
-    const auto want = [&](std::int64_t index, std::size_t bytes) {
-      wire_header h = head(index, bytes);
-      h.sender = static_cast<std::uint32_t>(left);
-      return h;
-    };
+    const ring_wire w(*links_, rank_, size_, static_cast<std::uint32_t>(root), type, count);
     if (rank_ == root) {
       for (std::int64_t c = 0; c < chunks; ++c) {
         const piece p = chunk_of(count, per, c);
-        zmq::message_t msg = zmq_links::make_message(head(c, static_cast<std::size_t>(p.n) * es), bytes_at(data, p.begin, es));
-        if (status s = links_->send(right, msg); !s) return s;
+        zmq::message_t msg = zmq_links::make_message(w.head(c, static_cast<std::size_t>(p.n) * es), bytes_at(data, p.begin, es));
+        if (status s = links_->send(w.right, msg); !s) return s;
       }
-      auto done = links_->receive(left, want(0, 0));  // the last rank has every chunk
+      auto done = links_->receive(w.left, w.want(0, 0));  // the last rank has every chunk
       return done ? status::ok() : done.error();
     }
     for (std::int64_t c = 0; c < chunks; ++c) {
       const piece p = chunk_of(count, per, c);
       const std::size_t bytes = static_cast<std::size_t>(p.n) * es;
-      auto msg = links_->receive(left, want(c, bytes));
+      auto msg = links_->receive(w.left, w.want(c, bytes));
       if (!msg) return msg.error();
       copy_bytes(bytes_at(data, p.begin, es), zmq_links::payload(*msg), bytes);
-      if (right == root) continue;
-      zmq_links::write_header(*msg, head(c, bytes));
-      if (status s = links_->send(right, *msg); !s) return s;
+      if (w.right == root) continue;
+      zmq_links::write_header(*msg, w.head(c, bytes));
+      if (status s = links_->send(w.right, *msg); !s) return s;
     }
-    if (right != root) return status::ok();
-    zmq::message_t done = zmq_links::make_message(head(0, 0), nullptr);
-    return links_->send(right, done);
+    if (w.right != root) return status::ok();
+    zmq::message_t done = zmq_links::make_message(w.head(0, 0), nullptr);
+    return links_->send(w.right, done);
   });
 }
 
@@ -229,26 +241,20 @@ status zmq_group::all_gather_raw(const void* in, void* out, std::int64_t count_p
     const std::int64_t per = chunk_elems(links_->options().chunk_bytes, es);
     const std::int64_t chunks = chunks_for(count_per_rank, per);
     if (status s = check_messages(chunks * steps); !s) return s;
-    const int right = ring(rank_ + 1, size_);
-    const int left = ring(rank_ - 1, size_);
-    const auto head = [&](std::int64_t index, std::size_t bytes) {
-      return links_->header(0, type, count_per_rank, static_cast<std::uint32_t>(index), bytes);
-    };
+    const ring_wire w(*links_, rank_, size_, 0, type, count_per_rank);
     for (std::int64_t c = 0; c < chunks; ++c) {  // chunk c of every block, as a wave around the ring
       const piece p = chunk_of(count_per_rank, per, c);
       const std::size_t bytes = static_cast<std::size_t>(p.n) * es;
-      zmq::message_t own = zmq_links::make_message(head(c * steps, bytes), bytes_at(in, p.begin, es));
-      if (status s = links_->send(right, own); !s) return s;
+      zmq::message_t own = zmq_links::make_message(w.head(c * steps, bytes), bytes_at(in, p.begin, es));
+      if (status s = links_->send(w.right, own); !s) return s;
       for (int step = 0; step < steps; ++step) {
         const int block = ring(rank_ - step - 1, size_);
-        wire_header want = head(c * steps + step, bytes);
-        want.sender = static_cast<std::uint32_t>(left);
-        auto msg = links_->receive(left, want);
+        auto msg = links_->receive(w.left, w.want(c * steps + step, bytes));
         if (!msg) return msg.error();
         copy_bytes(bytes_at(out, block * count_per_rank + p.begin, es), zmq_links::payload(*msg), bytes);
         if (step == steps - 1) continue;  // block `block` started at rank `right`
-        zmq_links::write_header(*msg, head(c * steps + step + 1, bytes));
-        if (status s = links_->send(right, *msg); !s) return s;
+        zmq_links::write_header(*msg, w.head(c * steps + step + 1, bytes));
+        if (status s = links_->send(w.right, *msg); !s) return s;
       }
     }
     return status::ok();
@@ -268,32 +274,26 @@ status zmq_group::reduce_scatter_raw(const void* in, void* out, std::int64_t cou
     const std::int64_t per = chunk_elems(links_->options().chunk_bytes, ps);
     const std::int64_t chunks = chunks_for(count_per_rank, per);
     if (status s = check_messages(chunks * steps); !s) return s;
-    const int right = ring(rank_ + 1, size_);
-    const int left = ring(rank_ - 1, size_);
-    const auto head = [&](std::int64_t index, std::size_t bytes) {
-      return links_->header(0, type, count_per_rank, static_cast<std::uint32_t>(index), bytes);
-    };
+    const ring_wire w(*links_, rank_, size_, 0, type, count_per_rank);
     for (std::int64_t c = 0; c < chunks; ++c) {
       const piece p = chunk_of(count_per_rank, per, c);
       const std::size_t bytes = static_cast<std::size_t>(p.n) * ps;
       const auto mine = [&](int block) { return bytes_at(in, block * count_per_rank + p.begin, es); };
       // Block k's partial starts here at rank k+1: this rank starts block rank-1.
-      zmq::message_t start = zmq_links::make_message(head(c * steps, bytes), nullptr);
+      zmq::message_t start = zmq_links::make_message(w.head(c * steps, bytes), nullptr);
       zmq_reduce::start_partial(type, zmq_links::payload(start), mine(ring(rank_ - 1, size_)), p.n);
-      if (status s = links_->send(right, start); !s) return s;
+      if (status s = links_->send(w.right, start); !s) return s;
       for (int step = 0; step < steps; ++step) {
         const int block = ring(rank_ - step - 2, size_);
-        wire_header want = head(c * steps + step, bytes);
-        want.sender = static_cast<std::uint32_t>(left);
-        auto msg = links_->receive(left, want);
+        auto msg = links_->receive(w.left, w.want(c * steps + step, bytes));
         if (!msg) return msg.error();
         if (step == steps - 1) {  // block == rank_: this rank's value goes in last, rounded once
           zmq_reduce::finish_partial(type, reduce_op::sum, bytes_at(out, p.begin, es), zmq_links::payload(*msg), mine(block), p.n);
           continue;
         }
         zmq_reduce::add_to_partial(type, reduce_op::sum, zmq_links::payload(*msg), mine(block), p.n);
-        zmq_links::write_header(*msg, head(c * steps + step + 1, bytes));
-        if (status s = links_->send(right, *msg); !s) return s;
+        zmq_links::write_header(*msg, w.head(c * steps + step + 1, bytes));
+        if (status s = links_->send(w.right, *msg); !s) return s;
       }
     }
     return status::ok();
@@ -316,37 +316,27 @@ status zmq_group::all_reduce_raw(void* data, std::int64_t count, dtype type, red
     const std::int64_t gather_chunks = chunks_for(longest, per_elem);
     const std::int64_t gather_base = reduce_chunks * steps;
     if (status s = check_messages((reduce_chunks + gather_chunks) * steps); !s) return s;
-    const int right = ring(rank_ + 1, size_);
-    const int left = ring(rank_ - 1, size_);
-    const std::uint32_t param = op == reduce_op::sum ? 0 : 1;
-    const auto head = [&](std::int64_t index, std::size_t bytes) {
-      return links_->header(param, type, count, static_cast<std::uint32_t>(index), bytes);
-    };
-    const auto want = [&](std::int64_t index, std::size_t bytes) {
-      wire_header h = head(index, bytes);
-      h.sender = static_cast<std::uint32_t>(left);
-      return h;
-    };
+    const ring_wire w(*links_, rank_, size_, op == reduce_op::sum ? 0 : 1, type, count);
     // Reduce-scatter: segment k's partial starts at rank k+1 and ends, complete, at rank k.
     for (std::int64_t c = 0; c < reduce_chunks; ++c) {
       const auto part = [&](int k) { return chunk_of(seg_len(k), per_partial, c); };
       const auto mine = [&](int k) { return bytes_at(data, seg_begin(k) + part(k).begin, es); };
       const int first = ring(rank_ - 1, size_);
-      zmq::message_t start = zmq_links::make_message(head(c * steps, static_cast<std::size_t>(part(first).n) * ps), nullptr);
+      zmq::message_t start = zmq_links::make_message(w.head(c * steps, static_cast<std::size_t>(part(first).n) * ps), nullptr);
       zmq_reduce::start_partial(type, zmq_links::payload(start), mine(first), part(first).n);
-      if (status s = links_->send(right, start); !s) return s;
+      if (status s = links_->send(w.right, start); !s) return s;
       for (int step = 0; step < steps; ++step) {
         const int k = ring(rank_ - step - 2, size_);
         const std::size_t bytes = static_cast<std::size_t>(part(k).n) * ps;
-        auto msg = links_->receive(left, want(c * steps + step, bytes));
+        auto msg = links_->receive(w.left, w.want(c * steps + step, bytes));
         if (!msg) return msg.error();
         if (step == steps - 1) {  // k == rank_: in place; this rank's value was read last, here
           zmq_reduce::finish_partial(type, op, mine(k), zmq_links::payload(*msg), mine(k), part(k).n);
           continue;
         }
         zmq_reduce::add_to_partial(type, op, zmq_links::payload(*msg), mine(k), part(k).n);
-        zmq_links::write_header(*msg, head(c * steps + step + 1, bytes));
-        if (status s = links_->send(right, *msg); !s) return s;
+        zmq_links::write_header(*msg, w.head(c * steps + step + 1, bytes));
+        if (status s = links_->send(w.right, *msg); !s) return s;
       }
     }
     // All-gather: each finished segment travels the ring unchanged.
@@ -354,17 +344,17 @@ status zmq_group::all_reduce_raw(void* data, std::int64_t count, dtype type, red
       const auto part = [&](int k) { return chunk_of(seg_len(k), per_elem, c); };
       const auto at = [&](int k) { return bytes_at(data, seg_begin(k) + part(k).begin, es); };
       zmq::message_t own =
-          zmq_links::make_message(head(gather_base + c * steps, static_cast<std::size_t>(part(rank_).n) * es), at(rank_));
-      if (status s = links_->send(right, own); !s) return s;
+          zmq_links::make_message(w.head(gather_base + c * steps, static_cast<std::size_t>(part(rank_).n) * es), at(rank_));
+      if (status s = links_->send(w.right, own); !s) return s;
       for (int step = 0; step < steps; ++step) {
         const int k = ring(rank_ - step - 1, size_);
         const std::size_t bytes = static_cast<std::size_t>(part(k).n) * es;
-        auto msg = links_->receive(left, want(gather_base + c * steps + step, bytes));
+        auto msg = links_->receive(w.left, w.want(gather_base + c * steps + step, bytes));
         if (!msg) return msg.error();
         copy_bytes(at(k), zmq_links::payload(*msg), bytes);
         if (step == steps - 1) continue;
-        zmq_links::write_header(*msg, head(gather_base + c * steps + step + 1, bytes));
-        if (status s = links_->send(right, *msg); !s) return s;
+        zmq_links::write_header(*msg, w.head(gather_base + c * steps + step + 1, bytes));
+        if (status s = links_->send(w.right, *msg); !s) return s;
       }
     }
     return status::ok();
