@@ -3,6 +3,8 @@
 // §1.2 (layer types, RoPE, full-layer heads), §1.3 (per_layer_config) and §2.4.1 (KV sharing).
 #include "gpu/model/config.h"
 
+#include "gpu/model/json_text.h"
+
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -159,37 +161,6 @@ class object_reader {
   std::string prefix_;
   const std::string& source_;
 };
-
-// Line and column (both from 1) of the byte nlohmann's parse_error points at (its `byte` counts
-// the characters read, so the offending one is byte - 1).
-std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t byte) {
-  const std::size_t at = byte == 0 ? 0 : std::min(byte - 1, text.size());
-  std::size_t line = 1;
-  std::size_t line_start = 0;
-  for (std::size_t i = 0; i < at; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return {line, at - line_start + 1};
-}
-
-// "invalid JSON at line 3, column 21: syntax error while parsing ...", the reason taken from
-// nlohmann's message without its own prefix.
-std::string describe_parse_error(std::string_view text, const json::parse_error& e) {
-  const auto [line, column] = line_column(text, e.byte);
-  std::string reason = e.what();
-  if (auto c = reason.find("column "); c != std::string::npos) {
-    if (auto colon = reason.find(": ", c); colon != std::string::npos) {
-      reason = reason.substr(colon + 2);
-    }
-  } else if (auto p = reason.find("parse error: "); p != std::string::npos) {
-    reason = reason.substr(p + 13);
-  }
-  return "invalid JSON at line " + std::to_string(line) + ", column " + std::to_string(column) +
-         ": " + reason;
-}
 
 // The 12B family: no PLE, no MoE, other defaults (§1.5).
 bool is_unified(config_model_type t) {
@@ -523,6 +494,25 @@ model_config read_text_config(const object_reader& t, const object_reader* top,
   return c;
 }
 
+// "architectures": absent, or a list naming exactly the class the model type is read as. Another
+// class (a bare Gemma4TextModel, a classification head) stores other tensors under other names.
+std::string read_architecture(const object_reader& top, config_model_type type) {
+  const std::string expected(architecture_of(type));
+  const json* a = top.get("architectures");
+  if (!a || a->is_null()) return expected;
+  if (!a->is_array() || a->empty() || !(*a)[0].is_string()) {
+    top.fail("architectures", status_code::invalid_argument, "expected a list of class names, got " + describe(*a));
+  }
+  for (const json& name : *a) {
+    if (!name.is_string() || name.get<std::string>() != expected) {
+      top.fail("architectures", status_code::unsupported,
+               "unsupported architecture " + describe(name) + " for model_type \"" + std::string(to_string(type)) +
+                   "\" (tandem reads " + expected + ")");
+    }
+  }
+  return expected;
+}
+
 // The whole file: model_type decides whether the text fields are under "text_config".
 model_config read_root(const json& root, const std::string& source) {
   if (!root.is_object()) {
@@ -539,8 +529,11 @@ model_config read_root(const json& root, const std::string& source) {
              "unsupported model type \"" + *name +
                  "\" (expected gemma4, gemma4_text, gemma4_unified or gemma4_unified_text)");
   }
+  const std::string architecture = read_architecture(top, *type);
   if (*type == config_model_type::gemma4_text || *type == config_model_type::gemma4_unified_text) {
-    return read_text_config(top, nullptr, *type);
+    model_config c = read_text_config(top, nullptr, *type);
+    c.architecture = architecture;
+    return c;
   }
   const json* text = top.get("text_config");
   if (!text || text->is_null()) {
@@ -554,7 +547,9 @@ model_config read_root(const json& root, const std::string& source) {
            "expected \"" + std::string(to_string(expected)) + "\" in a " + *name + " file, got \"" +
                *inner + "\"");
   }
-  return read_text_config(t, &top, *type);
+  model_config c = read_text_config(t, &top, *type);
+  c.architecture = architecture;
+  return c;
 }
 
 }  // namespace
@@ -565,6 +560,16 @@ std::string_view to_string(config_model_type t) {
     case config_model_type::gemma4_text: return "gemma4_text";
     case config_model_type::gemma4_unified: return "gemma4_unified";
     case config_model_type::gemma4_unified_text: return "gemma4_unified_text";
+  }
+  return "?";
+}
+
+std::string_view architecture_of(config_model_type t) {
+  switch (t) {
+    case config_model_type::gemma4: return "Gemma4ForConditionalGeneration";
+    case config_model_type::gemma4_text: return "Gemma4ForCausalLM";
+    case config_model_type::gemma4_unified: return "Gemma4UnifiedForConditionalGeneration";
+    case config_model_type::gemma4_unified_text: return "Gemma4UnifiedForCausalLM";
   }
   return "?";
 }
@@ -580,14 +585,9 @@ std::string_view to_string(rope_kind k) {
 result<model_config> parse_model_config(std::string_view json_text,
                                         const std::string& source_name) {
   try {
-    json root;
-    try {
-      root = json::parse(json_text.data(), json_text.data() + json_text.size());
-    } catch (const json::parse_error& e) {
-      return status(status_code::invalid_argument,
-                    source_name + ": " + describe_parse_error(json_text, e));
-    }
-    return read_root(root, source_name);
+    auto root = parse_json_strict(json_text, source_name);
+    if (!root) return root.error();
+    return read_root(*root, source_name);
   } catch (const config_error& e) {
     return e.error;
   } catch (const std::exception& e) {

@@ -54,6 +54,7 @@ struct layer_config {
 /// load_model_config; a value built by hand must keep `layers` consistent with the scalars.
 struct model_config {
   config_model_type model_type = config_model_type::gemma4_text;  ///< model_type of the file
+  std::string architecture = "Gemma4ForCausalLM";  ///< "architectures"[0], the model_type's class if absent
   int64_t vocab_size = 262144;       ///< V, rows of embed_tokens (and the tied lm_head)
   int64_t hidden_size = 2304;        ///< H, width of the residual stream
   int num_hidden_layers = 30;        ///< L, decoder layers
@@ -100,13 +101,18 @@ struct model_config {
   bool operator==(const model_config&) const = default;
 };
 
+/// The one Hugging Face class each model type is read as: Gemma4ForCausalLM (gemma4_text),
+/// Gemma4UnifiedForCausalLM (gemma4_unified_text), Gemma4ForConditionalGeneration (gemma4),
+/// Gemma4UnifiedForConditionalGeneration (gemma4_unified).
+std::string_view architecture_of(config_model_type t);
+
 /// File spelling of a model type ("gemma4_unified_text"), layer type ("full_attention") or RoPE
 /// kind ("proportional").
 std::string_view to_string(config_model_type t);
 std::string_view to_string(layer_type t);
 std::string_view to_string(rope_kind k);
 
-/// Parses config.json text. `source_name` (usually the path) starts every error message, which
+/// Parses config.json text (strict JSON: a duplicate key is an error). `source_name` (usually the path) starts every error message, which
 /// then names the JSON key ("x/config.json: text_config.hidden_size: expected a positive integer,
 /// got -3") or the line and column of a syntax error. Never throws.
 result<model_config> parse_model_config(std::string_view json_text, const std::string& source_name);

@@ -22,6 +22,10 @@ int validate_command(const args& a, std::ostream& out, std::ostream& err);
 int run_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem worker`: one worker process of a run (worker_command.cpp).
 int worker_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem inspect --model DIR [--json]` (inspect_command.cpp).
+int inspect_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem convert --model DIR --out DIR ...` (convert_command.cpp).
+int convert_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -14,9 +14,11 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "validate") return validate_command(rest, out, err);
   if (cmd == "run") return run_command(rest, out, err);
   if (cmd == "worker") return worker_command(rest, out, err);
+  if (cmd == "inspect") return inspect_command(rest, out, err);
+  if (cmd == "convert") return convert_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, inspect, convert, help, --version)\n";
   return exit_usage;
 }
 

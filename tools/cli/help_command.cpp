@@ -20,13 +20,53 @@ commands:
   worker --controller ADDR --rank R --world W
                                      one worker process of a run (started by `tandem run` or a
                                      launcher; settable from TANDEM_CONTROLLER, TANDEM_RANK, ...)
+  inspect --model DIR [--json]       what a checkpoint holds: architecture, resolved config, every
+                                     text tensor with its layout offset, what a load skips
+  convert --model DIR --out DIR [--dtype T] [--max-shard-size SIZE] [--replace]
+                                     load the text stack and save it as a Hugging Face checkpoint
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
 Overrides are dotted key paths with YAML values, applied after the recipe and its parents:
   tandem validate configs/recipes/tiny-cpu.yaml grpo.num_prompts_per_step=8 policy.generation.top_k=20
 
-exit status: 0 ok, 1 the recipe was refused (errors on stderr), 2 usage error
+exit status: 0 ok, 1 the recipe or model was refused (errors on stderr), 2 usage error
+)";
+
+constexpr const char* inspect_help = R"(usage: tandem inspect --model DIR [--json]
+
+Opens the checkpoint in DIR exactly as a load does, reading no weight: config.json (flat or
+per_layer_config form), every safetensors header (model.safetensors, or the shards that
+model.safetensors.index.json names, checked against the index), every tensor name, dtype and
+shape. Prints the architecture, the resolved config with its per-layer table, every text tensor
+(name, dtype on disk, shape, offset in the parameter layout), the unused K/V tensors of KV-shared
+layers, the non-text tensors a text-only load skips (vision and audio towers and embedders, by
+prefix) and the bytes on disk. --json prints the same as one JSON object. DIR may also be a
+preset name or an org/name in the local Hugging Face cache; a directory with only a config.json
+prints the layout.
+
+A bad checkpoint (truncated file, impossible header, duplicate or unexpected tensor, wrong dtype
+or shape, missing tensor or shard, an index that disagrees with its shards, a bad config) prints
+one error naming the file and the tensor or key, and exits 1.
+
+exit status: 0 ok, 1 the checkpoint was refused, 2 usage error
+)";
+
+constexpr const char* convert_help = R"(usage: tandem convert --model DIR --out DIR [--dtype bfloat16|float32|float16]
+                      [--max-shard-size SIZE] [--replace]
+
+Loads the text stack of the checkpoint in --model (validated as `tandem inspect` does) and saves
+it into --out as a drop-in Hugging Face checkpoint: the text tensors under the names they had, in
+--dtype (default bfloat16, rounded to nearest even; float32 keeps every bit); every other tensor
+(vision and audio parts, unused K/V of KV-shared layers) copied byte for byte; config.json,
+generation_config.json, the tokenizer and the other non-weight files copied. Shards hold at most
+--max-shard-size bytes (default 5GB; 500MB, 2GiB or a byte count), with an index when there is
+more than one.
+
+The save is atomic: it is written into a hidden partial directory beside --out, synced, then
+renamed; an --out that exists is refused unless --replace, which swaps it in one rename.
+
+exit status: 0 saved, 1 the checkpoint was refused or the save failed, 2 usage error
 )";
 
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
@@ -100,6 +140,8 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   if (a[0] == "validate") out << validate_help;
   else if (a[0] == "run") out << run_help;
   else if (a[0] == "worker") out << worker_help;
+  else if (a[0] == "inspect") out << inspect_help;
+  else if (a[0] == "convert") out << convert_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

@@ -79,6 +79,18 @@ fs::path config_dir() {
   return fs::path(TANDEM_SOURCE_DIR) / "configs";
 }
 
+std::optional<fs::path> find_model_directory(const std::string& name, std::string& problem) {
+  auto dir = find_model(name, "");
+  if (!dir) {
+    std::error_code ec;
+    problem = fs::is_directory(name, ec)
+                  ? name + ": no config.json in this directory"
+                  : "'" + name + "' is not a directory with a config.json, a preset in " + (config_dir() / "models").string() +
+                        " (" + presets() + "), or a model in the Hugging Face cache (" + hf_cache().string() + ")";
+  }
+  return dir;
+}
+
 topology::model_facts facts_of(const gpu::model_config& c, const std::string& name) {
   topology::model_facts f;
   f.name = name;

@@ -27,6 +27,11 @@ struct resolved_model {
 /// at policy.model_name or at the key that conflicts with the model.
 std::optional<resolved_model> resolve_model(const config::resolved_recipe& r, config::config_errors& errors);
 
+/// The directory `name` stands for, as policy.model_name would resolve it (a directory with a
+/// config.json, a preset in configs/models/, a snapshot in the local Hugging Face cache), or a
+/// message listing what was tried.
+std::optional<std::filesystem::path> find_model_directory(const std::string& name, std::string& problem);
+
 /// The planner's facts about a parsed model.
 topology::model_facts facts_of(const gpu::model_config& c, const std::string& name);
 

@@ -218,8 +218,7 @@ BOOST_AUTO_TEST_CASE(the_per_layer_config_form_parses_to_the_same_config_as_the_
 
 BOOST_AUTO_TEST_CASE(per_layer_config_wins_over_flat_keys_when_both_are_present) {
   const tg::model_config c = parse_ok(small_text_config(
-      R"("num_hidden_layers": 2, "attention_k_eq_v": true, "global_head_dim": 64,
-         "num_global_key_value_heads": 2,
+      R"("num_hidden_layers": 2, "attention_k_eq_v": true, "num_global_key_value_heads": 2,
          "per_layer_config": {"01": {"head_dim": 32, "num_key_value_heads": 1}})"));
   BOOST_TEST(layer(c, 1).head_dim == 32);
   BOOST_TEST(layer(c, 1).num_key_value_heads == 1);
@@ -331,7 +330,10 @@ BOOST_AUTO_TEST_CASE(text_only_and_multimodal_files_give_the_same_text_config) {
   BOOST_REQUIRE_MESSAGE(r.has_value(), (r.has_value() ? "" : r.error().message()));
   tg::model_config text_only = *r;
   BOOST_TEST((text_only.model_type == tg::config_model_type::gemma4_text));
+  BOOST_TEST(text_only.architecture == "Gemma4ForCausalLM");
+  BOOST_TEST(multimodal.architecture == "Gemma4ForConditionalGeneration");
   text_only.model_type = multimodal.model_type;
+  text_only.architecture = multimodal.architecture;
   BOOST_TEST((text_only == multimodal));
 }
 
@@ -369,6 +371,20 @@ BOOST_AUTO_TEST_CASE(malformed_json_is_reported_with_its_line_and_column) {
   BOOST_TEST(parse_error("[1, 2]").message().find("expected a JSON object") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused_instead_of_the_last_one_winning) {
+  BOOST_TEST(parse_error(small_text_config(R"("vocab_size": 64)")).message() == "inline.json: duplicate key 'vocab_size'");
+  BOOST_TEST(parse_error(R"({"model_type": "gemma4", "text_config": {"hidden_size": 8, "hidden_size": 8}})").message() ==
+             "inline.json: duplicate key 'text_config.hidden_size'");
+}
+
+BOOST_AUTO_TEST_CASE(architectures_must_name_the_class_of_the_model_type) {
+  BOOST_TEST(parse_ok(small_text_config(R"("architectures": ["Gemma4ForCausalLM"])")).architecture == "Gemma4ForCausalLM");
+  BOOST_TEST(parse_ok(small_text_config("")).architecture == "Gemma4ForCausalLM");
+  BOOST_TEST(parse_error(small_text_config(R"("architectures": ["Gemma4TextModel"])")).message() ==
+             "inline.json: architectures: unsupported architecture \"Gemma4TextModel\" for model_type \"gemma4_text\" "
+             "(tandem reads Gemma4ForCausalLM)");
+}
+
 BOOST_AUTO_TEST_CASE(a_wrong_typed_or_out_of_range_field_is_reported_with_its_key_path) {
   const tg::status negative =
       parse_error(R"({"model_type": "gemma4", "text_config": {"hidden_size": -3}})",
@@ -379,9 +395,9 @@ BOOST_AUTO_TEST_CASE(a_wrong_typed_or_out_of_range_field_is_reported_with_its_ke
   const tg::status text = parse_error(small_text_config(R"("num_hidden_layers": "six")"));
   BOOST_TEST(text.message() ==
              R"(inline.json: num_hidden_layers: expected a positive integer, got "six")");
-  const tg::status fraction = parse_error(small_text_config(R"("vocab_size": 32.5)"));
+  const tg::status fraction = parse_error(small_text_config(R"("sliding_window": 32.5)"));
   BOOST_TEST(fraction.message() ==
-             "inline.json: vocab_size: expected a positive integer, got 32.5");
+             "inline.json: sliding_window: expected a positive integer, got 32.5");
   const tg::status boolean = parse_error(small_text_config(R"("attention_k_eq_v": 1)"));
   BOOST_TEST(boolean.message() == "inline.json: attention_k_eq_v: expected true or false, got 1");
   const tg::status entry = parse_error(small_text_config(
