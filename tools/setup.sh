@@ -10,6 +10,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The Python tests (tests/python/) make their own venv from PyPI (tools/python_env.sh); they need a
+# python3 with the venv module, from Debian when the machine has none.
+if ! python3 -m venv --help >/dev/null 2>&1; then
+  missing+=(python3 python3-venv)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

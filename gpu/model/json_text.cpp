@@ -68,13 +68,20 @@ std::string quote_name(std::string_view text, std::size_t max_chars) {
   static constexpr char hex[] = "0123456789abcdef";
   std::string out = "'";
   std::size_t n = 0;
-  for (char ch : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
     if (n++ == max_chars) {
       out += "...";
       break;
     }
     const auto c = static_cast<unsigned char>(ch);
-    if (c == '\'' || c == '\\') {
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // a C1 control character (U+0080..U+009F) in UTF-8
+      out += "\\u00";
+      out += hex[next >> 4];
+      out += hex[next & 15];
+      ++i;
+    } else if (c == '\'' || c == '\\') {
       out += '\\';
       out += ch;
     } else if (c < 0x20 || c == 0x7f) {
@@ -115,6 +122,13 @@ result<nlohmann::json> parse_json_strict(std::string_view text, const std::strin
     }
     return true;
   };
+  // JSON never holds a raw NUL (strings escape control characters), and nlohmann's lexer would
+  // take one as the end of the input and ignore what follows.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    const auto [line, column] = line_column(text, nul + 1);
+    return status(status_code::invalid_argument, source + ": invalid JSON at line " + std::to_string(line) + ", column " +
+                                                     std::to_string(column) + ": a NUL byte");
+  }
   try {
     return json::parse(text.begin(), text.end(), callback);
   } catch (const strict_error& e) {

@@ -16,7 +16,7 @@ namespace tandem::gpu {
 /// 64 levels". Never throws.
 result<nlohmann::json> parse_json_strict(std::string_view text, const std::string& source, int max_depth = 64);
 
-/// `text` quoted for a message, with control characters, quotes and backslashes escaped and cut
+/// `text` quoted for a message, with control characters (C0, DEL, C1), quotes and backslashes escaped and cut
 /// to `max_chars`: names from files reach terminals and logs only through this.
 std::string quote_name(std::string_view text, std::size_t max_chars = 200);
 

@@ -74,4 +74,11 @@ void st_file::will_read(const st_tensor& t) const {
   ::madvise(const_cast<std::byte*>(map_->base) + first, static_cast<std::size_t>(last - first), MADV_SEQUENTIAL);
 }
 
+void st_file::done_reading(const st_tensor& t, std::int64_t begin, std::int64_t end) const {
+  const std::int64_t page = ::sysconf(_SC_PAGESIZE);
+  const std::int64_t first = (map_->header.data_begin + t.begin + begin + page - 1) / page * page;
+  const std::int64_t last = (map_->header.data_begin + t.begin + end) / page * page;
+  if (last > first) ::madvise(const_cast<std::byte*>(map_->base) + first, static_cast<std::size_t>(last - first), MADV_DONTNEED);
+}
+
 }  // namespace tandem::gpu

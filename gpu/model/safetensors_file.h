@@ -28,6 +28,9 @@ class st_file {
   std::span<const std::byte> data(const st_tensor& t) const;
   /// Hints the kernel that `t` is about to be read front to back.
   void will_read(const st_tensor& t) const;
+  /// Drops this process's mapping of the whole pages inside bytes [begin, end) of `t` (the page
+  /// cache keeps them), so loading a checkpoint does not hold it twice in resident memory.
+  void done_reading(const st_tensor& t, std::int64_t begin, std::int64_t end) const;
 
  private:
   struct mapping;

@@ -188,7 +188,7 @@ result<std::int64_t> st_header_extent(std::span<const std::byte> first8, std::in
   const std::int64_t n = read_le64(first8);
   if (n < 0 || n > st_max_header_bytes)
     return status(status_code::invalid_argument, source + ": header length " +
-                                                     (n < 0 ? std::string("above 2^63") : std::to_string(n)) +
+                                                     (n < 0 ? std::string("2^63 or more") : std::to_string(n)) +
                                                      " exceeds the " + std::to_string(st_max_header_bytes) +
                                                      "-byte limit (not a safetensors file?)");
   if (n < 2)

@@ -44,26 +44,28 @@ void convert_slice(const st_file& f, const st_tensor& t, std::int64_t first, std
   convert_elements(src, from, dst, to, count);
 }
 
-// Copies file tensor `t` into the slab at `byte_offset`, converting to `to`.
+// Copies file tensor `t` into the slab at `byte_offset`, converting to `to`, in chunks: directly
+// into host memory, through `staging` into device memory. Each chunk's file pages are released
+// from this process's mapping once read.
 status load_tensor(const st_file& f, const st_tensor& t, const slab& dst, std::int64_t byte_offset, dtype to,
                    std::vector<std::byte>& staging) {
   f.will_read(t);
   const std::int64_t n = t.elements();
   auto view = dst.view_of(byte_offset, to, std::vector<std::int64_t>{n});
   if (!view) return view.error();
-  if (dst.dev().is_cpu()) {
-    convert_slice(f, t, 0, n, view->data(), to);
-    return status::ok();
-  }
-  const std::int64_t chunk = static_cast<std::int64_t>(staging.size() / size_of(to));
+  const std::int64_t in = static_cast<std::int64_t>(size_of(*compute_dtype_of(t.type)));
+  const std::int64_t out = static_cast<std::int64_t>(size_of(to));
+  const std::int64_t chunk = dst.dev().is_cpu() ? (std::int64_t{256} << 20) / in : static_cast<std::int64_t>(staging.size()) / out;
+  auto* target = static_cast<std::byte*>(view->data());
   for (std::int64_t first = 0; first < n; first += chunk) {
     const std::int64_t count = std::min(chunk, n - first);
-    convert_slice(f, t, first, count, staging.data(), to);
-    const std::int64_t bytes = count * static_cast<std::int64_t>(size_of(to));
-    if (status s = copy_to_device(dst.dev(), static_cast<std::byte*>(view->data()) + first * static_cast<std::int64_t>(size_of(to)),
-                                  staging.data(), bytes);
-        !s)
-      return s;
+    if (dst.dev().is_cpu()) {
+      convert_slice(f, t, first, count, target + first * out, to);
+    } else {
+      convert_slice(f, t, first, count, staging.data(), to);
+      if (status s = copy_to_device(dst.dev(), target + first * out, staging.data(), count * out); !s) return s;
+    }
+    f.done_reading(t, first * in, (first + count) * in);
   }
   return status::ok();
 }
