@@ -53,10 +53,14 @@ tensor tensor::rows(std::int64_t begin, std::int64_t end) const {
   return t;
 }
 
-std::string tensor::shape_string() const {
+std::string shape_string(std::span<const std::int64_t> shape) {
   std::string s = "[";
-  for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(shape_[static_cast<std::size_t>(i)]);
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+std::string tensor::shape_string() const {
+  return gpu::shape_string(std::span<const std::int64_t>(shape_.data(), static_cast<std::size_t>(rank_)));
 }
 
 std::string tensor::describe() const {

@@ -6,12 +6,16 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "gpu/core/device.h"
 #include "gpu/core/dtype.h"
 
 namespace tandem::gpu {
+
+/// "[4, 8]": a shape as every message writes it.
+std::string shape_string(std::span<const std::int64_t> shape);
 
 class tensor {
  public:

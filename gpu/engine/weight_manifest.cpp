@@ -3,16 +3,9 @@
 
 #include <algorithm>
 
+#include "gpu/core/tensor.h"
+
 namespace tandem::gpu {
-namespace {
-
-std::string shape_text(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-}  // namespace
 
 std::int64_t manifest_entry::bytes() const {
   std::int64_t n = static_cast<std::int64_t>(size_of(type));
@@ -27,7 +20,7 @@ status check_manifest(const weight_manifest& ours, const weight_manifest& theirs
     const auto& b = theirs[i];
     std::string what;
     if (a.name != b.name) what = "name " + b.name + " where " + a.name + " was expected";
-    else if (a.shape != b.shape) what = a.name + ": shape " + shape_text(b.shape) + " vs " + shape_text(a.shape);
+    else if (a.shape != b.shape) what = a.name + ": shape " + shape_string(b.shape) + " vs " + shape_string(a.shape);
     else if (a.type != b.type)
       what = a.name + ": dtype " + std::string(to_string(b.type)) + " vs " + std::string(to_string(a.type));
     if (!what.empty()) return {status_code::invalid_argument, "manifest entry " + std::to_string(i) + ": " + what};

@@ -9,16 +9,11 @@
 
 #include "gpu/core/convert.h"
 #include "gpu/core/memory.h"
+#include "gpu/core/tensor.h"
 #include "gpu/model/json_text.h"
 
 namespace tandem::gpu {
 namespace {
-
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 const st_tensor& header_of(const checkpoint_files& files, const std::string& name) { return *files.find(name)->tensor; }
 

@@ -5,7 +5,7 @@
 // exactly, in offset order, each as many bytes as its dtype and shape need, names unique, and its
 // tensors and metadata re-serialised by st_serialize_header must parse again to the same header. An
 // index that parses must name only plain *.safetensors shard files, `shards` being the sorted
-// distinct set of its weight_map values. Built and run by run_checkpoint_fuzz.sh.
+// distinct set of its weight_map values. Built and run by run_fuzz.sh checkpoint.
 //
 // With TANDEM_CHECKPOINT_FUZZ_SEEDS=<folder> set, the binary instead writes valid small safetensors
 // files and index texts, and a few near misses of each, into <folder> (the seed corpus) and exits.

@@ -1,7 +1,7 @@
 // libFuzzer target over the control-plane codec (orchestration/control/codec.hpp). Any byte
 // sequence must decode to a message or to an error, never crash or allocate wildly; a frame that
 // decodes must re-encode to exactly its own bytes (the encoding is canonical), and decoding that
-// again must give an equal message. Built and run by run_codec_fuzz.sh.
+// again must give an equal message. Built and run by run_fuzz.sh codec.
 //
 // With TANDEM_CODEC_FUZZ_SEEDS=<folder> set, the binary instead writes one valid frame of every
 // message kind into <folder> (the seed corpus) and exits.

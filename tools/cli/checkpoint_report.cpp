@@ -12,12 +12,6 @@ namespace {
 using json = nlohmann::json;
 namespace tg = tandem::gpu;
 
-std::string shape_string(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 json rope_json(const tg::rope_config& r) {
   json j{{"rope_type", std::string(tg::to_string(r.kind))}, {"rope_theta", r.theta}};
   if (r.kind == tg::rope_kind::proportional) {
@@ -162,7 +156,7 @@ void print_checkpoint(const tg::checkpoint& c, std::ostream& out) {
     out << "weights       none (a config-only directory)\n";
     out << "text tensors  " << c.layout.tensors.size() << " in the layout (" << c.layout.total_elements << " elements)\n";
     for (const tg::tensor_entry& e : c.layout.tensors)
-      out << "  " << tg::hf_full_name(m, e) << "  " << shape_string(e.shape) << "  offset " << e.offset_elements << "\n";
+      out << "  " << tg::hf_full_name(m, e) << "  " << tg::shape_string(e.shape) << "  offset " << e.offset_elements << "\n";
     return;
   }
   out << "weights       " << c.files->shards().size() << (c.files->sharded() ? " shards" : " file") << " ("
@@ -177,7 +171,7 @@ void print_checkpoint(const tg::checkpoint& c, std::ostream& out) {
     const tg::st_tensor& t = file_tensor(c, p);
     std::string name = p.name;
     name.resize(width, ' ');
-    out << "  " << name << "  " << tg::to_string(t.type) << "  " << shape_string(t.shape) << "  offset "
+    out << "  " << name << "  " << tg::to_string(t.type) << "  " << tg::shape_string(t.shape) << "  offset "
         << c.layout.tensors[p.layout_index].offset_elements << "\n";
   }
   if (c.report.unused_kv_tensors > 0)
