@@ -26,6 +26,8 @@ int worker_command(const args& a, std::ostream& out, std::ostream& err);
 int inspect_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem convert --model DIR --out DIR ...` (convert_command.cpp).
 int convert_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem logprobs --model DIR --tokens FILE ...` (logprobs_command.cpp).
+int logprobs_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -24,6 +24,8 @@ commands:
                                      text tensor with its layout offset, what a load skips
   convert --model DIR --out DIR [--dtype T] [--max-shard-size SIZE] [--replace]
                                      load the text stack and save it as a Hugging Face checkpoint
+  logprobs --model DIR --tokens FILE [--temperature T --top-k K --top-p P]
+                                     per-token logprobs of the sequences in FILE (JSON), as JSON
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -67,6 +69,19 @@ The save is atomic: it is written into a hidden partial directory beside --out, 
 renamed; an --out that exists is refused unless --replace, which swaps it in one rename.
 
 exit status: 0 saved, 1 the checkpoint was refused or the save failed, 2 usage error
+)";
+
+constexpr const char* logprobs_help = R"(usage: tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]
+
+Runs the model in DIR (a checkpoint directory or preset with weights, validated as `tandem
+inspect` does) on the CPU in float32 over the sequences of FILE, a JSON array of token-id arrays,
+packed into one batch (no padding; sequences never see each other). Prints a JSON array with one
+array per sequence: entry t is the logprob of token t+1 given tokens 0..t (a sequence of n tokens
+gives n-1 numbers) under the sampling distribution: temperature T (default 1), then top-k K (0:
+none), then top-p P on the renormalised top-k distribution (1: none); null where the masks
+exclude the token.
+
+exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
 
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
@@ -142,6 +157,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "worker") out << worker_help;
   else if (a[0] == "inspect") out << inspect_help;
   else if (a[0] == "convert") out << convert_help;
+  else if (a[0] == "logprobs") out << logprobs_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

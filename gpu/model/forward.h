@@ -1,0 +1,45 @@
+// The Gemma 4 text stack's forward over a packed batch (gemma4-architecture.md §2): sequences
+// packed end to end with their positions and offsets, never padded, never attending across
+// their boundaries. Written once over the op interfaces (gpu/ops/), so every backend runs it.
+// The trace hook names every intermediate ("embed", "ple", "q", "k", "v", "attn_out",
+// "attn_residual", "mlp_out", "moe_out", "ffn_residual", "ple_out", "layer_out", "final_norm") with its
+// layer, so a mismatch against a reference is located layer by layer.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/core/status.h"
+#include "gpu/core/tensor.h"
+#include "gpu/core/trace.h"
+#include "gpu/model/config.h"
+#include "gpu/model/model_weights.h"
+#include "gpu/ops/logprobs.h"
+
+namespace tandem::gpu {
+
+/// Sequences packed end to end.
+struct packed_batch {
+  tensor tokens;      // I32 [T]      token ids
+  tensor positions;   // I32 [T]      position of each token in its sequence (RoPE), >= 0
+  tensor cu_seqlens;  // I32 [S + 1]  sequence offsets: 0 = cu[0] <= ... <= cu[S] = T
+};
+
+/// The final normed hidden state of every token: hidden F32 [T, H], written. Computes in the
+/// weights' dtype (float32 on the CPU). On failure `hidden` is unspecified; an error names the
+/// op, the layer and the tensor.
+status forward_hidden(const model_config& config, const model_weights& w, const packed_batch& batch,
+                      const tensor& hidden, const tracer& trace = {});
+
+/// Logits of rows of normed hidden states: logits F32 [rows, V] = hidden_rows F32 [rows, H] ·
+/// lm_headᵀ, softcapped when the config says so.
+status head_logits(const model_config& config, const model_weights& w, const tensor& hidden_rows, const tensor& logits);
+
+/// logprobs[t] = the logprob of targets[t] given tokens up to t of its sequence, under `params`
+/// (ops/logprobs.h), computed `chunk_rows` rows at a time so the [T, V] logits never exist.
+///   targets  I32 [T] (any id in [0, V) where the caller ignores the result)
+///   logprobs F32 [T], written
+status forward_logprobs(const model_config& config, const model_weights& w, const packed_batch& batch,
+                        const tensor& targets, const ops::sampling_params& params, const tensor& logprobs,
+                        std::int64_t chunk_rows = 256, const tracer& trace = {});
+
+}  // namespace tandem::gpu
