@@ -11,6 +11,7 @@
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 #include "gpu/core/trace.h"
+#include "gpu/model/activations.h"
 #include "gpu/model/config.h"
 #include "gpu/model/model_weights.h"
 #include "gpu/ops/logprobs.h"
@@ -24,11 +25,12 @@ struct packed_batch {
   tensor cu_seqlens;  // I32 [S + 1]  sequence offsets: 0 = cu[0] <= ... <= cu[S] = T
 };
 
-/// The final normed hidden state of every token: hidden F32 [T, H], written. Computes in the
-/// weights' dtype (float32 on the CPU). On failure `hidden` is unspecified; an error names the
-/// op, the layer and the tensor.
+/// The final normed hidden state of every token: hidden [T, H] in the weights' dtype (F32 on the
+/// CPU; F64 weights give the float64 reference), written. With `keep`, every activation the
+/// backward needs is kept there (model_backward). On failure `hidden` and `keep` are unspecified;
+/// an error names the op, the layer and the tensor.
 status forward_hidden(const model_config& config, const model_weights& w, const packed_batch& batch,
-                      const tensor& hidden, const tracer& trace = {});
+                      const tensor& hidden, const tracer& trace = {}, model_activations* keep = nullptr);
 
 /// Logits of rows of normed hidden states: logits F32 [rows, V] = hidden_rows F32 [rows, H] ·
 /// lm_headᵀ, softcapped when the config says so.

@@ -1,0 +1,55 @@
+// What the forward keeps for the backward (recompute none): for every op with a backward, the
+// inputs it needs, per layer. Host buffers in the weights' dtype for now; the activation slab with
+// its high-water mark comes with the train engine. Shapes with T tokens, H hidden, nh query and g
+// KV heads of head dim d, I the layer's MLP width, P the per-layer input width, E/K experts.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "gpu/core/host_buffer.h"
+#include "gpu/model/config.h"
+
+namespace tandem::gpu {
+
+/// K and V of a non-shared layer, as attention reads them and as their backward needs them.
+struct kv_activations {
+  host_buffer k_raw;   // [T, g*d]   k_proj output (also V's input when k_eq_v)
+  host_buffer k_inv;   // [T*g]      k_norm's inverse RMS
+  host_buffer k;       // [T, g, d]  after k_norm and RoPE
+  host_buffer v_raw;   // [T, g*d]   v_proj output (empty with k_eq_v: k_raw is V's input)
+  host_buffer v_inv;   // [T*g]
+  host_buffer v;       // [T, g, d]  after the scale-less v_norm
+};
+
+struct layer_activations {
+  host_buffer h_in;                    // [T, H]  the layer's input
+  host_buffer a, a_inv;                // [T, H], [T]  input_layernorm output and inverse RMS
+  host_buffer q_raw, q_inv, q;         // [T, nh*d], [T*nh], [T, nh, d]
+  host_buffer lse, attn;               // [T, nh], [T, nh*d]  attention core
+  host_buffer o, o_inv;                // [T, H], [T]  o_proj output, post_attention_layernorm
+  host_buffer h_attn;                  // [T, H]  after the attention residual
+  host_buffer f, f_inv;                // [T, H], [T]  pre_feedforward_layernorm
+  host_buffer gate, up, act;           // [T, I]  gate and up projections, gelu(gate) * up
+  host_buffer m_dense, m_dense_inv;    // [T, H], [T]  down_proj output (post_feedforward_layernorm_1 input with MoE)
+  host_buffer router_w, router_idx, router_r, router_inv;  // [T, K] F, [T, K] I32, [T, K], [T]
+  host_buffer y, y_inv;                // [T, H], [T]  pre_feedforward_layernorm_2
+  host_buffer experts, experts_inv;    // [T, H], [T]  experts output, post_feedforward_layernorm_2
+  host_buffer m, m_inv;                // [T, H], [T]  the branch entering post_feedforward_layernorm
+  host_buffer h_ffn;                   // [T, H]  after the feed-forward residual
+  host_buffer ple_a, ple_g;            // [T, P]  per_layer_input_gate output, gated input
+  host_buffer ple_o, ple_o_inv;        // [T, H], [T]  per_layer_projection output
+  host_buffer h_pre_scale;             // [T, H]  before layer_scalar
+};
+
+struct model_activations {
+  host_buffer c_pre, c_inv;  // [T, L*P], [T*L]  per_layer_model_projection · H^-1/2, its norm's inverse RMS
+  host_buffer ple;           // [T, L, P]  the combined per-layer inputs
+  std::vector<layer_activations> layers;
+  std::map<int, kv_activations> kv;  // by layer: every non-shared layer's K/V
+  host_buffer h_out;                 // [T, H]  before the final norm
+  host_buffer final_inv;             // [T]
+  std::map<layer_type, std::pair<host_buffer, host_buffer>> rope;  // cos, sin [T, d] per layer type
+};
+
+}  // namespace tandem::gpu

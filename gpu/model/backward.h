@@ -1,0 +1,32 @@
+// The backward of the text stack (recompute none): from the gradient of the final normed hidden
+// states back to every trainable tensor, through the activations forward_hidden kept. KV-shared
+// layers accumulate into the K/V gradient of the layer that stores their K/V; with k_eq_v both
+// paths into the raw key projection sum; the tied embedding sums its two uses (the grads struct
+// binds lm_head to embed_tokens); MoE routing gradients flow through the router.
+#pragma once
+
+#include "gpu/core/status.h"
+#include "gpu/core/tensor.h"
+#include "gpu/model/activations.h"
+#include "gpu/model/config.h"
+#include "gpu/model/forward.h"
+#include "gpu/model/model_weights.h"
+#include "gpu/ops/logprobs.h"
+
+namespace tandem::gpu {
+
+/// Accumulates (+=) into `grads` (bound to a gradient slab with the weights' layout) the gradient
+/// of the loss whose gradient with respect to the final normed hidden states is d_hidden [T, H].
+/// `act` is what forward_hidden(..., keep = &act) kept for the same batch and weights. On failure
+/// the gradients are unspecified.
+status model_backward(const model_config& config, const model_weights& w, const packed_batch& batch,
+                      const model_activations& act, const tensor& d_hidden, const model_weights& grads);
+
+/// The head's part of a loss Σ_t dlogprobs[t] · logprob(targets[t]) under `params`: from the
+/// final normed hidden states [T, H], `chunk_rows` rows of logits at a time, writes d_hidden
+/// [T, H] and accumulates the head's weight gradient into grads.lm_head.
+status head_backward(const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
+                     const ops::sampling_params& params, const tensor& dlogprobs, const tensor& d_hidden,
+                     const model_weights& grads, std::int64_t chunk_rows = 256);
+
+}  // namespace tandem::gpu
