@@ -1,7 +1,12 @@
-// What the forward keeps for the backward (recompute none): for every op with a backward, the
-// inputs it needs, per layer. Host buffers in the weights' dtype for now; the activation slab with
-// its high-water mark comes with the train engine. Shapes with T tokens, H hidden, nh query and g
-// KV heads of head dim d, I the layer's MLP width, P the per-layer input width, E/K experts.
+// What the forward keeps for the backward, by recompute mode (gpu/README.md, "Recompute"):
+//   none       every activation below;
+//   selective  all but the attention core (attn, lse) and the MLP's gate, up and act, which the
+//              backward recomputes from the kept q/k/v and normed input;
+//   full       per layer only its input and its argument bundle (layer_args: the rotary tables of
+//              its queries and keys, either possibly absent; the shared K/V it reads; the
+//              per-layer inputs), and the K/V of store layers; the backward reruns the layer.
+// Host buffers in the weights' dtype. Shapes with T tokens, H hidden, nh query and g KV heads of
+// head dim d, I the layer's MLP width, P the per-layer input width, K experts per token.
 #pragma once
 
 #include <map>
@@ -12,6 +17,16 @@
 
 namespace tandem::gpu {
 
+enum class recompute_mode { none, selective, full };
+
+/// "none", "selective", "full".
+std::string_view to_string(recompute_mode m);
+
+/// cos and sin [T, d] of one layer type for a batch's positions.
+struct rope_table {
+  host_buffer cos, sin;
+};
+
 /// K and V of a non-shared layer, as attention reads them and as their backward needs them.
 struct kv_activations {
   host_buffer k_raw;   // [T, g*d]   k_proj output (also V's input when k_eq_v)
@@ -20,6 +35,14 @@ struct kv_activations {
   host_buffer v_raw;   // [T, g*d]   v_proj output (empty with k_eq_v: k_raw is V's input)
   host_buffer v_inv;   // [T*g]
   host_buffer v;       // [T, g, d]  after the scale-less v_norm
+};
+
+/// Everything a decoder layer reads besides its input and weights.
+struct layer_args {
+  const rope_table* q_rope = nullptr;         ///< the queries' rotary table; null: no RoPE on q
+  const rope_table* k_rope = nullptr;         ///< the keys' rotary table; null: no RoPE on k
+  const kv_activations* shared_kv = nullptr;  ///< KV-shared layers: the store layer's K/V
+  tensor ple;                                 ///< [T, L, P] per-layer inputs of every layer, or empty
 };
 
 struct layer_activations {
@@ -40,16 +63,18 @@ struct layer_activations {
   host_buffer ple_a, ple_g;            // [T, P]  per_layer_input_gate output, gated input
   host_buffer ple_o, ple_o_inv;        // [T, H], [T]  per_layer_projection output
   host_buffer h_pre_scale;             // [T, H]  before layer_scalar
+  layer_args args;                     // what the layer read (kept in every mode)
 };
 
 struct model_activations {
+  recompute_mode mode = recompute_mode::none;
   host_buffer c_pre, c_inv;  // [T, L*P], [T*L]  per_layer_model_projection · H^-1/2, its norm's inverse RMS
   host_buffer ple;           // [T, L, P]  the combined per-layer inputs
   std::vector<layer_activations> layers;
-  std::map<int, kv_activations> kv;  // by layer: every non-shared layer's K/V
+  std::map<int, kv_activations> kv;  // by layer: the K/V of every non-shared layer (store layers' in full mode)
   host_buffer h_out;                 // [T, H]  before the final norm
   host_buffer final_inv;             // [T]
-  std::map<layer_type, std::pair<host_buffer, host_buffer>> rope;  // cos, sin [T, d] per layer type
+  std::map<layer_type, rope_table> rope;  // per layer type
 };
 
 }  // namespace tandem::gpu

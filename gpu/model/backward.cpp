@@ -3,18 +3,15 @@
 #include "gpu/model/backward.h"
 
 #include <cmath>
-#include <cstring>
+#include <map>
 
-#include "gpu/ops/attention.h"
-#include "gpu/ops/elementwise.h"
+#include "gpu/model/layer.h"
 #include "gpu/ops/embedding.h"
-#include "gpu/ops/gated_mlp.h"
 #include "gpu/ops/linear.h"
-#include "gpu/ops/moe.h"
 #include "gpu/ops/op_check.h"
+#include "gpu/ops/elementwise.h"
 #include "gpu/ops/per_layer_input.h"
 #include "gpu/ops/rmsnorm.h"
-#include "gpu/ops/rope.h"
 #include "gpu/ops/softcap.h"
 
 namespace tandem::gpu {
@@ -37,71 +34,6 @@ double embed_scale(std::int64_t width, dtype type) {
 std::optional<std::int32_t> padding(const model_config& c) {
   if (!c.pad_token_id) return std::nullopt;
   return static_cast<std::int32_t>(*c.pad_token_id);
-}
-
-// Gradients of one non-shared layer's K and V (after their norms and RoPE), summed over every
-// layer that attends to them.
-struct kv_gradients {
-  host_buffer dk, dv;  // [T, g, d]
-};
-
-// Back through K and V of layer l into its k_proj / v_proj, adding into da (the layer's normed
-// input).
-status kv_backward(const model_config& c, int l, const layer_weights& w, const layer_weights& g, const layer_activations& s,
-                   const kv_activations& kv, kv_gradients& d, const std::pair<host_buffer, host_buffer>& rope,
-                   const tensor& da) {
-  const layer_config& L = c.layers[static_cast<std::size_t>(l)];
-  const std::int64_t T = s.a.shape()[0], gh = L.num_key_value_heads, hd = L.head_dim;
-  const dtype type = s.a.type();
-  // K: rope, then k_norm (with weight), from k_raw.
-  TANDEM_RETURN_IF_ERROR(rope_backward(d.dk, rope.first, rope.second, d.dk));
-  host_buffer dk_raw(type, {T, gh * hd});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(kv.k_raw.view().reshaped({T * gh, hd}), w.k_norm, kv.k_inv,
-                                          d.dk.view().reshaped({T * gh, hd}), dk_raw.view().reshaped({T * gh, hd}), g.k_norm));
-  // V: the scale-less v_norm, from v_raw or (k_eq_v) from k_raw itself.
-  const bool k_eq_v = w.v_proj.empty();
-  host_buffer dv_raw(type, {T, gh * hd});
-  const host_buffer& v_in = k_eq_v ? kv.k_raw : kv.v_raw;
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(v_in.view().reshaped({T * gh, hd}), tensor{}, kv.v_inv,
-                                          d.dv.view().reshaped({T * gh, hd}), dv_raw.view().reshaped({T * gh, hd}), tensor{}));
-  if (k_eq_v) {
-    TANDEM_RETURN_IF_ERROR(add_forward(dk_raw, dv_raw, dk_raw));
-  } else {
-    TANDEM_RETURN_IF_ERROR(linear_backward(s.a, w.v_proj, dv_raw, da, g.v_proj, true));
-  }
-  return linear_backward(s.a, w.k_proj, dk_raw, da, g.k_proj, true);
-}
-
-// Back through the feed-forward branch: from dm (the gradient of the branch entering
-// post_feedforward_layernorm) into dr (the residual entering the block), accumulated.
-status feedforward_backward(const model_config& c, int l, const layer_weights& w, const layer_weights& g,
-                            const layer_activations& s, const tensor& dm, const tensor& dr) {
-  const layer_config& L = c.layers[static_cast<std::size_t>(l)];
-  const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size, I = L.intermediate_size;
-  const dtype type = s.h_attn.type();
-  host_buffer d_dense(type, {T, H});
-  if (c.enable_moe_block) {
-    // m = norm_1(m_dense) + norm_2(experts(norm_pre2(r), router(r)))
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.m_dense, w.post_feedforward_norm_1, s.m_dense_inv, dm, d_dense,
-                                            g.post_feedforward_norm_1));
-    host_buffer d_experts(type, {T, H}), dy(type, {T, H}), dweights(type, s.router_w.shape());
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.experts, w.post_feedforward_norm_2, s.experts_inv, dm, d_experts,
-                                            g.post_feedforward_norm_2));
-    TANDEM_RETURN_IF_ERROR(moe_experts_backward(s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, d_experts,
-                                                dy, g.experts_gate_up, g.experts_down, dweights));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.h_attn, w.pre_feedforward_norm_2, s.y_inv, dy, dr, g.pre_feedforward_norm_2, true));
-    TANDEM_RETURN_IF_ERROR(moe_router_backward(s.h_attn, w.router_scale, w.router_proj, w.router_per_expert_scale,
-                                               s.router_idx, s.router_r, s.router_inv, dweights, dr, g.router_proj,
-                                               g.router_scale, g.router_per_expert_scale, true));
-  } else {
-    std::memcpy(d_dense.data<std::byte>(), dm.data(), static_cast<std::size_t>(dm.bytes()));
-  }
-  host_buffer d_act(type, {T, I}), d_gate(type, {T, I}), d_up(type, {T, I}), df(type, {T, H});
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.act, w.down_proj, d_dense, d_act, g.down_proj));
-  TANDEM_RETURN_IF_ERROR(gated_gelu_backward(s.gate, s.up, d_act, d_gate, d_up));
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.f, w.gate_proj, d_gate, df, g.gate_proj));
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.f, w.up_proj, d_up, df, g.up_proj, true));
-  return rmsnorm_backward(s.h_attn, w.pre_feedforward_norm, s.f_inv, df, dr, g.pre_feedforward_norm, true);
 }
 
 }  // namespace
@@ -147,62 +79,26 @@ status model_backward(const model_config& c, const model_weights& w, const packe
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(act.h_out, w.final_norm, act.final_inv, d_hidden, dh, g.final_norm));
   host_buffer d_ple;
   if (P > 0) d_ple = host_buffer(type, {T, L, P});
-  std::map<int, kv_gradients> dkv;
+  std::map<int, kv_gradients> dkv;  // by the layer whose K/V they are
 
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
-    const layer_weights& lw = w.layers[static_cast<std::size_t>(l)];
-    const layer_weights& lg = g.layers[static_cast<std::size_t>(l)];
     const layer_config& layer = c.layers[static_cast<std::size_t>(l)];
-    const layer_activations& s = act.layers[static_cast<std::size_t>(l)];
-    const auto& rope = act.rope.at(layer.type);
-    const std::int64_t nh = c.num_attention_heads, d = layer.head_dim;
-
-    // h = layer_scalar · h_pre_scale
-    host_buffer d_pre(type, {T, H});
-    TANDEM_LAYER(l, scale_by_backward(s.h_pre_scale, lw.layer_scalar, dh, d_pre, lg.layer_scalar));
-    // h_pre_scale = h_ffn + post_ple_norm(ple_projection(ple_gate(h_ffn, ple_l)))
-    host_buffer d_ffn(type, {T, H});
-    std::memcpy(d_ffn.data<std::byte>(), d_pre.data<std::byte>(), static_cast<std::size_t>(d_pre.view().bytes()));
-    if (P > 0) {
-      host_buffer d_o(type, {T, H}), d_g(type, {T, P}), d_a(type, {T, P});
-      TANDEM_LAYER(l, rmsnorm_backward(s.ple_o, lw.ple_post_norm, s.ple_o_inv, d_pre, d_o, lg.ple_post_norm));
-      TANDEM_LAYER(l, linear_backward(s.ple_g, lw.ple_projection, d_o, d_g, lg.ple_projection));
-      TANDEM_LAYER(l, ple_gate_backward(s.ple_a, act.ple, l, d_g, d_a, d_ple));
-      TANDEM_LAYER(l, linear_backward(s.h_ffn, lw.ple_gate, d_a, d_ffn, lg.ple_gate, true));
+    const layer_weights& lw = w.layers[static_cast<std::size_t>(l)];
+    const layer_activations* s = &act.layers[static_cast<std::size_t>(l)];
+    layer_activations rerun;
+    kv_activations own;
+    if (act.mode == recompute_mode::full) {  // rerun the layer from its input and argument bundle
+      rerun.h_in = s->h_in;
+      rerun.args = s->args;
+      host_buffer h_out(type, {T, H});
+      TANDEM_LAYER(l, layer_forward(c, l, lw, batch, rerun, layer.is_kv_shared ? nullptr : &own, h_out));
+      s = &rerun;
     }
-    // h_ffn = h_attn + post_feedforward_norm(m)
-    host_buffer dm(type, {T, H}), d_attn(type, {T, H});
-    TANDEM_LAYER(l, rmsnorm_backward(s.m, lw.post_feedforward_norm, s.m_inv, d_ffn, dm, lg.post_feedforward_norm));
-    std::memcpy(d_attn.data<std::byte>(), d_ffn.data<std::byte>(), static_cast<std::size_t>(d_ffn.view().bytes()));
-    TANDEM_LAYER(l, feedforward_backward(c, l, lw, lg, s, dm, d_attn));
-    // h_attn = h_in + post_attention_norm(o_proj(attention(q, k, v)))
-    host_buffer d_o(type, {T, H}), d_core(type, {T, nh * d}), dq(type, {T, nh, d}), da(type, {T, H});
-    TANDEM_LAYER(l, rmsnorm_backward(s.o, lw.post_attention_norm, s.o_inv, d_attn, d_o, lg.post_attention_norm));
-    TANDEM_LAYER(l, linear_backward(s.attn, lw.o_proj, d_o, d_core, lg.o_proj));
-    const kv_activations& kv = act.kv.at(layer.kv_source_layer);
-    kv_gradients& dsource = dkv[layer.kv_source_layer];
-    if (dsource.dk.view().empty()) {
-      const layer_config& src = c.layers[static_cast<std::size_t>(layer.kv_source_layer)];
-      dsource.dk = host_buffer(type, {T, src.num_key_value_heads, src.head_dim});
-      dsource.dv = host_buffer(type, {T, src.num_key_value_heads, src.head_dim});
-    }
-    attention_options options;
-    options.scaling = 1.0;
-    options.sliding_window = layer.type == layer_type::sliding ? c.sliding_window : 0;
-    TANDEM_LAYER(l, attention_backward(s.q, kv.k, kv.v, batch.cu_seqlens, s.lse, d_core.view().reshaped({T, nh, d}), dq,
-                                       dsource.dk, dsource.dv, options));
-    // q = rope(q_norm(q_proj(a)))
-    TANDEM_LAYER(l, rope_backward(dq, rope.first, rope.second, dq));
-    host_buffer dq_raw(type, {T, nh * d});
-    TANDEM_LAYER(l, rmsnorm_backward(s.q_raw.view().reshaped({T * nh, d}), lw.q_norm, s.q_inv, dq.view().reshaped({T * nh, d}),
-                                     dq_raw.view().reshaped({T * nh, d}), lg.q_norm));
-    TANDEM_LAYER(l, linear_backward(s.a, lw.q_proj, dq_raw, da, lg.q_proj));
-    if (!layer.is_kv_shared) {  // every layer reading this K/V has been through: its gradient is whole
-      TANDEM_LAYER(l, kv_backward(c, l, lw, lg, s, kv, dsource, rope, da));
-    }
-    // a = input_norm(h_in); the residual passes d_attn straight through.
-    TANDEM_LAYER(l, rmsnorm_backward(s.h_in, lw.input_norm, s.a_inv, da, d_attn, lg.input_norm, true));
-    dh = d_attn;
+    const kv_activations* kv = layer.is_kv_shared ? s->args.shared_kv
+                               : act.mode == recompute_mode::full ? &own
+                                                                  : &act.kv.at(l);
+    TANDEM_LAYER(l, layer_backward(c, l, lw, g.layers[static_cast<std::size_t>(l)], batch, *s, *kv, dkv[layer.kv_source_layer],
+                                   d_ple, dh));
   }
 
   if (P > 0) {  // the per-layer inputs: ple = (norm(c_pre) + t) · 2^-1/2

@@ -17,8 +17,8 @@ namespace tandem::gpu {
 
 /// Accumulates (+=) into `grads` (bound to a gradient slab with the weights' layout) the gradient
 /// of the loss whose gradient with respect to the final normed hidden states is d_hidden [T, H].
-/// `act` is what forward_hidden(..., keep = &act) kept for the same batch and weights. On failure
-/// the gradients are unspecified.
+/// `act` is what forward_for_backward kept for the same batch and weights, in any recompute mode
+/// (the modes give bitwise-equal gradients on the CPU). On failure the gradients are unspecified.
 status model_backward(const model_config& config, const model_weights& w, const packed_batch& batch,
                       const model_activations& act, const tensor& d_hidden, const model_weights& grads);
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
@@ -26,11 +27,20 @@ struct packed_batch {
 };
 
 /// The final normed hidden state of every token: hidden [T, H] in the weights' dtype (F32 on the
-/// CPU; F64 weights give the float64 reference), written. With `keep`, every activation the
-/// backward needs is kept there (model_backward). On failure `hidden` and `keep` are unspecified;
-/// an error names the op, the layer and the tensor.
+/// CPU; F64 weights give the float64 reference), written. On failure `hidden` is unspecified; an
+/// error names the op, the layer and the tensor.
 status forward_hidden(const model_config& config, const model_weights& w, const packed_batch& batch,
-                      const tensor& hidden, const tracer& trace = {}, model_activations* keep = nullptr);
+                      const tensor& hidden, const tracer& trace = {});
+
+/// Changes what a layer reads before it runs (layer_args): a model variant's hook, e.g. a layer
+/// whose queries take no rotary table. Null: Gemma 4's own arguments.
+using layer_args_hook = std::function<void(int layer, layer_args& args)>;
+
+/// forward_hidden for a backward: keeps in `act` what model_backward needs under `mode`
+/// (activations.h says what each mode keeps).
+status forward_for_backward(const model_config& config, const model_weights& w, const packed_batch& batch,
+                            const tensor& hidden, model_activations& act, recompute_mode mode,
+                            const tracer& trace = {}, const layer_args_hook& hook = {});
 
 /// Logits of rows of normed hidden states: logits F32 [rows, V] = hidden_rows F32 [rows, H] ·
 /// lm_headᵀ, softcapped when the config says so.

@@ -4,64 +4,18 @@
 // one array per sequence, entry t the logprob of token t+1 given tokens 0..t (null where top-k or
 // top-p masks the token out).
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "gpu/core/host_buffer.h"
 #include "gpu/model/checkpoint.h"
 #include "gpu/model/forward.h"
-#include "gpu/model/json_text.h"
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_resolution.h"
+#include "tools/cli/token_sequences.h"
 
 namespace tandem::cli {
 namespace {
-
-// The sequences of FILE, each id checked against the vocabulary; a message naming the file and
-// the sequence on failure.
-std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::string& file, std::int64_t vocab,
-                                                                     std::string& problem) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    problem = file + ": cannot open for reading";
-    return std::nullopt;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto doc = gpu::parse_json_strict(text.str(), file);
-  if (!doc) {
-    problem = doc.error().message();
-    return std::nullopt;
-  }
-  if (!doc->is_array()) {
-    problem = file + ": expected a JSON array of token-id arrays";
-    return std::nullopt;
-  }
-  std::vector<std::vector<std::int32_t>> out;
-  for (std::size_t s = 0; s < doc->size(); ++s) {
-    const auto& seq = (*doc)[s];
-    const std::string where = file + ": sequence " + std::to_string(s);
-    if (!seq.is_array()) {
-      problem = where + ": expected an array of token ids";
-      return std::nullopt;
-    }
-    std::vector<std::int32_t> ids;
-    for (std::size_t t = 0; t < seq.size(); ++t) {
-      const auto& id = seq[t];
-      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= vocab) {
-        problem = where + ", token " + std::to_string(t) + ": " + id.dump().substr(0, 40) + " is not a token id in [0, " +
-                  std::to_string(vocab) + ")";
-        return std::nullopt;
-      }
-      ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
-    }
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
 
 template <class T>
 std::optional<T> number_option(const parsed_options& p, const std::string& name, std::string& problem) {
@@ -129,28 +83,15 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem logprobs: " << bound.error().message() << "\n";
     return exit_refused;
   }
-  // One packed batch: every sequence end to end, positions from 0 in each.
-  std::vector<std::int32_t> tokens, positions, targets, cu{0};
-  for (const auto& seq : *sequences) {
-    for (std::size_t t = 0; t < seq.size(); ++t) {
-      tokens.push_back(seq[t]);
-      positions.push_back(static_cast<std::int32_t>(t));
-      targets.push_back(t + 1 < seq.size() ? seq[t + 1] : 0);
-    }
-    cu.push_back(static_cast<std::int32_t>(tokens.size()));
-  }
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  auto ids = gpu::host_buffer::of<std::int32_t>({T}, tokens);
-  auto pos = gpu::host_buffer::of<std::int32_t>({T}, positions);
-  auto tgt = gpu::host_buffer::of<std::int32_t>({T}, targets);
-  auto offsets = gpu::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
-  gpu::host_buffer logprobs(gpu::dtype::float32, {T});
-  if (gpu::status s = gpu::forward_logprobs(c->config, *bound, {ids, pos, offsets}, tgt, params, logprobs); !s) {
+  const packed_sequences packed = pack(*sequences);
+  gpu::host_buffer logprobs(gpu::dtype::float32, {packed.size()});
+  if (gpu::status s = gpu::forward_logprobs(c->config, *bound, packed.batch(), packed.targets, params, logprobs); !s) {
     err << "tandem logprobs: " << s.message() << "\n";
     return exit_refused;
   }
   nlohmann::json result = nlohmann::json::array();
   const float* lp = logprobs.data<float>();
+  const auto& cu = packed.offsets;
   for (std::size_t s = 0; s + 1 < cu.size(); ++s) {
     nlohmann::json row = nlohmann::json::array();
     for (std::int32_t t = cu[s]; t + 1 < cu[s + 1]; ++t) {

@@ -1,0 +1,33 @@
+// The token sequences the parity commands (`tandem logprobs`, `tandem loss`) read: a JSON array
+// of token-id arrays, checked against the vocabulary, packed end to end into one batch with each
+// next token as its target.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/core/host_buffer.h"
+#include "gpu/model/forward.h"
+
+namespace tandem::cli {
+
+/// The sequences of `file`, or nullopt with `problem` naming the file, the sequence and the token.
+std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::string& file, std::int64_t vocab,
+                                                                     std::string& problem);
+
+/// Sequences packed end to end: positions from 0 in each, targets the next token (0 on a
+/// sequence's last token, whose result nobody reads).
+struct packed_sequences {
+  gpu::host_buffer tokens, positions, cu_seqlens, targets;  // I32 [T], [T], [S + 1], [T]
+  std::vector<std::int32_t> offsets;                        // cu_seqlens as a vector
+  std::int64_t predicted = 0;                               // tokens with a target: Σ max(n - 1, 0)
+
+  gpu::packed_batch batch() const { return {tokens, positions, cu_seqlens}; }
+  std::int64_t size() const { return tokens.numel(); }
+};
+
+packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences);
+
+}  // namespace tandem::cli
