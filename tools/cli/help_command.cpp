@@ -26,6 +26,8 @@ commands:
                                      load the text stack and save it as a Hugging Face checkpoint
   logprobs --model DIR --tokens FILE [--temperature T --top-k K --top-p P]
                                      per-token logprobs of the sequences in FILE (JSON), as JSON
+  loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]
+                                     mean next-token cross-entropy, and every gradient, as JSON
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -80,6 +82,21 @@ array per sequence: entry t is the logprob of token t+1 given tokens 0..t (a seq
 gives n-1 numbers) under the sampling distribution: temperature T (default 1), then top-k K (0:
 none), then top-p P on the renormalised top-k distribution (1: none); null where the masks
 exclude the token.
+
+exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
+)";
+
+constexpr const char* loss_help = R"(usage: tandem loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]
+
+Runs the model in DIR on the CPU in float32 over the sequences of FILE (a JSON array of token-id
+arrays, packed into one batch) and prints {"loss": L, "tokens": N}: L is the mean next-token
+cross-entropy over every predicted position of every sequence (N of them), as transformers
+computes it for labels=input_ids. With --gradients it also prints "gradients": {NAME: {"shape":
+[...], "data": [...]}}, the gradient of L for every trainable tensor under its Hugging Face name
+in DIR (a tied head's gradient is in the embedding's), row-major. --recompute picks what the
+forward keeps for the backward (none keeps every activation; selective recomputes the attention
+core and the MLP activations; full keeps each layer's input and arguments and reruns the layer);
+the gradients are bitwise the same in every mode.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
@@ -158,6 +175,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "inspect") out << inspect_help;
   else if (a[0] == "convert") out << convert_help;
   else if (a[0] == "logprobs") out << logprobs_help;
+  else if (a[0] == "loss") out << loss_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

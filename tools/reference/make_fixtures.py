@@ -698,7 +698,6 @@ def tolist(t):
 def task_final(name, seed, out_dir, tries, search_seconds, expected_sequences, versions, fallback):
     """Worker task: writes the case's directory for this seed. Returns a summary."""
     import torch
-    import transformers
     from safetensors.torch import save_file
     spec = CASES[name]
     t0 = time.time()
@@ -1037,8 +1036,7 @@ def generate_check(runner, sequences, greedy, torch):
             x = torch.tensor([sequences[s]])
             with torch.no_grad():
                 out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=GREEDY_STEPS,
-                                     min_new_tokens=0, do_sample=False, use_cache=True, num_beams=1,
-                                     temperature=None, top_k=None, top_p=None)
+                                     do_sample=False, num_beams=1, use_cache=True)
             toks = out[0, len(sequences[s]):].tolist()
             result["tokens"].append(toks)
             # generate stops at eos; the reference does not: compare the common part

@@ -1,0 +1,111 @@
+// `tandem logprobs` and `tandem loss` (tools/cli/logprobs_command.cpp, loss_command.cpp): their
+// JSON output on a small checkpoint, consistency between the two, recompute modes giving the same
+// bits, and one located error for bad token files.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/checkpoint_fixture.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace tg = tandem::gpu;
+using tandem::test::checkpoint_builder;
+using tandem::test::cli;
+using tandem::test::cli_result;
+using tandem::test::preset_config;
+using tandem::test::temp_dir;
+
+namespace {
+
+std::string model_dir(const temp_dir& t) {
+  checkpoint_builder b(t.path() / "ckpt");
+  const std::string config = preset_config("tiny-all");
+  b.set_config(config);
+  b.add_text_stack(*tg::parse_model_config(config, "config.json"), tg::dtype::float32, 3);
+  b.write();
+  return b.dir().string();
+}
+
+std::string tokens_file(const temp_dir& t, const std::string& json) { return t.write("tokens.json", json); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli_parity_commands)
+
+BOOST_AUTO_TEST_CASE(logprobs_prints_one_array_per_sequence_and_loss_is_their_negated_mean) {
+  temp_dir t;
+  const std::string model = model_dir(t), tokens = tokens_file(t, "[[2, 17, 33, 250, 4], [5], [9, 9, 0]]");
+  const cli_result lp = cli({"logprobs", "--model", model, "--tokens", tokens});
+  BOOST_TEST(lp.code == 0, lp.err);
+  const auto rows = nlohmann::json::parse(lp.out);
+  BOOST_REQUIRE(rows.size() == 3u);
+  BOOST_TEST(rows[0].size() == 4u);
+  BOOST_TEST(rows[1].size() == 0u);
+  BOOST_TEST(rows[2].size() == 2u);
+  double sum = 0;
+  for (const auto& row : rows)
+    for (const auto& v : row) {
+      BOOST_TEST(v.get<double>() < 0);
+      sum += v.get<double>();
+    }
+  const cli_result loss = cli({"loss", "--model", model, "--tokens", tokens});
+  BOOST_TEST(loss.code == 0, loss.err);
+  const auto l = nlohmann::json::parse(loss.out);
+  BOOST_TEST(l["tokens"] == 6);
+  BOOST_TEST(l["loss"].get<double>() == -sum / 6, boost::test_tools::tolerance(1e-6));
+
+  const cli_result masked = cli({"logprobs", "--model", model, "--tokens", tokens, "--temperature", "0.5", "--top-k", "1"});
+  BOOST_TEST(masked.code == 0, masked.err);
+  for (const auto& row : nlohmann::json::parse(masked.out))
+    for (const auto& v : row) BOOST_TEST((v.is_null() || v.get<double>() == 0.0), "top-k 1 leaves the argmax at logprob 0, else null");
+}
+
+BOOST_AUTO_TEST_CASE(loss_gradients_name_every_trainable_tensor_and_agree_bitwise_across_recompute_modes) {
+  temp_dir t;
+  const std::string model = model_dir(t), tokens = tokens_file(t, "[[2, 17, 33, 250, 4, 8, 8], [5, 6, 7]]");
+  const cli_result none = cli({"loss", "--model", model, "--tokens", tokens, "--gradients"});
+  BOOST_TEST(none.code == 0, none.err);
+  const auto g = nlohmann::json::parse(none.out)["gradients"];
+  BOOST_TEST(g.size() == 145u);
+  BOOST_TEST(g["model.layers.2.self_attn.q_proj.weight"]["shape"] == nlohmann::json::array({128, 64}));
+  BOOST_TEST(g["model.layers.2.self_attn.q_proj.weight"]["data"].size() == 128u * 64u);
+  for (const char* mode : {"selective", "full"}) {
+    const cli_result r = cli({"loss", "--model", model, "--tokens", tokens, "--gradients", "--recompute", mode});
+    BOOST_TEST(r.code == 0, r.err);
+    BOOST_TEST(r.out == none.out, mode << " gives other bits than none");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_token_files_and_options_are_refused_with_one_located_error) {
+  temp_dir t;
+  const std::string model = model_dir(t);
+  struct bad {
+    std::string json, part;
+  };
+  for (const bad& b : {bad{"[[1, 2], [3, 256]]", "sequence 1, token 1: 256 is not a token id in [0, 256)"},
+                       bad{"[[1, -2]]", "sequence 0, token 1: -2 is not a token id"},
+                       bad{"[[1, 2.5]]", "sequence 0, token 1: 2.5 is not a token id"},
+                       bad{"{\"a\": 1}", "expected a JSON array of token-id arrays"},
+                       bad{"[[1, 2]", "invalid JSON at line 1"},
+                       bad{"[7]", "sequence 0: expected an array of token ids"}}) {
+    const std::string tokens = tokens_file(t, b.json);
+    for (const char* command : {"logprobs", "loss"}) {
+      const cli_result r = cli({command, "--model", model, "--tokens", tokens});
+      BOOST_TEST(r.code == 1, command << " " << b.json);
+      BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+      BOOST_TEST(r.err.find(tokens + ": " ) != std::string::npos, r.err);
+      BOOST_TEST(r.err.find(b.part) != std::string::npos, r.err);
+    }
+  }
+  const std::string ok = tokens_file(t, "[[1, 2]]");
+  BOOST_TEST(cli({"loss", "--model", model, "--tokens", ok, "--recompute", "some"}).code == 2);
+  BOOST_TEST(cli({"logprobs", "--model", model, "--tokens", ok, "--top-p", "1.5"}).code == 2);
+  BOOST_TEST(cli({"logprobs", "--model", model, "--tokens", ok, "--temperature", "hot"}).code == 2);
+  BOOST_TEST(cli({"logprobs", "--model", "tiny-all", "--tokens", ok}).code == 1);  // a preset has no weights
+  BOOST_TEST(cli({"loss", "--model", model, "--tokens", tokens_file(t, "[[1], []]")}).code == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

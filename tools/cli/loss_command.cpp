@@ -1,0 +1,126 @@
+// `tandem loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]`: the mean
+// next-token cross-entropy of the sequences in FILE over every position of every sequence
+// (transformers' convention for labels=input_ids), and with --gradients the gradient of that loss
+// for every trainable tensor, under its Hugging Face name in DIR, row-major.
+#include <nlohmann/json.hpp>
+
+#include "gpu/core/slab.h"
+#include "gpu/model/backward.h"
+#include "gpu/model/checkpoint.h"
+#include "gpu/model/slab_views.h"
+#include "tools/cli/arguments.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/model_resolution.h"
+#include "tools/cli/token_sequences.h"
+
+namespace tandem::cli {
+namespace {
+
+std::optional<gpu::recompute_mode> parse_recompute(const std::string& s) {
+  for (auto m : {gpu::recompute_mode::none, gpu::recompute_mode::selective, gpu::recompute_mode::full})
+    if (s == gpu::to_string(m)) return m;
+  return std::nullopt;
+}
+
+// Hugging Face name of every layout tensor as the checkpoint stores it.
+std::vector<std::string> names_in(const gpu::checkpoint& c) {
+  std::vector<std::string> names(c.layout.tensors.size());
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = gpu::hf_full_name(c.config, c.layout.tensors[i]);
+  if (c.files)
+    for (const auto& p : c.plan.tensors)
+      if (p.role == gpu::tensor_role::text) names[p.layout_index] = p.name;
+  return names;
+}
+
+}  // namespace
+
+int loss_command(const args& a, std::ostream& out, std::ostream& err) {
+  const parsed_options p = parse_options(a, {"--model", "--tokens", "--recompute"}, {"--gradients"});
+  if (!p.problem.empty()) {
+    err << "tandem loss: " << p.problem << "\n";
+    return exit_usage;
+  }
+  for (const char* required : {"--model", "--tokens"}) {
+    if (!p.values.count(required)) {
+      err << "tandem loss: missing " << required << " (see `tandem help loss`)\n";
+      return exit_usage;
+    }
+  }
+  gpu::recompute_mode mode = gpu::recompute_mode::none;
+  if (auto r = p.values.find("--recompute"); r != p.values.end()) {
+    const auto m = parse_recompute(r->second);
+    if (!m) {
+      err << "tandem loss: --recompute '" << r->second << "': expected none, selective or full\n";
+      return exit_usage;
+    }
+    mode = *m;
+  }
+  std::string problem;
+  const auto dir = find_model_directory(p.values.at("--model"), problem);
+  if (!dir) {
+    err << "tandem loss: " << problem << "\n";
+    return exit_refused;
+  }
+  auto c = gpu::open_checkpoint(*dir, gpu::dtype::float32);
+  if (!c) {
+    err << "tandem loss: " << c.error().message() << "\n";
+    return exit_refused;
+  }
+  const auto sequences = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
+  if (!sequences) {
+    err << "tandem loss: " << problem << "\n";
+    return exit_refused;
+  }
+  const packed_sequences packed = pack(*sequences);
+  if (packed.predicted == 0) {
+    err << "tandem loss: " << p.values.at("--tokens") << ": no sequence has two tokens: nothing to predict\n";
+    return exit_refused;
+  }
+  auto weights = gpu::load_checkpoint(*c, gpu::device::cpu());
+  auto grads = gpu::slab::create("gradients", c->layout.total_bytes(), gpu::device::cpu());
+  if (!weights || !grads) {
+    err << "tandem loss: " << (!weights ? weights.error() : grads.error()).message() << "\n";
+    return exit_refused;
+  }
+  auto w = gpu::bind_weights(c->config, c->layout, *weights);
+  auto g = gpu::bind_weights(c->config, c->layout, *grads);
+  if (!w || !g) {
+    err << "tandem loss: " << (!w ? w.error() : g.error()).message() << "\n";
+    return exit_refused;
+  }
+  // loss = -(1/N) Σ logprob: the weight of each predicted token is -1/N, the last tokens get 0.
+  const std::int64_t T = packed.size(), N = packed.predicted;
+  gpu::host_buffer dlogprobs(gpu::dtype::float32, {T}), logprobs(gpu::dtype::float32, {T});
+  for (std::size_t s = 0; s + 1 < packed.offsets.size(); ++s)
+    for (std::int32_t t = packed.offsets[s]; t + 1 < packed.offsets[s + 1]; ++t)
+      dlogprobs.data<float>()[t] = -1.0f / static_cast<float>(N);
+  gpu::model_activations act;
+  gpu::host_buffer hidden(gpu::dtype::float32, {T, c->config.hidden_size}), d_hidden(gpu::dtype::float32, {T, c->config.hidden_size});
+  gpu::status s = gpu::forward_for_backward(c->config, *w, packed.batch(), hidden, act, mode);
+  if (s) s = gpu::forward_logprobs(c->config, *w, packed.batch(), packed.targets, {}, logprobs);
+  if (s && p.flags.count("--gradients")) {
+    s = gpu::head_backward(c->config, *w, hidden, packed.targets, {}, dlogprobs, d_hidden, *g);
+    if (s) s = gpu::model_backward(c->config, *w, packed.batch(), act, d_hidden, *g);
+  }
+  if (!s) {
+    err << "tandem loss: " << s.message() << "\n";
+    return exit_refused;
+  }
+  double loss = 0;
+  for (std::int64_t t = 0; t < T; ++t) loss -= static_cast<double>(dlogprobs.data<float>()[t] != 0 ? logprobs.data<float>()[t] : 0.0f);
+  nlohmann::json result{{"loss", loss / static_cast<double>(N)}, {"tokens", N}};
+  if (p.flags.count("--gradients")) {
+    nlohmann::json grads_json = nlohmann::json::object();
+    const auto names = names_in(*c);
+    for (std::size_t i = 0; i < c->layout.tensors.size(); ++i) {
+      const auto& e = c->layout.tensors[i];
+      const float* d = static_cast<const float*>(gpu::view_in(*grads, e, gpu::dtype::float32)->data());
+      grads_json[names[i]] = {{"shape", e.shape}, {"data", std::vector<float>(d, d + e.elements())}};
+    }
+    result["gradients"] = std::move(grads_json);
+  }
+  out << result.dump() << "\n";
+  return exit_ok;
+}
+
+}  // namespace tandem::cli
