@@ -178,6 +178,8 @@ status write_all(const checkpoint& source, const slab& weights, const fs::path& 
     report.copied.push_back(p.filename().string());
     if (status s = notify(p.filename().string()); !s) return s;
   }
+  if (options.extra_files)
+    if (status s = options.extra_files(dir); !s) return s;
   return sync_path(dir);
 }
 

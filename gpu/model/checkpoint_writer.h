@@ -28,6 +28,9 @@ struct save_options {
   bool replace = false;                      ///< replace an existing directory (atomically)
   /// Called after each file is written and synced (its name); a non-ok status cancels the save.
   std::function<status(const std::string& file)> on_file;
+  /// Writes more files into the partial directory (given) before it is committed, e.g. the
+  /// optimizer state of a training checkpoint; they must be synced. A non-ok status cancels.
+  std::function<status(const std::filesystem::path& partial)> extra_files;
 };
 
 struct save_report {

@@ -164,25 +164,29 @@ status head_logits(const model_config& c, const model_weights& w, const tensor& 
   return status::ok();
 }
 
-status forward_logprobs(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,
-                        const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows, const tracer& trace) {
-  constexpr const char* op = "forward_logprobs";
-  const std::int64_t T = batch.tokens.dim(0);
+status head_logprobs(const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
+                     const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows) {
+  constexpr const char* op = "head_logprobs";
+  const std::int64_t T = hidden.dim(0);
   TANDEM_RETURN_IF_ERROR(expect_shape(targets, op, "targets", {T}));
   TANDEM_RETURN_IF_ERROR(expect_shape(logprobs, op, "logprobs", {T}));
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
-  const dtype type = w.embed_tokens.type();
-  host_buffer hidden(type, {T, c.hidden_size});
-  TANDEM_RETURN_IF_ERROR(forward_hidden(c, w, batch, hidden, trace));
-  host_buffer logits(type, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size});
+  host_buffer logits(hidden.type(), {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size});
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
     const tensor rows = logits.view().rows(0, end - begin);
-    TANDEM_RETURN_IF_ERROR(head_logits(c, w, hidden.view().rows(begin, end), rows));
+    TANDEM_RETURN_IF_ERROR(head_logits(c, w, hidden.rows(begin, end), rows));
     TANDEM_RETURN_IF_ERROR(logprobs_forward(rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
   }
   return status::ok();
+}
+
+status forward_logprobs(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,
+                        const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows, const tracer& trace) {
+  host_buffer hidden(w.embed_tokens.type(), {batch.tokens.dim(0), c.hidden_size});
+  TANDEM_RETURN_IF_ERROR(forward_hidden(c, w, batch, hidden, trace));
+  return head_logprobs(c, w, hidden, targets, params, logprobs, chunk_rows);
 }
 
 }  // namespace tandem::gpu

@@ -46,6 +46,11 @@ status forward_for_backward(const model_config& config, const model_weights& w, 
 /// lm_headᵀ, softcapped when the config says so.
 status head_logits(const model_config& config, const model_weights& w, const tensor& hidden_rows, const tensor& logits);
 
+/// logprobs[t] = the logprob of targets[t] under the head's distribution of hidden row t [T, H]
+/// (the final normed hidden states) and `params`, `chunk_rows` rows of logits at a time.
+status head_logprobs(const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
+                     const ops::sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows = 256);
+
 /// logprobs[t] = the logprob of targets[t] given tokens up to t of its sequence, under `params`
 /// (ops/logprobs.h), computed `chunk_rows` rows at a time so the [T, V] logits never exist.
 ///   targets  I32 [T] (any id in [0, V) where the caller ignores the result)

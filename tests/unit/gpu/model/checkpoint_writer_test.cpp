@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(a_float32_checkpoint_round_trips_bit_for_bit_through_a_floa
   b.write();
   const tg::checkpoint c = open_ok(b.dir(), tg::dtype::float32);
   const tg::slab s = load_ok(c);
-  const tg::save_report r = save_ok(c, s, t.path() / "out", {tg::dtype::float32, 5'000'000'000, false, {}});
+  const tg::save_report r = save_ok(c, s, t.path() / "out", {tg::dtype::float32, 5'000'000'000, false, {}, {}});
   BOOST_TEST(r.shards == std::vector<std::string>{"model.safetensors"});
   BOOST_TEST(r.text_tensors == static_cast<std::int64_t>(c.layout.tensors.size()));
   check_same_tensors(read_back(t.path() / "out"), b);
@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(a_multimodal_save_carries_non_text_and_unused_kv_tensors_by
   std::ofstream(b.dir() / "pytorch_model.bin") << "stale weights of another format";
   const tg::checkpoint c = open_ok(b.dir(), tg::dtype::float32);
   const tg::slab s = load_ok(c);
-  const tg::save_report r = save_ok(c, s, t.path() / "out", {tg::dtype::bfloat16, 30000, false, {}});
+  const tg::save_report r = save_ok(c, s, t.path() / "out", {tg::dtype::bfloat16, 30000, false, {}, {}});
   BOOST_TEST(r.shards.size() > 1);
   BOOST_TEST(r.carried_tensors == 3 + (config.num_hidden_layers - config.first_kv_shared_layer()));
   BOOST_TEST(!fs::exists(t.path() / "out" / "pytorch_model.bin"));

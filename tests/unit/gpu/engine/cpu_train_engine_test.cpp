@@ -1,0 +1,192 @@
+// The CPU Gemma 4 train engine (gpu/engine/cpu_train_engine.h) beyond the contract's
+// conformance suite: it learns, data-parallel ranks stay bitwise identical and agree with one
+// rank on the whole batch, a non-finite loss or gradient is refused naming its tensor, a resumed
+// engine continues bitwise as if never stopped, recompute modes change no bit, and the learning
+// rate warms up.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "gpu/comm/local_group.h"
+#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/model/slab_views.h"
+#include "support/checkpoint_fixture.h"
+#include "support/temp_dir.h"
+
+namespace tg = tandem::gpu;
+using tandem::test::checkpoint_builder;
+using tandem::test::preset_config;
+using tandem::test::temp_dir;
+
+namespace {
+
+tg::checkpoint model(const temp_dir& t, const std::string& name = "model") {
+  checkpoint_builder b(t.path() / name);
+  const std::string config = preset_config("tiny-all");
+  b.set_config(config);
+  if (!std::filesystem::exists(b.dir() / "model.safetensors")) {
+    b.add_text_stack(*tg::parse_model_config(config, "config.json"), tg::dtype::float32, 21);
+    b.write();
+  }
+  auto c = tg::open_checkpoint(b.dir(), tg::dtype::float32);
+  BOOST_REQUIRE(c.has_value());
+  return std::move(*c);
+}
+
+std::unique_ptr<tg::cpu_train_engine> engine(const temp_dir& t, tg::cpu_train_options o = {}, tg::communicator* group = nullptr) {
+  if (o.adamw.lr == 1e-3) o.adamw.lr = 1e-2;
+  auto e = tg::cpu_train_engine::create(model(t), o, group);
+  BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
+  return std::move(*e);
+}
+
+tg::train_micro_batch_data batch(tg::train_engine& e, const tg::packed_sequences& s, float advantage = 1.0f) {
+  tg::train_micro_batch_data mb;
+  mb.sequences = s;
+  mb.lp_prev = *e.logprobs(s, {});
+  mb.lp_gen = mb.lp_prev;
+  mb.advantages.assign(s.tokens.size(), advantage);
+  mb.mask.assign(s.tokens.size(), 1.0f);
+  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
+  return mb;
+}
+
+std::vector<std::byte> bytes(const tg::slab& s) {
+  const auto* p = static_cast<const std::byte*>(s.view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
+  return {p, p + s.bytes()};
+}
+
+const tg::packed_sequences seq_a{{3, 17, 29, 4, 88, 61}, {0, 6}}, seq_b{{9, 9, 200, 31, 7}, {0, 5}};
+const tg::packed_sequences both{{3, 17, 29, 4, 88, 61, 9, 9, 200, 31, 7}, {0, 6, 11}};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cpu_train_engine)
+
+BOOST_AUTO_TEST_CASE(steps_with_a_positive_advantage_raise_the_logprob_of_the_sequence) {
+  temp_dir t;
+  auto e = engine(t);
+  auto sum = [&] {
+    const auto lp = e->logprobs(seq_a, {});
+    BOOST_REQUIRE(lp.has_value());
+    double s = 0;
+    for (float v : lp.value()) s += v;
+    return s;
+  };
+  const double before = sum();
+  for (int i = 0; i < 5; ++i) {
+    BOOST_REQUIRE(e->train_micro_batch(batch(*e, seq_a), {}, {5, 1}, {}).has_value());
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+  }
+  BOOST_TEST(sum() > before + 0.5, "sum of logprobs " << before << " -> " << sum());
+}
+
+BOOST_AUTO_TEST_CASE(two_data_parallel_ranks_stay_bitwise_identical_and_agree_with_one_rank_on_the_whole_batch) {
+  temp_dir t;
+  auto group = tg::make_local_group(2);
+  auto r0 = engine(t, {}, group[0].get()), r1 = engine(t, {}, group[1].get());
+  auto single = engine(t);
+  for (int step = 0; step < 3; ++step) {
+    const tg::global_counts counts{9, 2};
+    const auto mb0 = batch(*r0, seq_a), mb1 = batch(*r1, seq_b);
+    BOOST_REQUIRE(single->train_micro_batch(batch(*single, seq_a), {}, counts, {}).has_value());
+    BOOST_REQUIRE(single->train_micro_batch(batch(*single, seq_b), {}, counts, {}).has_value());
+    BOOST_REQUIRE(single->optimizer_step().has_value());
+    std::thread other([&] {
+      BOOST_REQUIRE(r1->train_micro_batch(mb1, {}, counts, {}).has_value());
+      BOOST_REQUIRE(r1->optimizer_step().has_value());
+    });
+    BOOST_REQUIRE(r0->train_micro_batch(mb0, {}, counts, {}).has_value());
+    BOOST_REQUIRE(r0->optimizer_step().has_value());
+    other.join();
+    BOOST_TEST((bytes(r0->weights()) == bytes(r1->weights())), "ranks differ after step " << step);
+  }
+  const auto* a = static_cast<const float*>(r0->weights().view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
+  const auto* b = static_cast<const float*>(single->weights().view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
+  double worst = 0;
+  for (std::int64_t i = 0; i < r0->layout().total_elements; ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  BOOST_TEST(worst < 1e-5, "two ranks vs one: max |difference| " << worst);
+}
+
+BOOST_AUTO_TEST_CASE(a_non_finite_gradient_refuses_the_step_naming_the_first_non_finite_tensor) {
+  temp_dir t;
+  auto e = engine(t);
+  BOOST_REQUIRE(e->train_micro_batch(batch(*e, seq_a), {}, {5, 1}, {}).has_value());
+  const auto before = bytes(e->weights());
+  const tg::tensor_entry* q = e->layout().find("layers.2.self_attn.q_proj.weight");
+  static_cast<float*>(tg::view_in(e->gradients(), *q, tg::dtype::float32)->data())[7] = NAN;
+  const auto r = e->optimizer_step();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message().find("the gradient of 'model.layers.2.self_attn.q_proj.weight' is not finite (element 7: nan)") !=
+                 std::string::npos,
+             r.error().message());
+  BOOST_TEST((bytes(e->weights()) == before));
+  BOOST_TEST(e->step_count() == 0);
+  BOOST_REQUIRE(e->optimizer_step().has_value());  // the gradients were dropped with the refusal
+}
+
+BOOST_AUTO_TEST_CASE(a_non_finite_loss_is_refused_before_any_gradient_accumulates) {
+  temp_dir t;
+  auto e = engine(t);
+  auto mb = batch(*e, seq_a);
+  mb.advantages[2] = INFINITY;
+  const auto r = e->train_micro_batch(mb, {}, {5, 1}, {});
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message().find("the loss is not finite") != std::string::npos, r.error().message());
+  for (std::byte b : bytes(e->gradients())) BOOST_REQUIRE(b == std::byte{0});
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_engine_continues_bitwise_as_if_it_never_stopped) {
+  temp_dir t;
+  tg::cpu_train_options o;
+  o.moment_dtype = tg::dtype::bfloat16;
+  auto a = engine(t, o);
+  BOOST_REQUIRE(a->train_micro_batch(batch(*a, seq_a), {}, {5, 1}, {}).has_value());
+  BOOST_REQUIRE(a->optimizer_step().has_value());
+  BOOST_REQUIRE(a->save(t.path() / "step1").is_ok());
+  BOOST_REQUIRE(a->train_micro_batch(batch(*a, seq_b), {}, {4, 1}, {}).has_value());
+  BOOST_REQUIRE(a->optimizer_step().has_value());
+
+  auto b = engine(t, o);
+  BOOST_REQUIRE(b->load(t.path() / "step1").is_ok());
+  BOOST_TEST(b->step_count() == 1);
+  BOOST_REQUIRE(b->train_micro_batch(batch(*b, seq_b), {}, {4, 1}, {}).has_value());
+  BOOST_REQUIRE(b->optimizer_step().has_value());
+  BOOST_TEST((bytes(a->weights()) == bytes(b->weights())));
+  BOOST_TEST(std::filesystem::exists(t.path() / "step1" / "optimizer.safetensors"));
+}
+
+BOOST_AUTO_TEST_CASE(every_recompute_mode_takes_the_same_step_bit_for_bit) {
+  std::vector<std::vector<std::byte>> results;
+  for (auto mode : {tg::recompute_mode::none, tg::recompute_mode::selective, tg::recompute_mode::full}) {
+    temp_dir t;
+    tg::cpu_train_options o;
+    o.recompute = mode;
+    auto e = engine(t, o);
+    BOOST_REQUIRE(e->train_micro_batch(batch(*e, both), {}, {9, 2}, {0.8, 20, 0.95}).has_value());
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+    results.push_back(bytes(e->weights()));
+  }
+  BOOST_TEST((results[1] == results[0]));
+  BOOST_TEST((results[2] == results[0]));
+}
+
+BOOST_AUTO_TEST_CASE(the_learning_rate_warms_up_linearly_then_stays) {
+  temp_dir t;
+  tg::cpu_train_options o;
+  o.adamw.lr = 0.1;
+  o.warmup_start_factor = 0.25;
+  o.warmup_steps = 3;
+  auto e = engine(t, o);
+  std::vector<double> lrs;
+  for (int i = 0; i < 5; ++i) {
+    BOOST_REQUIRE(e->train_micro_batch(batch(*e, seq_a), {}, {5, 1}, {}).has_value());
+    lrs.push_back(e->optimizer_step()->lr);
+  }
+  const std::vector<double> want{0.025, 0.05, 0.075, 0.1, 0.1};
+  for (std::size_t i = 0; i < want.size(); ++i) BOOST_TEST(lrs[i] == want[i], boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,159 @@
+// One conformance suite of the train_engine contract (gpu/engine/train_engine.h), run against
+// every engine: the fake and the CPU Gemma 4 engine. Each case states a property of the contract;
+// an engine-specific behaviour belongs in that engine's own tests.
+#include <boost/test/unit_test.hpp>
+#include <boost/mpl/list.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/fake_train_engine.h"
+#include "support/checkpoint_fixture.h"
+#include "support/temp_dir.h"
+
+namespace tg = tandem::gpu;
+using tandem::test::checkpoint_builder;
+using tandem::test::preset_config;
+using tandem::test::temp_dir;
+
+namespace {
+
+struct fake_engine {
+  static constexpr std::int32_t vocab = 64;
+  std::unique_ptr<tg::train_engine> make(const temp_dir&) {
+    tg::fake_model_options o;
+    o.weight_bytes = 4096;
+    o.vocab = vocab;
+    return std::make_unique<tg::fake_train_engine>(o);
+  }
+};
+
+struct cpu_engine {
+  static constexpr std::int32_t vocab = 256;
+  std::unique_ptr<tg::train_engine> make(const temp_dir& t) {
+    static int made = 0;
+    checkpoint_builder b(t.path() / ("model-" + std::to_string(made++)));
+    const std::string config = preset_config("tiny-all");
+    b.set_config(config);
+    b.add_text_stack(*tg::parse_model_config(config, "config.json"), tg::dtype::float32, 9);
+    b.write();
+    auto c = tg::open_checkpoint(b.dir(), tg::dtype::float32);
+    BOOST_REQUIRE(c.has_value());
+    tg::cpu_train_options o;
+    o.adamw.lr = 1e-3;
+    auto e = tg::cpu_train_engine::create(std::move(*c), o);
+    BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
+    return std::move(*e);
+  }
+};
+
+using engines = boost::mpl::list<fake_engine, cpu_engine>;
+
+tg::packed_sequences two_sequences(std::int32_t vocab) {
+  return {{1, 5, 9 % vocab, 3, 7, 2, 11 % vocab, 4}, {0, 5, 8}};
+}
+
+tg::train_micro_batch_data micro_batch(tg::train_engine& e, const tg::packed_sequences& s) {
+  tg::train_micro_batch_data mb;
+  mb.sequences = s;
+  const auto lp = *e.logprobs(s, {});
+  const std::size_t n = s.tokens.size();
+  mb.lp_prev = lp;
+  mb.lp_gen = lp;
+  mb.advantages.assign(n, 1.0f);
+  mb.mask.assign(n, 1.0f);
+  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
+  return mb;
+}
+
+std::vector<std::byte> exported(const tg::train_engine& e) {
+  const tg::bucket_plan plan(e.manifest(), 1000);
+  std::vector<std::byte> all;
+  for (std::size_t i = 0; i < plan.bucket_count(); ++i) {
+    std::vector<std::byte> b(static_cast<std::size_t>(plan.bucket_size(i)));
+    BOOST_REQUIRE(e.export_bucket(plan, i, b).is_ok());
+    all.insert(all.end(), b.begin(), b.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(train_engine_conformance)
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(logprobs_give_one_value_per_token_zero_at_each_sequence_start, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const auto s = two_sequences(E::vocab);
+  const auto lp = e->logprobs(s, {});
+  BOOST_REQUIRE_MESSAGE(lp.has_value(), (lp.has_value() ? "" : lp.error().message()));
+  BOOST_REQUIRE(lp->size() == s.tokens.size());
+  BOOST_TEST((*lp)[0] == 0.0f);
+  BOOST_TEST((*lp)[5] == 0.0f);
+  for (std::size_t i : {1u, 2u, 3u, 4u, 6u, 7u}) BOOST_TEST(((*lp)[i] < 0.0f && std::isfinite((*lp)[i])), "token " << i);
+  BOOST_TEST((*e->logprobs(s, {}) == *lp), "logprobs are deterministic");
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_sequence_scores_the_same_alone_and_in_a_batch, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const auto both = *e->logprobs(two_sequences(E::vocab), {});
+  const auto second = *e->logprobs({{2, 11 % E::vocab, 4}, {0, 3}}, {});
+  BOOST_TEST((std::vector<float>(both.begin() + 5, both.end()) == second));
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(malformed_batches_are_refused_and_change_nothing, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const auto before = exported(*e);
+  BOOST_TEST(!e->logprobs({{1, 2, 3}, {0, 2}}, {}).has_value());          // offsets end short
+  BOOST_TEST(!e->logprobs({{1, 2, E::vocab}, {0, 3}}, {}).has_value());   // a token outside the vocabulary
+  BOOST_TEST(!e->logprobs({{1, 2}, {0, 2}}, {0.0, 0, 1.0}).has_value());  // temperature 0
+  auto mb = micro_batch(*e, two_sequences(E::vocab));
+  mb.mask.pop_back();
+  BOOST_TEST(!e->train_micro_batch(mb, {}, {7, 2}, {}).has_value());
+  BOOST_TEST((exported(*e) == before));
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_step_changes_the_weights_and_the_manifest_covers_the_buckets, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const auto before = exported(*e);
+  std::int64_t manifest_bytes = 0;
+  for (const auto& m : e->manifest()) manifest_bytes += m.bytes();
+  BOOST_TEST(static_cast<std::int64_t>(before.size()) == manifest_bytes);
+  const auto mb = micro_batch(*e, two_sequences(E::vocab));
+  const auto metrics = e->train_micro_batch(mb, {}, {7, 2}, {});
+  BOOST_REQUIRE_MESSAGE(metrics.has_value(), (metrics.has_value() ? "" : metrics.error().message()));
+  BOOST_TEST(metrics->token_count == 6);
+  const auto r = e->optimizer_step();
+  BOOST_REQUIRE_MESSAGE(r.has_value(), (r.has_value() ? "" : r.error().message()));
+  BOOST_TEST(r->step == 1);
+  BOOST_TEST(r->grad_norm > 0);
+  BOOST_TEST((exported(*e) != before));
+  const tg::bucket_plan plan(e->manifest(), 1000);
+  std::vector<std::byte> wrong(static_cast<std::size_t>(plan.bucket_size(0)) + 1);
+  BOOST_TEST(!e->export_bucket(plan, 0, wrong).is_ok());
+  BOOST_TEST(!e->export_bucket(plan, plan.bucket_count(), wrong).is_ok());
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_saved_engine_loads_back_to_the_same_weights, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  BOOST_REQUIRE(e->train_micro_batch(micro_batch(*e, two_sequences(E::vocab)), {}, {7, 2}, {}).has_value());
+  BOOST_REQUIRE(e->optimizer_step().has_value());
+  const auto trained = exported(*e);
+  const tg::status saved = e->save(t.path() / "saved");
+  BOOST_REQUIRE_MESSAGE(saved.is_ok(), saved.message());
+  auto fresh = E{}.make(t);
+  BOOST_TEST((exported(*fresh) != trained));
+  const tg::status loaded = fresh->load(t.path() / "saved");
+  BOOST_REQUIRE_MESSAGE(loaded.is_ok(), loaded.message());
+  BOOST_TEST((exported(*fresh) == trained));
+  BOOST_TEST(!fresh->load(t.path() / "no-such-save").is_ok());
+  BOOST_TEST((exported(*fresh) == trained), "a failed load changes nothing");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
