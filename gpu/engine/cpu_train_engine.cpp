@@ -187,6 +187,7 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
   double sum_sq = 0;
   for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
     const tensor_entry& e = layout.tensors[i];
+    if (!e.trainable) continue;
     const float* d = g + e.offset_elements;
     double part = 0;
     for (std::int64_t k = 0; k < e.elements(); ++k) part += static_cast<double>(d[k]) * d[k];
@@ -214,8 +215,17 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
   ops::adamw_hyper hyper = options_.adamw;
   hyper.lr = options_.adamw.lr * warm;
   hyper.step = step_ + 1;
-  const status s = ops::adamw_step(flat(weights_, dtype::float32, n), grad, flat(exp_avg_, options_.moment_dtype, n),
-                                   flat(exp_avg_sq_, options_.moment_dtype, n), hyper);
+  // Tensor by tensor: buffers (layer_scalar) take no step, not even weight decay.
+  status s;
+  for (const tensor_entry& e : layout.tensors) {
+    if (!e.trainable) continue;
+    const std::int64_t moment_at = e.offset_elements * static_cast<std::int64_t>(size_of(options_.moment_dtype));
+    const std::vector<std::int64_t> shape{e.elements()};
+    s = ops::adamw_step(*weights_.view_of(e.offset_elements * 4, dtype::float32, shape), *grads_.view_of(e.offset_elements * 4, dtype::float32, shape),
+                        *exp_avg_.view_of(moment_at, options_.moment_dtype, shape), *exp_avg_sq_.view_of(moment_at, options_.moment_dtype, shape),
+                        hyper);
+    if (!s) break;
+  }
   zero_gradients();
   if (!s) return fail(s.code(), "optimizer_step: " + s.message());
   ++step_;

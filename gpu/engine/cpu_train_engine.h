@@ -6,8 +6,9 @@
 // A step: logprobs() (token 0 of a sequence gets 0, token t the logprob of t given tokens < t),
 // train_micro_batch() per micro-batch (forward keeping what `recompute` says, the clipped
 // policy-gradient loss, backward; gradients accumulate), optimizer_step() (all-reduce, global
-// norm, refusal of a non-finite norm naming the first non-finite tensor, clipping to
-// max_grad_norm, AdamW with a linear warm-up of the learning rate, gradients zeroed).
+// norm over the trainable tensors, refusal of a non-finite norm naming the first non-finite
+// tensor, clipping to max_grad_norm, AdamW with a linear warm-up of the learning rate on every
+// trainable tensor (layer_scalar is a buffer: it never changes), gradients zeroed).
 //
 // save() writes a drop-in Hugging Face directory (float32 weights, so nothing is rounded away)
 // with optimizer.safetensors beside it (exp_avg.NAME, exp_avg_sq.NAME and the step count);

@@ -14,7 +14,7 @@ class table_writer {
   }
 
   void add(std::string_view name, std::vector<int64_t> shape) {
-    out_.push_back(tensor_entry{prefix_ + std::string(name), std::move(shape), type_, 0, layer_});
+    out_.push_back(tensor_entry{prefix_ + std::string(name), std::move(shape), type_, 0, layer_, name != "layer_scalar"});
   }
 
  private:

@@ -24,6 +24,9 @@ struct tensor_entry {
   dtype type = dtype::float32;  ///< element type in the slab
   int64_t offset_elements = 0;  ///< first element of this tensor in its slab
   int layer = -1;               ///< decoder layer index, -1 for top-level tensors
+  /// False for layer_scalar, a persistent buffer in transformers (saved and loaded, never
+  /// trained): optimizers leave it as it is and gradient norms leave it out.
+  bool trainable = true;
 
   /// Product of the shape.
   int64_t elements() const;

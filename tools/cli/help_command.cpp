@@ -93,8 +93,8 @@ arrays, packed into one batch) and prints {"loss": L, "tokens": N}: L is the mea
 cross-entropy over every predicted position of every sequence (N of them), as transformers
 computes it for labels=input_ids. With --gradients it also prints "gradients": {NAME: {"shape":
 [...], "data": [...]}}, the gradient of L for every trainable tensor under its Hugging Face name
-in DIR (a tied head's gradient is in the embedding's), row-major. --recompute picks what the
-forward keeps for the backward (none keeps every activation; selective recomputes the attention
+in DIR (a tied head's gradient is in the embedding's; layer_scalar is a buffer and has none),
+row-major. --recompute picks what the forward keeps for the backward (none keeps every activation; selective recomputes the attention
 core and the MLP activations; full keeps each layer's input and arguments and reruns the layer);
 the gradients are bitwise the same in every mode.
 

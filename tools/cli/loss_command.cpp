@@ -114,6 +114,7 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
     const auto names = names_in(*c);
     for (std::size_t i = 0; i < c->layout.tensors.size(); ++i) {
       const auto& e = c->layout.tensors[i];
+      if (!e.trainable) continue;  // layer_scalar: a buffer, as in transformers
       const float* d = static_cast<const float*>(gpu::view_in(*grads, e, gpu::dtype::float32)->data());
       grads_json[names[i]] = {{"shape", e.shape}, {"data", std::vector<float>(d, d + e.elements())}};
     }

@@ -173,6 +173,21 @@ BOOST_AUTO_TEST_CASE(every_recompute_mode_takes_the_same_step_bit_for_bit) {
   BOOST_TEST((results[2] == results[0]));
 }
 
+BOOST_AUTO_TEST_CASE(layer_scalar_is_a_buffer_that_no_step_changes) {
+  temp_dir t;
+  tg::cpu_train_options o;
+  o.adamw.weight_decay = 0.5;
+  auto e = engine(t, o);
+  const tg::tensor_entry* s = e->layout().find("layers.3.layer_scalar");
+  BOOST_REQUIRE(s && !s->trainable);
+  const float before = static_cast<const float*>(tg::view_in(e->weights(), *s, tg::dtype::float32)->data())[0];
+  for (int i = 0; i < 2; ++i) {
+    BOOST_REQUIRE(e->train_micro_batch(batch(*e, seq_a), {}, {5, 1}, {}).has_value());
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+  }
+  BOOST_TEST(static_cast<const float*>(tg::view_in(e->weights(), *s, tg::dtype::float32)->data())[0] == before);
+}
+
 BOOST_AUTO_TEST_CASE(the_learning_rate_warms_up_linearly_then_stays) {
   temp_dir t;
   tg::cpu_train_options o;
