@@ -108,9 +108,9 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   double loss = 0;
   for (std::int64_t t = 0; t < T; ++t) loss -= static_cast<double>(dlogprobs.data<float>()[t] != 0 ? logprobs.data<float>()[t] : 0.0f);
-  nlohmann::json result{{"loss", loss / static_cast<double>(N)}, {"tokens", N}};
+  nlohmann::ordered_json result{{"loss", loss / static_cast<double>(N)}, {"tokens", N}};
   if (p.flags.count("--gradients")) {
-    nlohmann::json grads_json = nlohmann::json::object();
+    nlohmann::ordered_json grads_json = nlohmann::ordered_json::object();
     const auto names = names_in(*c);
     for (std::size_t i = 0; i < c->layout.tensors.size(); ++i) {
       const auto& e = c->layout.tensors[i];
