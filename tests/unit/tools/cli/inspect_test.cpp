@@ -1,6 +1,7 @@
 // `tandem inspect` and `tandem convert` on good and bad checkpoints (tools/cli/inspect_command.cpp,
 // convert_command.cpp): what a good one prints, and for every kind of bad input one error line
-// naming the file and the tensor or key, exit 1, from both commands.
+// naming the file and the tensor or key, exit 1, from every command that takes --model (inspect,
+// convert, logprobs, loss).
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
@@ -59,12 +60,16 @@ std::string header_of(const fs::path& file) {
   return bytes.substr(8, n);
 }
 
-// Both commands refuse `dir` with exactly one line on stderr holding every part of `parts`.
+// Every command that takes --model refuses `dir` with exactly one line on stderr holding every
+// part of `parts`.
 void refused(const fs::path& dir, const std::vector<std::string>& parts) {
   const temp_dir scratch;
+  const std::string tokens = scratch.write("tokens.json", "[[1, 2, 3]]");
   for (const std::vector<std::string>& a :
        {std::vector<std::string>{"inspect", "--model", dir.string()},
-        std::vector<std::string>{"convert", "--model", dir.string(), "--out", (scratch.path() / "out").string()}}) {
+        std::vector<std::string>{"convert", "--model", dir.string(), "--out", (scratch.path() / "out").string()},
+        std::vector<std::string>{"logprobs", "--model", dir.string(), "--tokens", tokens},
+        std::vector<std::string>{"loss", "--model", dir.string(), "--tokens", tokens, "--gradients"}}) {
     const cli_result r = cli(a);
     BOOST_TEST(r.code == 1, a[0] << ": " << r.err);
     BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, a[0] << " printed more than one line: " << r.err);
