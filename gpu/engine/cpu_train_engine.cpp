@@ -235,9 +235,9 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
 void cpu_train_engine::zero_gradients() { std::memset(flat(grads_, dtype::float32, source_.layout.total_elements).data(), 0, static_cast<std::size_t>(grads_.bytes())); }
 
 status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
-  if (plan.total_bytes() != weights_.bytes())
+  if (plan.total_bytes() != source_.layout.parameter_count * 4)
     return fail(status_code::invalid_argument, "export_bucket: the plan covers " + std::to_string(plan.total_bytes()) +
-                                                   " bytes, the weights are " + std::to_string(weights_.bytes()));
+                                                   " bytes, the manifest " + std::to_string(source_.layout.parameter_count * 4));
   if (index >= plan.bucket_count())
     return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " of " + std::to_string(plan.bucket_count()));
   if (static_cast<std::int64_t>(out.size()) != plan.bucket_size(index))

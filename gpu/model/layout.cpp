@@ -108,9 +108,7 @@ const tensor_entry* model_layout::find(std::string_view name) const {
 }
 
 int64_t model_layout::total_bytes() const {
-  int64_t bytes = 0;
-  for (const tensor_entry& t : tensors) bytes += t.bytes();
-  return bytes;
+  return tensors.empty() ? 0 : total_elements * static_cast<int64_t>(size_of(tensors.front().type));
 }
 
 model_layout build_layout(const model_config& config, dtype type) {
@@ -123,8 +121,10 @@ model_layout build_layout(const model_config& config, dtype type) {
   layout.layer_begin.push_back(layout.tensors.size());
   for (std::size_t k = 0; k < layout.tensors.size(); ++k) {
     tensor_entry& t = layout.tensors[k];
-    t.offset_elements = layout.total_elements;
-    layout.total_elements += t.elements();
+    t.offset_elements = (layout.total_elements + layout_alignment_elements - 1) / layout_alignment_elements *
+                        layout_alignment_elements;
+    layout.total_elements = t.offset_elements + t.elements();
+    layout.parameter_count += t.elements();
     layout.index.emplace(t.name, k);
   }
   return layout;

@@ -34,17 +34,24 @@ struct tensor_entry {
   int64_t bytes() const { return elements() * static_cast<int64_t>(size_of(type)); }
 };
 
+/// Every tensor's offset is a multiple of this many elements (256 bytes in float32, 128 in
+/// bfloat16): vector loads and cuBLASLt want aligned operands, and a one-element layer_scalar must
+/// not misalign every tensor after it.
+inline constexpr int64_t layout_alignment_elements = 64;
+
 /// All tensors of one model, in a fixed order (top-level, then layer 0, 1, ...; within a layer in
-/// forward order), packed back to back: offsets are contiguous and start at 0.
+/// forward order), each at the next multiple of layout_alignment_elements: offsets start at 0 and
+/// increase; the gaps between tensors are padding (zero in a fresh slab).
 struct model_layout {
   std::vector<tensor_entry> tensors;     ///< the table, in slab order
-  int64_t total_elements = 0;            ///< sum of elements(): the slab size in elements
+  int64_t total_elements = 0;            ///< the slab size in elements, padding included
+  int64_t parameter_count = 0;           ///< sum of elements(): the model's size
   std::vector<std::size_t> layer_begin;  ///< size L+1: layer l holds tensors [begin[l], begin[l+1])
   std::map<std::string, std::size_t, std::less<>> index;  ///< name -> position in `tensors`
 
   /// The entry called `name` (without the text prefix), or nullptr.
   const tensor_entry* find(std::string_view name) const;
-  /// Slab size in bytes, all tensors having the layout's dtype.
+  /// Slab size in bytes (total_elements in the layout's dtype).
   int64_t total_bytes() const;
 };
 

@@ -14,7 +14,7 @@ inline result<tensor> view_in(const slab& s, const tensor_entry& entry, dtype ty
   return s.view_of(entry.offset_elements * static_cast<std::int64_t>(size_of(type)), type, entry.shape);
 }
 
-/// Bytes a slab needs to hold every tensor of `layout` in `type`.
+/// Bytes a slab needs to hold every tensor of `layout` in `type` (padding included).
 inline std::int64_t slab_bytes(const model_layout& layout, dtype type) {
   return layout.total_elements * static_cast<std::int64_t>(size_of(type));
 }

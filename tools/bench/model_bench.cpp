@@ -122,7 +122,7 @@ void bench(const std::string& name, const model_config& c, int sequences, int le
   const double flop = forward_flop_per_token(c, layout, length / 2.0) * static_cast<double>(T);
   std::printf("%-10s %10.2fM params %3d x %-5d forward %9.0f tok/s %7.2f GFLOP/s (%4.1f%%)   forward+backward %9.0f tok/s "
               "%7.2f GFLOP/s (%4.1f%%)\n",
-              name.c_str(), static_cast<double>(layout.total_elements) / 1e6, sequences, length, static_cast<double>(T) / fwd,
+              name.c_str(), static_cast<double>(layout.parameter_count) / 1e6, sequences, length, static_cast<double>(T) / fwd,
               flop / fwd / 1e9, 100 * flop / fwd / gemm_rate, static_cast<double>(T) / fwd_bwd, 3 * flop / fwd_bwd / 1e9,
               100 * 3 * flop / fwd_bwd / gemm_rate);
 }

@@ -114,7 +114,8 @@ json checkpoint_json(const tg::checkpoint& c) {
                            {"bytes", c.files ? c.files->total_bytes() : 0}}},
               {"layout", {{"dtype", std::string(tg::to_string(c.layout.tensors.front().type))},
                           {"tensors", c.layout.tensors.size()},
-                          {"elements", c.layout.total_elements}}},
+                          {"parameters", c.layout.parameter_count},
+                          {"slab_elements", c.layout.total_elements}}},
               {"text_tensors", text},
               {"unused_kv_tensors", unused},
               {"skipped", skipped},
@@ -154,15 +155,15 @@ void print_checkpoint(const tg::checkpoint& c, std::ostream& out) {
   }
   if (!c.files) {
     out << "weights       none (a config-only directory)\n";
-    out << "text tensors  " << c.layout.tensors.size() << " in the layout (" << c.layout.total_elements << " elements)\n";
+    out << "text tensors  " << c.layout.tensors.size() << " in the layout (" << c.layout.parameter_count << " parameters)\n";
     for (const tg::tensor_entry& e : c.layout.tensors)
       out << "  " << tg::hf_full_name(m, e) << "  " << tg::shape_string(e.shape) << "  offset " << e.offset_elements << "\n";
     return;
   }
   out << "weights       " << c.files->shards().size() << (c.files->sharded() ? " shards" : " file") << " ("
       << c.files->manifest().filename().string() << "), " << tg::format_bytes(c.files->total_bytes()) << "\n";
-  out << "text tensors  " << c.report.text_tensors << " (" << tg::format_bytes(c.report.text_bytes) << " as stored), layout "
-      << c.layout.total_elements << " elements\n";
+  out << "text tensors  " << c.report.text_tensors << " (" << tg::format_bytes(c.report.text_bytes) << " as stored), "
+      << c.layout.parameter_count << " parameters\n";
   std::size_t width = 0;
   for (const auto& p : c.plan.tensors)
     if (p.role == tg::tensor_role::text) width = std::max(width, p.name.size());

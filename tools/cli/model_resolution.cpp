@@ -100,7 +100,7 @@ topology::model_facts facts_of(const gpu::model_config& c, const std::string& na
   f.vocab_size = c.vocab_size;
   f.max_position_embeddings = c.max_position_embeddings;
   const gpu::model_layout layout = gpu::build_layout(c, gpu::dtype::bfloat16);
-  f.parameters = layout.total_elements;
+  f.parameters = layout.parameter_count;
   f.largest_gathered_unit = c.vocab_size * c.hidden_size;
   if (c.hidden_size_per_layer_input > 0)
     f.largest_gathered_unit = std::max(f.largest_gathered_unit,

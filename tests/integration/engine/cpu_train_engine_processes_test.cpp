@@ -4,8 +4,10 @@
 // that trained on the whole batch in this process.
 #include <boost/test/unit_test.hpp>
 
+#include <cblas.h>
 #include <cmath>
 #include <fstream>
+#include <omp.h>
 
 #include "gpu/engine/cpu_train_engine.h"
 #include "support/checkpoint_fixture.h"
@@ -64,6 +66,10 @@ BOOST_AUTO_TEST_CASE(two_ranks_on_the_zeromq_ring_stay_bitwise_identical_and_mat
   zmq_group_options options;
   options.timeout = std::chrono::seconds(60);
   process_group group(2, options, [&](zmq_group& g, int up, int) {
+    // A forked child must not use the OpenMP or OpenBLAS thread pools the parent may have started
+    // (their threads did not survive the fork): one thread each.
+    omp_set_num_threads(1);
+    openblas_set_num_threads(1);
     auto e = engine(b.dir(), &g);
     if (!e) {
       write_line(up, "error: no engine");

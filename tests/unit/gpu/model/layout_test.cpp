@@ -1,5 +1,5 @@
 // Tests of the tensor table (gpu/model/layout.h): the published parameter counts and projection
-// shapes, which tensors exist on shared / k_eq_v / MoE / PLE layers, contiguous offsets, names
+// shapes, which tensors exist on shared / k_eq_v / MoE / PLE layers, aligned offsets, names
 // and the KV-cache size per token.
 #include "gpu/model/layout.h"
 
@@ -41,8 +41,10 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_sizes) {
     BOOST_TEST_CONTEXT(name) {
       const tg::model_config c = load_model(name);
       const tg::model_layout layout = tg::build_layout(c, tg::dtype::bfloat16);
-      BOOST_TEST(layout.total_elements == count);
-      BOOST_TEST(layout.total_bytes() == 2 * count);
+      BOOST_TEST(layout.parameter_count == count);
+      BOOST_TEST(layout.total_bytes() == 2 * layout.total_elements);
+      BOOST_TEST(layout.total_elements >= count);
+      BOOST_TEST(layout.total_elements < count + tg::layout_alignment_elements * static_cast<int64_t>(layout.tensors.size()));
       // The per-layer counts and the top-level tensors add up to the same total.
       int64_t sum = 0;
       for (int l = 0; l < c.num_hidden_layers; ++l) sum += tg::layer_parameter_count(c, l);
@@ -57,7 +59,7 @@ BOOST_AUTO_TEST_CASE(parameter_counts_match_the_published_sizes) {
 BOOST_AUTO_TEST_CASE(the_e2b_ple_table_alone_explains_its_effective_size) {
   const tg::model_layout layout = tg::build_layout(load_model("gemma-4-E2B"), tg::dtype::bfloat16);
   const int64_t table = layout.find("embed_tokens_per_layer.weight")->elements();
-  BOOST_TEST(layout.total_elements - table == 2'279'759'139);  // "2.3B effective"
+  BOOST_TEST(layout.parameter_count - table == 2'279'759'139);  // "2.3B effective"
 }
 
 BOOST_AUTO_TEST_CASE(projection_shapes_match_the_spec_table_for_every_published_model) {
@@ -198,7 +200,7 @@ BOOST_AUTO_TEST_CASE(kv_shared_layers_have_no_key_or_value_weights) {
              boost::test_tools::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(offsets_are_contiguous_in_a_deterministic_order) {
+BOOST_AUTO_TEST_CASE(offsets_are_aligned_and_increasing_in_a_deterministic_order) {
   const tg::model_config c = load_model("tiny-all");
   const tg::model_layout layout = tg::build_layout(c, tg::dtype::float32);
   const std::vector<std::string> first = {
@@ -213,15 +215,19 @@ BOOST_AUTO_TEST_CASE(offsets_are_contiguous_in_a_deterministic_order) {
   for (std::size_t k = 0; k < first.size(); ++k) BOOST_TEST(layout.tensors[k].name == first[k]);
   BOOST_TEST(layout.tensors.back().name == "layers.5.layer_scalar");
 
-  int64_t next = 0;
+  int64_t next = 0, count = 0;
   for (std::size_t k = 0; k < layout.tensors.size(); ++k) {
     const tg::tensor_entry& t = layout.tensors[k];
-    BOOST_TEST(t.offset_elements == next);
+    // The next aligned offset: after layers.0.layer_scalar [1] the following tensor is aligned too.
+    BOOST_TEST(t.offset_elements == (next + 63) / 64 * 64, t.name);
     BOOST_TEST((t.type == tg::dtype::float32));
     BOOST_TEST(layout.find(t.name) == &t);
-    next += t.elements();
+    next = t.offset_elements + t.elements();
+    count += t.elements();
   }
+  BOOST_TEST(tg::layout_alignment_elements == 64);
   BOOST_TEST(layout.total_elements == next);
+  BOOST_TEST(layout.parameter_count == count);
   BOOST_TEST(layout.index.size() == layout.tensors.size());  // names are unique
 
   BOOST_REQUIRE(layout.layer_begin.size() == 7u);

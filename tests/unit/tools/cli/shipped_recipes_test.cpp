@@ -157,10 +157,10 @@ BOOST_AUTO_TEST_CASE(the_dry_run_reports_the_parameter_count_of_the_tensor_table
       const auto layout = tandem::gpu::build_layout(*config, tandem::gpu::dtype::bfloat16);
       const std::string line = "\nmodel       " + preset + " (" + std::string(tandem::gpu::to_string(config->model_type)) +
                                ", " + std::to_string(config->num_hidden_layers) + " layers, " +
-                               billions(layout.total_elements) + " parameters)\n";
+                               billions(layout.parameter_count) + " parameters)\n";
       const cli_result r = cli({"run", used.at(preset).string(), "--dry-run"});
       BOOST_TEST(r.out.find(line) != std::string::npos, line);
-      if (preset == "gemma-4-E2B") BOOST_TEST(billions(layout.total_elements) == "4.63B");
+      if (preset == "gemma-4-E2B") BOOST_TEST(billions(layout.parameter_count) == "4.63B");
     }
   }
 }
