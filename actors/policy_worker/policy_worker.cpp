@@ -15,11 +15,6 @@ namespace tandem {
 namespace {
 
 /// What a train call returns from the executor.
-struct train_outcome {
-  gpu::ops::pg_loss_metrics metrics;
-  gpu::optimizer_result optimizer;
-};
-
 struct policy_worker_state {
   static inline const char* name = "policy_worker";
 
@@ -77,26 +72,10 @@ struct policy_worker_state {
     busy_with = "train";
     const std::size_t micro_batches = job.micro_batches.size();
     auto engine = config.engine;
-    auto work = [engine, job = std::move(job)]() -> gpu::result<train_outcome> {
-      train_outcome out;
-      for (std::size_t i = 0; i < job.micro_batches.size(); ++i) {
-        auto m = engine->train_micro_batch(job.micro_batches[i], job.loss, job.counts, job.sampling);
-        if (!m) {
-          engine->zero_gradients();
-          return gpu::status{m.error().code(), "micro-batch " + std::to_string(i) + ": " + m.error().message()};
-        }
-        if (i == 0) {
-          out.metrics = m.value();
-        } else {
-          out.metrics.merge(m.value());
-        }
-      }
-      auto opt = engine->optimizer_step();
-      if (!opt) return gpu::status{opt.error().code(), "optimizer step: " + opt.error().message()};
-      out.optimizer = opt.value();
-      return out;
+    auto work = [engine, job = std::move(job)]() -> gpu::result<gpu::train_step_result> {
+      return engine->train_step(job.micro_batches, job.loss, job.counts, job.sampling);
     };
-    runner.run(self, std::move(work), [this, rp, micro_batches](gpu::result<train_outcome> r) mutable {
+    runner.run(self, std::move(work), [this, rp, micro_batches](gpu::result<gpu::train_step_result> r) mutable {
       busy_with = nullptr;
       if (!r) {
         rp.deliver(engine_error(where("train from v" + std::to_string(version)), r.error()));

@@ -21,7 +21,7 @@ gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bo
   if (policy) {
     trainer = std::make_shared<gpu::fake_train_engine>(model, out.data_parallel.get());
     out.train = trainer;
-    out.weights_digest = [trainer] { return trainer->weight_hash(); };
+    out.weights_digest = [trainer] { return trainer->weights_digest(); };
   } else {
     out.weights_digest = [] { return std::uint64_t{0}; };
   }

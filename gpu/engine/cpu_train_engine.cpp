@@ -253,6 +253,15 @@ status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t inde
   return status::ok();
 }
 
+std::uint64_t cpu_train_engine::weights_digest() const {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const tensor_entry& e : source_.layout.tensors) {
+    const auto* p = static_cast<const unsigned char*>(view_in(weights_, e, dtype::float32)->data());
+    for (std::int64_t i = 0; i < e.bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 status cpu_train_engine::save(const std::filesystem::path& directory) const {
   save_options o;
   o.type = dtype::float32;

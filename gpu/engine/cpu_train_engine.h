@@ -49,6 +49,8 @@ class cpu_train_engine final : public train_engine {
                                                  const global_counts& counts, const ops::sampling_params& params) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
+  /// FNV-1a 64 of the manifest's byte stream (every tensor's float32 bytes in manifest order).
+  std::uint64_t weights_digest() const override;
   const weight_manifest& manifest() const override { return manifest_; }
   status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
   status save(const std::filesystem::path& directory) const override;

@@ -48,6 +48,8 @@ class fake_train_engine final : public train_engine {
                                                  const ops::sampling_params& params) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
+  /// weight_hash(): FNV-1a 64 of the weight stream.
+  std::uint64_t weights_digest() const override { return weight_hash(); }
   const weight_manifest& manifest() const override { return manifest_; }
   status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
   status save(const std::filesystem::path& directory) const override;

@@ -7,8 +7,10 @@
 // A training step, as the policy_worker runs it:
 //
 //   logprobs(batch)                        -> lp_prev (and lp_ref with the reference weights)
-//   for each micro-batch: train_micro_batch(mb, global counts)   gradients accumulate
-//   optimizer_step()                       -> clip, all-reduce / reduce-scatter, AdamW, zero grads
+//   train_step(micro-batches, global counts)
+//     = for each micro-batch: train_micro_batch(mb, global counts)   gradients accumulate
+//       then optimizer_step()              -> clip, all-reduce / reduce-scatter, AdamW, zero grads
+//       (an engine may override train_step to overlap the reduction with the last backward)
 //   export_bucket(i) for i < bucket_count  -> refit (the weight version increments)
 #pragma once
 
@@ -55,6 +57,12 @@ struct optimizer_result {
   std::int64_t step = 0; ///< optimizer steps taken so far, this one included
 };
 
+/// What one train_step did: the loss metrics merged over its micro-batches, and the update.
+struct train_step_result {
+  ops::pg_loss_metrics metrics;
+  optimizer_result optimizer;
+};
+
 class train_engine {
  public:
   virtual ~train_engine() = default;
@@ -80,6 +88,18 @@ class train_engine {
 
   /// Drops accumulated gradients.
   virtual void zero_gradients() = 0;
+
+  /// One whole step over this rank's micro-batches (possibly none): each micro-batch's forward,
+  /// loss and backward, then the optimizer step (every rank of a data-parallel group must call it
+  /// once per step). On failure the gradients are zeroed and the weights are those before the
+  /// call; the error names the micro-batch or the optimizer step.
+  virtual result<train_step_result> train_step(const std::vector<train_micro_batch_data>& micro_batches,
+                                               const ops::pg_loss_settings& loss, const global_counts& counts,
+                                               const ops::sampling_params& params);
+
+  /// A 64-bit digest of the weights (FNV-1a of the manifest's byte stream, or an equivalent the
+  /// engine documents), equal on every data-parallel rank holding the same weights.
+  virtual std::uint64_t weights_digest() const = 0;
 
   /// The refit manifest: every weight the generator needs, Hugging Face names, in slab order.
   virtual const weight_manifest& manifest() const = 0;

@@ -156,4 +156,28 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_saved_engine_loads_back_to_the_same_weights, E, 
   BOOST_TEST((exported(*fresh) == trained), "a failed load changes nothing");
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_train_step_is_its_micro_batches_then_the_optimizer_and_the_digest_follows_the_weights, E, engines) {
+  temp_dir t;
+  auto a = E{}.make(t), b = E{}.make(t);
+  BOOST_TEST(a->weights_digest() == b->weights_digest(), "equal weights, equal digests");
+  const std::vector<tg::train_micro_batch_data> mbs{micro_batch(*a, {{1, 5, 9 % E::vocab, 3, 7}, {0, 5}}),
+                                                    micro_batch(*a, {{2, 11 % E::vocab, 4}, {0, 3}})};
+  const auto step = a->train_step(mbs, {}, {6, 2}, {});
+  BOOST_REQUIRE_MESSAGE(step.has_value(), (step.has_value() ? "" : step.error().message()));
+  BOOST_TEST(step->metrics.token_count == 6);
+  BOOST_TEST(step->optimizer.step == 1);
+  for (const auto& mb : mbs) BOOST_REQUIRE(b->train_micro_batch(mb, {}, {6, 2}, {}).has_value());
+  BOOST_REQUIRE(b->optimizer_step().has_value());
+  BOOST_TEST((exported(*a) == exported(*b)));
+  BOOST_TEST(a->weights_digest() == b->weights_digest());
+  const std::uint64_t trained = a->weights_digest();
+
+  auto bad = mbs;
+  bad[1].mask.pop_back();
+  const auto refused = a->train_step(bad, {}, {6, 2}, {});
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().message().find("micro-batch 1: ") == 0, refused.error().message());
+  BOOST_TEST(a->weights_digest() == trained, "a failed step leaves the weights");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
