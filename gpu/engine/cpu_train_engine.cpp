@@ -174,6 +174,34 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   return metrics;
 }
 
+result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+  if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
+  if (auto s = check_batch("train_cross_entropy", batch); !s) return s;
+  const model_config& c = source_.config;
+  const batch_buffers b = to_batch(batch);
+  const auto T = static_cast<std::int64_t>(batch.tokens.size());
+  model_activations act;
+  host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
+  host_buffer rows(dtype::float32, {T}), d_rows(dtype::float32, {T});
+  auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_cross_entropy: ") + what + ": " + s.message()); };
+  if (auto s = step("forward", forward_for_backward(c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
+  if (auto s = step("logprobs", head_logprobs(c, w_, hidden, b.targets, {}, rows, options_.logprob_chunk_rows)); !s) return s;
+  double loss = 0;
+  const float weight = -1.0f / static_cast<float>(global_tokens);
+  for (std::size_t q = 0; q + 1 < batch.offsets.size(); ++q)
+    for (std::int32_t t = batch.offsets[q]; t + 1 < batch.offsets[q + 1]; ++t) {
+      loss -= static_cast<double>(rows.data<float>()[t]);
+      d_rows.data<float>()[t] = weight;
+    }
+  loss /= static_cast<double>(global_tokens);
+  if (!std::isfinite(loss))
+    return fail(status_code::invalid_argument, "train_cross_entropy: the loss is not finite; no gradient was accumulated");
+  if (auto s = step("head backward", head_backward(c, w_, hidden, b.targets, {}, d_rows, d_hidden, g_, options_.logprob_chunk_rows)); !s)
+    return s;
+  if (auto s = step("backward", model_backward(c, w_, b.view(), act, d_hidden, g_)); !s) return s;
+  return loss;
+}
+
 result<optimizer_result> cpu_train_engine::optimizer_step() {
   const model_layout& layout = source_.layout;
   const std::int64_t n = layout.total_elements;

@@ -189,6 +189,23 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
   return metrics;
 }
 
+result<double> fake_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+  if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
+  auto lp = logprobs(batch, {});
+  if (!lp) return lp.error();
+  double loss = 0;
+  for (float v : *lp) loss -= v;  // token 0 of each sequence contributes 0
+  loss /= static_cast<double>(global_tokens);
+  std::uint64_t seed = fake_mix64(weight_hash() ^ 0x5f7a11ce5eedull);
+  seed = hash_values(batch.tokens, seed);
+  seed = hash_values(batch.offsets, seed);
+  ensure_gradients();
+  const auto scale = static_cast<float>(1.0 + loss);
+  for (std::size_t i = 0; i < gradients_.size(); ++i) gradients_[i] += scale * signed_unit(fake_mix64(seed + i));
+  ++micro_batches_;
+  return loss;
+}
+
 void fake_train_engine::ensure_gradients() {
   if (gradients_.empty()) gradients_.assign(weights_.size(), 0.0f);
 }

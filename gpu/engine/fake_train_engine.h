@@ -46,6 +46,10 @@ class fake_train_engine final : public train_engine {
   result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb, const ops::pg_loss_settings& loss,
                                                  const global_counts& counts,
                                                  const ops::sampling_params& params) override;
+  /// The mean of -logprobs() over predicted tokens (scaled by their share of global_tokens); the
+  /// gradient is a pseudo-random direction named by the weights and the batch, as in
+  /// train_micro_batch.
+  result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
   /// weight_hash(): FNV-1a 64 of the weight stream.

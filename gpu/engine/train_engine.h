@@ -80,6 +80,14 @@ class train_engine {
                                                          const global_counts& counts,
                                                          const ops::sampling_params& params) = 0;
 
+  /// Supervised next-token cross-entropy of one micro-batch (warm-up, the `tandem loss` command):
+  /// loss = Σ over predicted tokens of -logprob(token | tokens before it), at temperature 1 with
+  /// no masks, divided by `global_tokens` (the predicted tokens of the whole step, every rank and
+  /// micro-batch), so the summed micro-batch losses equal the step's mean. Returns this
+  /// micro-batch's share; gradients accumulate until optimizer_step(). On failure, as
+  /// train_micro_batch.
+  virtual result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) = 0;
+
   /// Reduces gradients over data-parallel ranks, clips to the configured norm, applies AdamW to
   /// this rank's shard, gathers the updated weights, and zeroes the gradients. On failure the
   /// weights are those before the call (the update is applied to a shard only after every

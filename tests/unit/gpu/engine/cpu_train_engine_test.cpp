@@ -173,6 +173,20 @@ BOOST_AUTO_TEST_CASE(every_recompute_mode_takes_the_same_step_bit_for_bit) {
   BOOST_TEST((results[2] == results[0]));
 }
 
+BOOST_AUTO_TEST_CASE(supervised_steps_lower_the_cross_entropy) {
+  temp_dir t;
+  auto e = engine(t);
+  const auto first = e->train_cross_entropy(both, 9);
+  BOOST_REQUIRE(first.has_value());
+  BOOST_REQUIRE(e->optimizer_step().has_value());
+  double last = *first;
+  for (int i = 0; i < 4; ++i) {
+    last = *e->train_cross_entropy(both, 9);
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+  }
+  BOOST_TEST(last < *first - 0.1, "cross-entropy " << *first << " -> " << last);
+}
+
 BOOST_AUTO_TEST_CASE(layer_scalar_is_a_buffer_that_no_step_changes) {
   temp_dir t;
   tg::cpu_train_options o;

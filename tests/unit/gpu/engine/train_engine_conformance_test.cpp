@@ -180,4 +180,20 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(a_train_step_is_its_micro_batches_then_the_optimiz
   BOOST_TEST(a->weights_digest() == trained, "a failed step leaves the weights");
 }
 
+BOOST_AUTO_TEST_CASE_TEMPLATE(cross_entropy_is_the_mean_negative_logprob_and_training_on_it_lowers_it, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const auto s = two_sequences(E::vocab);
+  const auto lp = *e->logprobs(s, {});
+  double want = 0;
+  for (float v : lp) want -= v;
+  want /= 6;  // 6 predicted tokens
+  const auto loss = e->train_cross_entropy(s, 6);
+  BOOST_REQUIRE_MESSAGE(loss.has_value(), (loss.has_value() ? "" : loss.error().message()));
+  BOOST_TEST(*loss == want, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(!e->train_cross_entropy(s, 0).has_value());
+  BOOST_REQUIRE(e->optimizer_step().has_value());
+  BOOST_TEST((*e->logprobs(s, {}) != lp), "the step changed the model");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
