@@ -14,6 +14,14 @@
 
 namespace tandem::gpu {
 
+/// Bytes held by live host buffers of this process, and the most held at once since the last
+/// reset: the CPU backend's activations and scratch are host buffers, so this is its
+/// activation high-water mark (model state lives in slabs and is not counted).
+std::int64_t host_buffer_live_bytes();
+std::int64_t host_buffer_peak_bytes();
+/// Starts a new high-water mark at the bytes live now.
+void reset_host_buffer_peak();
+
 class host_buffer {
  public:
   host_buffer() = default;
@@ -39,7 +47,8 @@ class host_buffer {
 
  private:
   struct aligned_free {
-    void operator()(void* p) const { std::free(p); }
+    std::int64_t bytes = 0;
+    void operator()(void* p) const;
   };
   dtype type_ = dtype::float32;
   std::vector<std::int64_t> shape_;

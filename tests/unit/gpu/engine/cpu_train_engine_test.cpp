@@ -187,6 +187,36 @@ BOOST_AUTO_TEST_CASE(supervised_steps_lower_the_cross_entropy) {
   BOOST_TEST(last < *first - 0.1, "cross-entropy " << *first << " -> " << last);
 }
 
+BOOST_AUTO_TEST_CASE(activation_memory_follows_the_micro_batch_not_the_step) {
+  temp_dir t;
+  auto e = engine(t);
+  auto sequences = [](int n) {
+    tg::packed_sequences s;
+    s.offsets.push_back(0);
+    for (int q = 0; q < n; ++q) {
+      for (int i = 0; i < 16; ++i) s.tokens.push_back((q * 37 + i * 11) % 256);
+      s.offsets.push_back(static_cast<std::int32_t>(s.tokens.size()));
+    }
+    return s;
+  };
+  // The peak of the host buffers (activations and scratch) during one step's micro-batches.
+  auto peak_of = [&](const std::vector<tg::packed_sequences>& micro_batches) {
+    std::vector<tg::train_micro_batch_data> mbs;
+    for (const auto& s : micro_batches) mbs.push_back(batch(*e, s));
+    const std::int64_t before = tg::host_buffer_live_bytes();
+    tg::reset_host_buffer_peak();
+    BOOST_REQUIRE(e->train_step(mbs, {}, {1000, 100}, {}).has_value());
+    return tg::host_buffer_peak_bytes() - before;
+  };
+  const std::int64_t one = peak_of({sequences(4)});
+  const std::int64_t four_of_them = peak_of({sequences(4), sequences(4), sequences(4), sequences(4)});
+  const std::int64_t four_times_larger = peak_of({sequences(16)});
+  BOOST_TEST_MESSAGE("activation peak: one micro-batch of 64 tokens " << one << " B, four of them " << four_of_them
+                                                                     << " B, one of 256 tokens " << four_times_larger << " B");
+  BOOST_TEST(four_of_them < one * 11 / 10, "four micro-batches hold " << four_of_them << " B at peak, one holds " << one);
+  BOOST_TEST(four_times_larger > one * 3, "a micro-batch of 4x the tokens holds only " << four_times_larger << " B vs " << one);
+}
+
 BOOST_AUTO_TEST_CASE(layer_scalar_is_a_buffer_that_no_step_changes) {
   temp_dir t;
   tg::cpu_train_options o;
