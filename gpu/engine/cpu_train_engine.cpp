@@ -23,10 +23,6 @@ status fail(status_code code, const std::string& what) { return {code, "cpu_trai
 
 tensor flat(const slab& s, dtype type, std::int64_t elements) { return *s.view_of(0, type, std::vector<std::int64_t>{elements}); }
 
-tensor vec(const std::vector<float>& v) {
-  return v.empty() ? tensor{} : tensor(const_cast<float*>(v.data()), dtype::float32, {static_cast<std::int64_t>(v.size())});
-}
-
 // A packed batch with positions from 0 in each sequence and each next token as the target.
 struct batch_buffers {
   host_buffer tokens, positions, cu, targets;
@@ -126,11 +122,7 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
                                                                  const global_counts& counts,
                                                                  const ops::sampling_params& params) {
   const std::size_t n = mb.sequences.tokens.size();
-  const auto sized = [n](const std::vector<float>& v) { return v.size() == n; };
-  const bool prev_ok = sized(mb.lp_prev) || (loss.force_on_policy_ratio && mb.lp_prev.empty());
-  if (!sized(mb.advantages) || !sized(mb.mask) || !sized(mb.lp_gen) || !prev_ok || !(mb.lp_ref.empty() || sized(mb.lp_ref)))
-    return fail(status_code::invalid_argument, "train_micro_batch: advantages, mask, lp_prev, lp_gen (and lp_ref when given) "
-                                               "must hold one value per token (" + std::to_string(n) + ")");
+  if (auto s = check_micro_batch_sizes("cpu_train_engine", mb, loss); !s) return s;
   if (auto s = check_batch("train_micro_batch", mb.sequences); !s) return s;
   const model_config& c = source_.config;
   const batch_buffers b = to_batch(mb.sequences);
@@ -144,24 +136,14 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   const std::vector<float> lp_cur = to_token_frame(mb.sequences, rows.data<float>());
   std::vector<float> d_lp(n, 0.0f);
 
-  ops::pg_loss_inputs in;
-  in.lp_cur = vec(lp_cur);
-  in.lp_prev = vec(mb.lp_prev);
-  in.lp_gen = vec(mb.lp_gen);
-  in.advantages = vec(mb.advantages);
-  in.mask = vec(mb.mask);
-  in.lp_ref = vec(mb.lp_ref);
-  in.seq_offsets = tensor(const_cast<std::int32_t*>(mb.sequences.offsets.data()), dtype::int32,
-                          {static_cast<std::int64_t>(mb.sequences.offsets.size())});
-  in.global_token_count = static_cast<double>(counts.tokens);
-  in.global_sequence_count = static_cast<double>(counts.sequences);
+  const ops::pg_loss_inputs in = pg_loss_inputs_of(mb, lp_cur, counts);
   float loss_value = 0;
   ops::pg_loss_metrics metrics;
   if (auto s = step("loss", ops::pg_loss_forward(in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics)); !s) return s;
   if (!std::isfinite(loss_value))
     return fail(status_code::invalid_argument, "train_micro_batch: the loss is not finite (" + std::to_string(loss_value) +
                                                    "); no gradient was accumulated");
-  if (auto s = step("loss backward", ops::pg_loss_backward(in, loss, 1.0, vec(d_lp))); !s) return s;
+  if (auto s = step("loss backward", ops::pg_loss_backward(in, loss, 1.0, tensor(d_lp.data(), dtype::float32, {T}))); !s) return s;
   // Back to the head's frame: row r predicts token r + 1.
   for (std::size_t q = 0; q + 1 < mb.sequences.offsets.size(); ++q)
     for (std::int32_t t = mb.sequences.offsets[q] + 1; t < mb.sequences.offsets[q + 1]; ++t)

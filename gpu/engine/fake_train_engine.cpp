@@ -140,31 +140,12 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
                                                                   const ops::sampling_params& params) {
   if (failures_.take(fake_train_operation::train_micro_batch)) return injected(fake_train_operation::train_micro_batch);
   const std::size_t n = mb.sequences.tokens.size();
-  const auto sized = [n](const std::vector<float>& v) { return v.size() == n; };
-  const bool prev_ok = sized(mb.lp_prev) || (loss.force_on_policy_ratio && mb.lp_prev.empty());
-  if (!sized(mb.advantages) || !sized(mb.mask) || !sized(mb.lp_gen) || !prev_ok ||
-      !(mb.lp_ref.empty() || sized(mb.lp_ref)))
-    return fail(status_code::invalid_argument,
-                "train_micro_batch: advantages, mask, lp_prev, lp_gen (and lp_ref when given) must hold one value "
-                "per token (" + std::to_string(n) + ")");
+  if (auto s = check_micro_batch_sizes("fake_train_engine", mb, loss); !s) return s;
   auto lp_cur = logprobs(mb.sequences, params);
   if (!lp_cur) return lp_cur.error();
 
   // The real loss op over the fake logprobs: plausible loss, counts and clip metrics.
-  const auto view = [](const std::vector<float>& v) {
-    return v.empty() ? tensor{} : tensor(const_cast<float*>(v.data()), dtype::float32, {static_cast<std::int64_t>(v.size())});
-  };
-  ops::pg_loss_inputs in;
-  in.lp_cur = view(*lp_cur);
-  in.lp_prev = view(mb.lp_prev);
-  in.lp_gen = view(mb.lp_gen);
-  in.advantages = view(mb.advantages);
-  in.mask = view(mb.mask);
-  in.lp_ref = view(mb.lp_ref);
-  in.seq_offsets = tensor(const_cast<std::int32_t*>(mb.sequences.offsets.data()), dtype::int32,
-                          {static_cast<std::int64_t>(mb.sequences.offsets.size())});
-  in.global_token_count = static_cast<double>(counts.tokens);
-  in.global_sequence_count = static_cast<double>(counts.sequences);
+  const ops::pg_loss_inputs in = pg_loss_inputs_of(mb, *lp_cur, counts);
   float loss_value = 0;
   ops::pg_loss_metrics metrics;
   if (auto s = ops::pg_loss_forward(in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics); !s)

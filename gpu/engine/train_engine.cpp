@@ -4,6 +4,39 @@
 #include <string>
 
 namespace tandem::gpu {
+namespace {
+
+tensor view_of(const std::vector<float>& v) {
+  return v.empty() ? tensor{} : tensor(const_cast<float*>(v.data()), dtype::float32, {static_cast<std::int64_t>(v.size())});
+}
+
+}  // namespace
+
+status check_micro_batch_sizes(const char* op, const train_micro_batch_data& mb, const ops::pg_loss_settings& loss) {
+  const std::size_t n = mb.sequences.tokens.size();
+  const auto sized = [n](const std::vector<float>& v) { return v.size() == n; };
+  const bool prev_ok = sized(mb.lp_prev) || (loss.force_on_policy_ratio && mb.lp_prev.empty());
+  if (sized(mb.advantages) && sized(mb.mask) && sized(mb.lp_gen) && prev_ok && (mb.lp_ref.empty() || sized(mb.lp_ref)))
+    return status::ok();
+  return {status_code::invalid_argument, std::string(op) + ": train_micro_batch: advantages, mask, lp_prev, lp_gen (and lp_ref "
+                                         "when given) must hold one value per token (" + std::to_string(n) + ")"};
+}
+
+ops::pg_loss_inputs pg_loss_inputs_of(const train_micro_batch_data& mb, const std::vector<float>& lp_cur,
+                                      const global_counts& counts) {
+  ops::pg_loss_inputs in;
+  in.lp_cur = view_of(lp_cur);
+  in.lp_prev = view_of(mb.lp_prev);
+  in.lp_gen = view_of(mb.lp_gen);
+  in.advantages = view_of(mb.advantages);
+  in.mask = view_of(mb.mask);
+  in.lp_ref = view_of(mb.lp_ref);
+  in.seq_offsets = tensor(const_cast<std::int32_t*>(mb.sequences.offsets.data()), dtype::int32,
+                          {static_cast<std::int64_t>(mb.sequences.offsets.size())});
+  in.global_token_count = static_cast<double>(counts.tokens);
+  in.global_sequence_count = static_cast<double>(counts.sequences);
+  return in;
+}
 
 result<train_step_result> train_engine::train_step(const std::vector<train_micro_batch_data>& micro_batches,
                                                    const ops::pg_loss_settings& loss, const global_counts& counts,

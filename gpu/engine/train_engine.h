@@ -63,6 +63,15 @@ struct train_step_result {
   optimizer_result optimizer;
 };
 
+/// ok when every per-token vector of `mb` holds one value per token (lp_prev may be empty with
+/// force_on_policy_ratio, lp_ref when the KL term is off); else invalid_argument starting with `op`.
+status check_micro_batch_sizes(const char* op, const train_micro_batch_data& mb, const ops::pg_loss_settings& loss);
+
+/// The loss op's inputs over `mb` (views of its vectors, valid while `mb` and `lp_cur` live) with
+/// the current logprobs `lp_cur` (one per token) and the step's global counts.
+ops::pg_loss_inputs pg_loss_inputs_of(const train_micro_batch_data& mb, const std::vector<float>& lp_cur,
+                                      const global_counts& counts);
+
 class train_engine {
  public:
   virtual ~train_engine() = default;

@@ -39,26 +39,17 @@ int convert_command(const args& a, std::ostream& out, std::ostream& err) {
     }
     options.max_shard_bytes = *bytes;
   }
-  std::string problem;
-  const auto dir = find_model_directory(p.values.at("--model"), problem);
-  if (!dir) {
-    err << "tandem convert: " << problem << "\n";
-    return exit_refused;
-  }
   // The slab holds the output dtype: one rounding from the file's dtype, as a float32 detour
   // would give, in half the memory for bfloat16.
-  auto c = gpu::open_checkpoint(*dir, options.type);
-  if (!c) {
-    err << "tandem convert: " << c.error().message() << "\n";
-    return exit_refused;
-  }
+  auto c = open_model_option("convert", p.values.at("--model"), options.type, err);
+  if (!c) return exit_refused;
   auto weights = gpu::load_checkpoint(*c, gpu::device::cpu());
   if (!weights) {
     err << "tandem convert: " << weights.error().message() << "\n";
     return exit_refused;
   }
   out << "loaded " << c->report.text_tensors << " text tensors (" << gpu::format_bytes(c->report.text_bytes) << ") from "
-      << dir->string() << "\n";
+      << c->directory.string() << "\n";
   if (!c->report.skipped.empty()) out << c->report.skipped_line() << "\n";
   auto saved = gpu::save_checkpoint(*c, *weights, p.values.at("--out"), options);
   if (!saved) {

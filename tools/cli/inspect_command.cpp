@@ -18,17 +18,8 @@ int inspect_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem inspect: missing --model DIR (see `tandem help inspect`)\n";
     return exit_usage;
   }
-  std::string problem;
-  const auto dir = find_model_directory(p.values.at("--model"), problem);
-  if (!dir) {
-    err << "tandem inspect: " << problem << "\n";
-    return exit_refused;
-  }
-  auto c = gpu::open_checkpoint(*dir, gpu::dtype::float32);
-  if (!c) {
-    err << "tandem inspect: " << c.error().message() << "\n";
-    return exit_refused;
-  }
+  auto c = open_model_option("inspect", p.values.at("--model"), gpu::dtype::float32, err);
+  if (!c) return exit_refused;
   if (p.flags.count("--json")) out << checkpoint_json(*c).dump(2) << "\n";
   else print_checkpoint(*c, out);
   return exit_ok;

@@ -58,16 +58,8 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << s.message() << "\n";
     return exit_usage;
   }
-  const auto dir = find_model_directory(p.values.at("--model"), problem);
-  if (!dir) {
-    err << "tandem logprobs: " << problem << "\n";
-    return exit_refused;
-  }
-  auto c = gpu::open_checkpoint(*dir, gpu::dtype::float32);
-  if (!c) {
-    err << "tandem logprobs: " << c.error().message() << "\n";
-    return exit_refused;
-  }
+  auto c = open_model_option("logprobs", p.values.at("--model"), gpu::dtype::float32, err);
+  if (!c) return exit_refused;
   const auto sequences = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
   if (!sequences) {
     err << "tandem logprobs: " << problem << "\n";

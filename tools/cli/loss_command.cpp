@@ -55,17 +55,9 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
     }
     mode = *m;
   }
+  auto c = open_model_option("loss", p.values.at("--model"), gpu::dtype::float32, err);
+  if (!c) return exit_refused;
   std::string problem;
-  const auto dir = find_model_directory(p.values.at("--model"), problem);
-  if (!dir) {
-    err << "tandem loss: " << problem << "\n";
-    return exit_refused;
-  }
-  auto c = gpu::open_checkpoint(*dir, gpu::dtype::float32);
-  if (!c) {
-    err << "tandem loss: " << c.error().message() << "\n";
-    return exit_refused;
-  }
   const auto sequences = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
   if (!sequences) {
     err << "tandem loss: " << problem << "\n";

@@ -91,6 +91,22 @@ std::optional<fs::path> find_model_directory(const std::string& name, std::strin
   return dir;
 }
 
+std::optional<gpu::checkpoint> open_model_option(const std::string& command, const std::string& name, gpu::dtype type,
+                                                 std::ostream& err) {
+  std::string problem;
+  const auto dir = find_model_directory(name, problem);
+  if (!dir) {
+    err << "tandem " << command << ": " << problem << "\n";
+    return std::nullopt;
+  }
+  auto c = gpu::open_checkpoint(*dir, type);
+  if (!c) {
+    err << "tandem " << command << ": " << c.error().message() << "\n";
+    return std::nullopt;
+  }
+  return std::move(*c);
+}
+
 topology::model_facts facts_of(const gpu::model_config& c, const std::string& name) {
   topology::model_facts f;
   f.name = name;

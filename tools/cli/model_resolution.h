@@ -3,9 +3,11 @@
 
 #include <filesystem>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
+#include "gpu/model/checkpoint.h"
 #include "gpu/model/config.h"
 #include "orchestration/config/config_error.h"
 #include "orchestration/config/resolve.h"
@@ -31,6 +33,11 @@ std::optional<resolved_model> resolve_model(const config::resolved_recipe& r, co
 /// config.json, a preset in configs/models/, a snapshot in the local Hugging Face cache), or a
 /// message listing what was tried.
 std::optional<std::filesystem::path> find_model_directory(const std::string& name, std::string& problem);
+
+/// The checkpoint that `--model NAME` names (find_model_directory, then gpu::open_checkpoint for
+/// `type`), or nullopt after printing "tandem COMMAND: <the one error>" to `err`.
+std::optional<gpu::checkpoint> open_model_option(const std::string& command, const std::string& name, gpu::dtype type,
+                                                 std::ostream& err);
 
 /// The planner's facts about a parsed model.
 topology::model_facts facts_of(const gpu::model_config& c, const std::string& name);
