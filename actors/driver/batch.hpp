@@ -1,5 +1,5 @@
 // Turning a step's trajectories into the policy's inputs: packed sequences for logprobs, group
-// advantages, and training micro-batches (DESIGN.md section 4; rl-algorithm-and-refit.md).
+// advantages, and training micro-batches (DESIGN.md sections 4 and 9).
 //
 // Sequence s is prompt + generated tokens. Per token t of it: mask 1 on generated tokens, 0 on
 // prompt tokens (token 0 is always a prompt token); advantage = the trajectory's advantage on

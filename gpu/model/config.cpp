@@ -1,5 +1,5 @@
 // Parsing of Gemma 4 config.json files into model_config: typed reads that name every key by its
-// path, class defaults per model type, and the derivations of reference/gemma4-architecture.md
+// path, class defaults per model type, and the derivations of docs/gemma4.md
 // §1.2 (layer types, RoPE, full-layer heads), §1.3 (per_layer_config) and §2.4.1 (KV sharing).
 #include "gpu/model/config.h"
 

@@ -1,6 +1,6 @@
 // Gemma 4 text configuration: every field of a Hugging Face config.json that changes the math of
 // the text stack, with the class defaults and __post_init__ derivations already applied
-// (reference/gemma4-architecture.md sections 1 and 2.4.1), resolved per layer.
+// (docs/gemma4.md sections 1 and 2.4.1), resolved per layer.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The forward of the text stack, layer by layer in the exact order of gemma4-architecture.md
+// The forward of the text stack, layer by layer in the exact order of docs/gemma4.md
 // §2.4, in the weights' dtype. Every intermediate lives in a buffer of model_activations: kept
 // for the backward when asked, dropped layer by layer otherwise.
 #include "gpu/model/forward.h"

@@ -1,4 +1,4 @@
-// The Gemma 4 text stack's forward over a packed batch (gemma4-architecture.md §2): sequences
+// The Gemma 4 text stack's forward over a packed batch (docs/gemma4.md §2): sequences
 // packed end to end with their positions and offsets, never padded, never attending across
 // their boundaries. Written once over the op interfaces (gpu/ops/), so every backend runs it.
 // The trace hook names every intermediate ("embed", "ple", "q", "k", "v", "attn_out",

@@ -1,4 +1,4 @@
-// One Gemma 4 decoder layer, forward and backward side by side (gemma4-architecture.md §2.4):
+// One Gemma 4 decoder layer, forward and backward side by side (docs/gemma4.md §2.4):
 //   h_attn = h_in + post_attention_norm(o_proj(attention(rope_q(q_norm(q)), rope_k(k_norm(k)), v_norm(v))))
 //   h_ffn  = h_attn + post_feedforward_norm(mlp(pre_feedforward_norm(h_attn)) [+ MoE block])
 //   h_out  = layer_scalar · (h_ffn [+ post_ple_norm(ple_projection(gelu(ple_gate(h_ffn)) ⊙ ple_l))])

@@ -1,4 +1,4 @@
-// Builds the tensor table of a Gemma 4 text stack (gemma4-architecture.md §3.2, §3.3) and the
+// Builds the tensor table of a Gemma 4 text stack (docs/gemma4.md §3.2, §3.3) and the
 // sizes derived from it.
 #include "gpu/model/layout.h"
 

@@ -56,7 +56,7 @@ struct model_layout {
 };
 
 /// The tensor table of `config` with every tensor in `type`. Exactly the tensors of
-/// gemma4-architecture.md §3.2/§3.3: no K/V weights on KV-shared layers, no v_proj on
+/// docs/gemma4.md §3.2/§3.3: no K/V weights on KV-shared layers, no v_proj on
 /// attention_k_eq_v full layers, PLE tensors when P > 0, MoE tensors when enabled, and
 /// lm_head.weight [V, H] only when tie_word_embeddings is false.
 model_layout build_layout(const model_config& config, dtype type);

@@ -1,4 +1,4 @@
-// Causal self-attention over variable-length sequences packed end to end (Gemma 4 §2.3, §2.4.1
+// Causal self-attention over variable-length sequences packed end to end (docs/gemma4.md §2.3, §2.4.1
 // steps 4-5), with optional sliding window and grouped-query heads, and its memory-efficient backward
 // (§6.1 items 1 and 7). q, k and v arrive normed and rotated: this op does no RoPE and no norm.
 //

@@ -1,4 +1,4 @@
-// The gated activation of Gemma 4's MLPs (spec §2.4.2, §2.4.3): h = gelu_tanh(gate) ⊙ up, from two
+// The gated activation of Gemma 4's MLPs (docs/gemma4.md §2.4.2, §2.4.3): h = gelu_tanh(gate) ⊙ up, from two
 // tensors (dense MLP) or one fused [N, 2I] tensor (MoE experts' gate_up_proj), and the plain
 // tanh-approximation GELU (the per-layer-input gate). gelu_tanh(x) = 0.5·x·(1 + tanh(√(2/π)·(x +
 // 0.044715·x³))), NOT the erf form. The projections around it are linear ops (linear.h).

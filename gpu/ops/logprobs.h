@@ -14,7 +14,7 @@ namespace tandem::gpu::ops {
 
 /// How one row of logits x[0..V) (as the model returns them, already softcapped) becomes the
 /// distribution that tokens are sampled from and scored under. vLLM's order: temperature, then
-/// top-k, then top-p on the top-k-renormalised softmax (rl-algorithm-and-refit.md section 1.2).
+/// top-k, then top-p on the top-k-renormalised softmax (DESIGN.md section 9).
 ///  1. Ranking: token a ranks before token b iff x_a > x_b, or x_a == x_b and a < b (ties go to
 ///     the lower id). The ranking is that of x / T for every T > 0, so it ignores the temperature.
 ///  2. Temperature: d_j = (x_j - x_max) / T and e_j = exp(d_j), in double, x_max being the row's

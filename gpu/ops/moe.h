@@ -1,4 +1,4 @@
-// The Gemma 4 mixture-of-experts block (26B-A4B; spec gemma4-architecture.md §2.4.3, §5.9, §6.1.4):
+// The Gemma 4 mixture-of-experts block (26B-A4B; docs/gemma4.md §2.4.3, §5, §6.1.4):
 // the router (scale-less RMSNorm, scale, projection, softmax, top-k, renormalisation, per-expert
 // scale) and the experts (gated gelu_tanh MLP per expert, weighted sum over the K routed experts),
 // each with its backward. The top-k choice is treated as constant in the backward.

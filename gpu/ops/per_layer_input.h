@@ -1,4 +1,4 @@
-// The per-layer-input (PLE) mixing pieces of spec §2.2 and §2.4.4 that are not linear, norm or
+// The per-layer-input (PLE) mixing pieces of docs/gemma4.md §2.2 and §2.4.4 that are not linear, norm or
 // embedding ops: the combination ple = (c + t) · 2^(−1/2) of the projected context c and the
 // token part t, and the layer gate g = gelu_tanh(a) ⊙ ple_l, with their backwards (§6.1.8).
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace tandem::gpu::ops {
 
-/// ple = (c + t) · 2^(−1/2), the sum first (spec §5.4).
+/// ple = (c + t) · 2^(−1/2), the sum first (docs/gemma4.md §5).
 ///   c    F32 [N, L·P]: per_layer_projection_norm(per_layer_model_projection(x0) · H^(−1/2))
 ///   t    F32 [N, L·P]: embed_tokens_per_layer[ids] · √P (embedding_forward)
 ///   ple  F32 [N, L·P], layer-major (layer l: columns l·P .. l·P+P−1); may be c or t (in place)

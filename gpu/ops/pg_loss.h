@@ -1,5 +1,5 @@
 // The clipped policy-gradient loss of GRPO/DAPO (NeMo-RL's ClippedPGLossFn; formulas in
-// shared/reference/rl-algorithm-and-refit.md §1.2) over packed sequences, as an op: the scalar
+// DESIGN.md section 9) over packed sequences, as an op: the scalar
 // loss of one micro-batch, its gradient with respect to the current logprobs, and metrics as sums
 // that reduce over micro-batches and data-parallel ranks.
 //

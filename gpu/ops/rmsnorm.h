@@ -7,7 +7,7 @@
 
 namespace tandem::gpu::ops {
 
-/// y = x · (mean(x², last dim) + eps)^(−1/2) · w, row by row (spec §2.0: the mean of squares,
+/// y = x · (mean(x², last dim) + eps)^(−1/2) · w, row by row (docs/gemma4.md §2.0: the mean of squares,
 /// plus eps, then pow −0.5, times the weight used directly).
 ///   x        F32 [rows, d]
 ///   w        F32 [d], or an empty tensor for the scale-less norm (v_norm, router norm)

@@ -1,4 +1,4 @@
-// Rotary position embedding (spec §1.4, §2.4.1): inverse frequencies for the "default" and
+// Rotary position embedding (docs/gemma4.md §1.4, §2.4.1): inverse frequencies for the "default" and
 // "proportional" RoPE types, cos/sin tables from positions, and the NeoX half-split rotation of
 // [tokens, heads, d] with its backward (the rotation by −θ).
 #pragma once
@@ -22,7 +22,7 @@ struct rope_parameters {
   bool operator==(const rope_parameters&) const = default;
 };
 
-/// inv_freq F32 [head_dim / 2], computed in float32 like HF (spec §5.11):
+/// inv_freq F32 [head_dim / 2], computed in float32 like HF (docs/gemma4.md §5):
 ///   default:      inv_freq[j] = 1 / θ^(2j/d) for every j < d/2 (partial_rotary_factor ignored);
 ///   proportional: R = int(partial_rotary_factor · d // 2); inv_freq[j] = 1 / θ^(2j/d) (the FULL d
 ///                 in the denominator) for j < R, 0 for R <= j < d/2; then every entry / factor.
@@ -30,7 +30,7 @@ struct rope_parameters {
 status rope_inv_freq(const rope_parameters& p, std::int64_t head_dim, const tensor& inv_freq);
 
 /// cos, sin [n, d] from positions I32 [n] (each >= 0) and inv_freq F32 [d/2]:
-/// angle_j = float32(pos) · inv_freq[j] in float32 (spec §1.4, on every path), emb = concat(angle,
+/// angle_j = float32(pos) · inv_freq[j] in float32 (docs/gemma4.md §1.4, on every path), emb = concat(angle,
 /// angle); cos/sin are then evaluated in the tables' dtype: F32 (cosf/sinf, full range reduction)
 /// or F64 (double-accurate cos/sin of the same float32 angles, the reference of the float path).
 /// A zero frequency gives cos 1, sin 0. On failure cos and sin are unspecified.

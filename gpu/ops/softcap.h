@@ -1,4 +1,4 @@
-// Final-logit softcapping (spec §2.5): y = c · tanh(x / c), c = final_logit_softcapping (30 in every
+// Final-logit softcapping (docs/gemma4.md §2.5): y = c · tanh(x / c), c = final_logit_softcapping (30 in every
 // checkpoint), and its backward dx = dy · (1 − tanh²(x / c)).
 #pragma once
 

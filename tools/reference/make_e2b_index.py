@@ -3,11 +3,11 @@
 
 Output: tests/data/checkpoints/gemma-4-E2B/model.safetensors.index.json, plus a copy of
 configs/models/gemma-4-E2B/config.json beside it. A C++ test maps every text name of the index to
-an offset of tandem's parameter layout, so the names here are written out from the architecture
-reference (/work/shared/reference/gemma4-architecture.md §3, §4), NOT from tandem's layout code
-or `tandem inspect`: an independent list.
+an offset of tandem's parameter layout, so the names here are written out from the published
+architecture (docs/gemma4.md §3 and the E2B config), NOT from tandem's layout code or
+`tandem inspect`: an independent list.
 
-Facts used (reference §4.1, §4.2, §3):
+Facts used:
   * wrapper Gemma4ForConditionalGeneration: text under "model.language_model.", lm_head tied and
     not in the files;
   * 35 layers, pattern (4 sliding, 1 full) x 7: full layers 4, 9, ..., 34;
@@ -18,8 +18,8 @@ Facts used (reference §4.1, §4.2, §3):
   * vision tower, audio tower, embed_vision, embed_audio outside the text stack.
 
 Shapes serve two purposes only: metadata.total_size (bfloat16 bytes) and a self-check of the
-text shapes against the reference's parameter count (§4.3: 4,628,569,379, shared-layer K/V
-excluded). The vision and audio tower names and shapes follow the reference's description
+text shapes against the published parameter count (4,628,569,379, shared-layer K/V
+excluded). The vision and audio tower names and shapes follow the published layout
 filled in with transformers' default Gemma4VisionConfig / Gemma4AudioConfig sizes (16 vision
 layers of width 768, 12 audio layers of width 1024): the published towers may differ in size and
 in detail, which does not matter to a text-only loader (it skips them by prefix), but makes
@@ -39,7 +39,7 @@ CONFIG = os.path.join(ROOT, "configs", "models", "gemma-4-E2B", "config.json")
 SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
 BF16 = 2  # bytes per element on disk
 
-# E2B text stack (reference §4.1 / §4.2)
+# E2B text stack (configs/models/gemma-4-E2B/config.json)
 T = "model.language_model."
 H = 1536  # hidden_size
 L = 35  # num_hidden_layers
@@ -52,7 +52,7 @@ HEADS = 8
 KV_HEADS = 1  # sliding and full alike (num_global_key_value_heads null)
 D_SLIDING, D_FULL = 256, 512
 I_NARROW, I_WIDE = 6144, 12288  # use_double_wide_mlp: 2x on the KV-shared layers
-PARAMS_WITHOUT_SHARED_KV = 4_628_569_379  # reference §4.3
+PARAMS_WITHOUT_SHARED_KV = 4_628_569_379  # the published text-stack count
 
 
 def text_tensors():
