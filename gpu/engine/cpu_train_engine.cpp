@@ -23,25 +23,6 @@ status fail(status_code code, const std::string& what) { return {code, "cpu_trai
 
 tensor flat(const slab& s, dtype type, std::int64_t elements) { return *s.view_of(0, type, std::vector<std::int64_t>{elements}); }
 
-// A packed batch with positions from 0 in each sequence and each next token as the target.
-struct batch_buffers {
-  host_buffer tokens, positions, cu, targets;
-  packed_batch view() const { return {tokens, positions, cu}; }
-};
-
-batch_buffers to_batch(const packed_sequences& s) {
-  const auto T = static_cast<std::int64_t>(s.tokens.size());
-  std::vector<std::int32_t> positions(s.tokens.size()), targets(s.tokens.size(), 0);
-  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q)
-    for (std::int32_t t = s.offsets[q]; t < s.offsets[q + 1]; ++t) {
-      positions[static_cast<std::size_t>(t)] = t - s.offsets[q];
-      if (t + 1 < s.offsets[q + 1]) targets[static_cast<std::size_t>(t)] = s.tokens[static_cast<std::size_t>(t) + 1];
-    }
-  return {host_buffer::of<std::int32_t>({T}, s.tokens), host_buffer::of<std::int32_t>({T}, positions),
-          host_buffer::of<std::int32_t>({static_cast<std::int64_t>(s.offsets.size())}, s.offsets),
-          host_buffer::of<std::int32_t>({T}, targets)};
-}
-
 // Row r of the head predicts token r + 1: the token frame puts that value at r + 1, 0 at each
 // sequence's first token.
 std::vector<float> to_token_frame(const packed_sequences& s, const float* rows) {
@@ -110,7 +91,7 @@ status cpu_train_engine::check_batch(const char* op, const packed_sequences& bat
 
 result<std::vector<float>> cpu_train_engine::logprobs(const packed_sequences& batch, const ops::sampling_params& params) {
   if (auto s = check_batch("logprobs", batch); !s) return s;
-  const batch_buffers b = to_batch(batch);
+  const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
   host_buffer rows(dtype::float32, {static_cast<std::int64_t>(batch.tokens.size())});
   if (auto s = forward_logprobs(source_.config, w_, b.view(), b.targets, params, rows, options_.logprob_chunk_rows); !s)
     return fail(s.code(), "logprobs: " + s.message());
@@ -125,7 +106,7 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   if (auto s = check_micro_batch_sizes("cpu_train_engine", mb, loss); !s) return s;
   if (auto s = check_batch("train_micro_batch", mb.sequences); !s) return s;
   const model_config& c = source_.config;
-  const batch_buffers b = to_batch(mb.sequences);
+  const packed_tokens b = pack_tokens(mb.sequences.tokens, mb.sequences.offsets);
   const auto T = static_cast<std::int64_t>(n);
   model_activations act;
   host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
@@ -160,7 +141,7 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
   if (auto s = check_batch("train_cross_entropy", batch); !s) return s;
   const model_config& c = source_.config;
-  const batch_buffers b = to_batch(batch);
+  const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
   const auto T = static_cast<std::int64_t>(batch.tokens.size());
   model_activations act;
   host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});

@@ -139,6 +139,19 @@ status run_forward(const model_config& c, const model_weights& w, const packed_b
 
 }  // namespace
 
+packed_tokens pack_tokens(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& offsets) {
+  std::vector<std::int32_t> positions(tokens.size()), targets(tokens.size(), 0);
+  for (std::size_t q = 0; q + 1 < offsets.size(); ++q)
+    for (std::int32_t t = offsets[q]; t < offsets[q + 1]; ++t) {
+      positions[static_cast<std::size_t>(t)] = t - offsets[q];
+      if (t + 1 < offsets[q + 1]) targets[static_cast<std::size_t>(t)] = tokens[static_cast<std::size_t>(t) + 1];
+    }
+  const auto T = static_cast<std::int64_t>(tokens.size());
+  return {host_buffer::of<std::int32_t>({T}, tokens), host_buffer::of<std::int32_t>({T}, positions),
+          host_buffer::of<std::int32_t>({static_cast<std::int64_t>(offsets.size())}, offsets),
+          host_buffer::of<std::int32_t>({T}, targets)};
+}
+
 std::string_view to_string(recompute_mode m) {
   switch (m) {
     case recompute_mode::none: return "none";

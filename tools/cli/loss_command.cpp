@@ -89,9 +89,9 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
   gpu::model_activations act;
   gpu::host_buffer hidden(gpu::dtype::float32, {T, c->config.hidden_size}), d_hidden(gpu::dtype::float32, {T, c->config.hidden_size});
   gpu::status s = gpu::forward_for_backward(c->config, *w, packed.batch(), hidden, act, mode);
-  if (s) s = gpu::forward_logprobs(c->config, *w, packed.batch(), packed.targets, {}, logprobs);
+  if (s) s = gpu::forward_logprobs(c->config, *w, packed.batch(), packed.targets(), {}, logprobs);
   if (s && p.flags.count("--gradients")) {
-    s = gpu::head_backward(c->config, *w, hidden, packed.targets, {}, dlogprobs, d_hidden, *g);
+    s = gpu::head_backward(c->config, *w, hidden, packed.targets(), {}, dlogprobs, d_hidden, *g);
     if (s) s = gpu::model_backward(c->config, *w, packed.batch(), act, d_hidden, *g);
   }
   if (!s) {

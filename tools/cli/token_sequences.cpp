@@ -50,23 +50,15 @@ std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::
 }
 
 packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences) {
-  std::vector<std::int32_t> tokens, positions, targets;
+  std::vector<std::int32_t> tokens;
   packed_sequences p;
   p.offsets.push_back(0);
   for (const auto& seq : sequences) {
-    for (std::size_t t = 0; t < seq.size(); ++t) {
-      tokens.push_back(seq[t]);
-      positions.push_back(static_cast<std::int32_t>(t));
-      targets.push_back(t + 1 < seq.size() ? seq[t + 1] : 0);
-    }
+    tokens.insert(tokens.end(), seq.begin(), seq.end());
     if (!seq.empty()) p.predicted += static_cast<std::int64_t>(seq.size()) - 1;
     p.offsets.push_back(static_cast<std::int32_t>(tokens.size()));
   }
-  const auto T = static_cast<std::int64_t>(tokens.size());
-  p.tokens = gpu::host_buffer::of<std::int32_t>({T}, tokens);
-  p.positions = gpu::host_buffer::of<std::int32_t>({T}, positions);
-  p.targets = gpu::host_buffer::of<std::int32_t>({T}, targets);
-  p.cu_seqlens = gpu::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(p.offsets.size())}, p.offsets);
+  p.packed = gpu::pack_tokens(tokens, p.offsets);
   return p;
 }
 

@@ -20,12 +20,13 @@ std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::
 /// Sequences packed end to end: positions from 0 in each, targets the next token (0 on a
 /// sequence's last token, whose result nobody reads).
 struct packed_sequences {
-  gpu::host_buffer tokens, positions, cu_seqlens, targets;  // I32 [T], [T], [S + 1], [T]
-  std::vector<std::int32_t> offsets;                        // cu_seqlens as a vector
-  std::int64_t predicted = 0;                               // tokens with a target: Σ max(n - 1, 0)
+  gpu::packed_tokens packed;          // tokens, positions, offsets, targets
+  std::vector<std::int32_t> offsets;  // the sequence offsets as a vector
+  std::int64_t predicted = 0;         // tokens with a target: Σ max(n - 1, 0)
 
-  gpu::packed_batch batch() const { return {tokens, positions, cu_seqlens}; }
-  std::int64_t size() const { return tokens.numel(); }
+  gpu::packed_batch batch() const { return packed.view(); }
+  const gpu::host_buffer& targets() const { return packed.targets; }
+  std::int64_t size() const { return packed.tokens.numel(); }
 };
 
 packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences);

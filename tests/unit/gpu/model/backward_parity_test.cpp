@@ -44,24 +44,20 @@ gradients_of_case run(const fs::path& dir, tg::recompute_mode mode) {
 
   std::ifstream in(dir / "reference.json");
   const auto seqs = nlohmann::json::parse(in).at("sequences").get<std::vector<std::vector<std::int32_t>>>();
-  std::vector<std::int32_t> tokens, positions, targets, cu{0};
+  std::vector<std::int32_t> tokens, cu{0};
   std::vector<float> dlp;
   std::int64_t predicted = 0;
   for (const auto& s : seqs) predicted += std::max<std::int64_t>(0, static_cast<std::int64_t>(s.size()) - 1);
   for (const auto& s : seqs) {
-    for (std::size_t t = 0; t < s.size(); ++t) {
-      tokens.push_back(s[t]);
-      positions.push_back(static_cast<std::int32_t>(t));
-      targets.push_back(t + 1 < s.size() ? s[t + 1] : 0);
-      dlp.push_back(t + 1 < s.size() ? -1.0f / static_cast<float>(predicted) : 0.0f);
-    }
+    tokens.insert(tokens.end(), s.begin(), s.end());
+    for (std::size_t t = 0; t < s.size(); ++t) dlp.push_back(t + 1 < s.size() ? -1.0f / static_cast<float>(predicted) : 0.0f);
     cu.push_back(static_cast<std::int32_t>(tokens.size()));
   }
   const auto T = static_cast<std::int64_t>(tokens.size());
-  const auto ids = tg::host_buffer::of<std::int32_t>({T}, tokens), pos = tg::host_buffer::of<std::int32_t>({T}, positions);
-  const auto offsets = tg::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
-  const auto tgt = tg::host_buffer::of<std::int32_t>({T}, targets), d = tg::host_buffer::of<float>({T}, dlp);
-  const tg::packed_batch batch{ids, pos, offsets};
+  const tg::packed_tokens packed = tg::pack_tokens(tokens, cu);
+  const auto d = tg::host_buffer::of<float>({T}, dlp);
+  const tg::packed_batch batch = packed.view();
+  const tg::host_buffer& tgt = packed.targets;
   tg::model_activations act;
   tg::host_buffer hidden(tg::dtype::float32, {T, c->config.hidden_size}), d_hidden(tg::dtype::float32, {T, c->config.hidden_size});
   BOOST_REQUIRE(tg::forward_for_backward(c->config, w, batch, hidden, act, mode).is_ok());

@@ -55,22 +55,15 @@ model open_model(const fs::path& dir) {
 // The logprob of every next token of every sequence, all sequences in one packed batch.
 std::vector<std::vector<float>> logprobs(const model& m, const std::vector<std::vector<std::int32_t>>& seqs,
                                          const tg::ops::sampling_params& params) {
-  std::vector<std::int32_t> tokens, positions, targets, cu{0};
+  std::vector<std::int32_t> tokens, cu{0};
   for (const auto& s : seqs) {
-    for (std::size_t t = 0; t < s.size(); ++t) {
-      tokens.push_back(s[t]);
-      positions.push_back(static_cast<std::int32_t>(t));
-      targets.push_back(t + 1 < s.size() ? s[t + 1] : 0);
-    }
+    tokens.insert(tokens.end(), s.begin(), s.end());
     cu.push_back(static_cast<std::int32_t>(tokens.size()));
   }
+  const tg::packed_tokens packed = tg::pack_tokens(tokens, cu);
   const auto T = static_cast<std::int64_t>(tokens.size());
-  auto ids = tg::host_buffer::of<std::int32_t>({T}, tokens);
-  auto pos = tg::host_buffer::of<std::int32_t>({T}, positions);
-  auto tgt = tg::host_buffer::of<std::int32_t>({T}, targets);
-  auto offsets = tg::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
   tg::host_buffer out(tg::dtype::float32, {T});
-  const tg::status st = tg::forward_logprobs(m.c.config, m.w, {ids, pos, offsets}, tgt, params, out, 7);
+  const tg::status st = tg::forward_logprobs(m.c.config, m.w, packed.view(), packed.targets, params, out, 7);
   BOOST_REQUIRE_MESSAGE(st.is_ok(), st.message());
   std::vector<std::vector<float>> result;
   for (std::size_t s = 0; s + 1 < cu.size(); ++s)
