@@ -113,7 +113,7 @@ struct rollout_worker_state {
     return start_update(version, "bump", true);
   }
 
-  /// begin_weight_update (after dropping an unfinished update), plus commit for a bump.
+  /// begin_weight_update (after dropping an unfinished update), or bump_weight_version for a bump.
   caf::result<refit_ack> start_update(weight_version version, const char* what, bool and_commit) {
     auto rp = self->make_response_promise<refit_ack>();
     const bool drop_first = updating.has_value();
@@ -126,12 +126,8 @@ struct rollout_worker_state {
     auto engine = config.engine;
     auto work = [engine, version, drop_first, and_commit]() -> gpu::status {
       if (drop_first) engine->abort_weight_update();
-      if (auto s = engine->begin_weight_update(version); !s) return s;
-      if (!and_commit) return gpu::status::ok();
-      if (auto s = engine->commit_weight_update(); !s) {
-        engine->abort_weight_update();
-        return s;
-      }
+      if (!and_commit) return engine->begin_weight_update(version);
+      if (auto s = engine->bump_weight_version(version); !s) return s;
       if (engine->weight_version() != version)
         return {gpu::status_code::device_error, "the engine committed v" + std::to_string(engine->weight_version())};
       return gpu::status::ok();

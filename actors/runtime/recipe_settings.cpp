@@ -45,7 +45,37 @@ gpu::fake_model_options fake_model_settings(const config::recipe_config& recipe)
   o.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
   o.vocab = 64;
   o.max_sequence_length = static_cast<std::int32_t>(recipe.policy.max_total_sequence_length);
-  o.lr = recipe.policy.optimizer.lr;
+  return o;
+}
+
+namespace {
+
+gpu::dtype dtype_of(config::state_dtype t) {
+  return t == config::state_dtype::bfloat16 ? gpu::dtype::bfloat16 : gpu::dtype::float32;
+}
+
+}  // namespace
+
+gpu::train_engine_options train_engine_settings(const config::recipe_config& recipe) {
+  const auto& p = recipe.policy;
+  gpu::train_engine_options o;
+  o.adamw.lr = p.optimizer.lr;
+  o.adamw.beta1 = p.optimizer.beta1;
+  o.adamw.beta2 = p.optimizer.beta2;
+  o.adamw.eps = p.optimizer.eps;
+  o.adamw.weight_decay = p.optimizer.weight_decay;
+  o.warmup_steps = p.scheduler.warmup_steps;
+  o.warmup_start_factor = p.scheduler.warmup_start_factor;
+  o.max_grad_norm = p.max_grad_norm.value_or(0.0);
+  switch (p.recompute) {
+    case config::recompute_granularity::none: o.recompute = gpu::recompute_mode::none; break;
+    case config::recompute_granularity::selective: o.recompute = gpu::recompute_mode::selective; break;
+    case config::recompute_granularity::full: o.recompute = gpu::recompute_mode::full; break;
+  }
+  o.logprob_chunk_rows = p.logprob_chunk_size;
+  o.master_dtype = dtype_of(p.optimizer.master_weights_dtype);
+  o.first_moment_dtype = dtype_of(p.optimizer.first_moment_dtype);
+  o.second_moment_dtype = dtype_of(p.optimizer.second_moment_dtype);
   return o;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "gpu/engine/fake_weights.h"
+#include "gpu/engine/train_engine.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/pg_loss.h"
 #include "orchestration/config/recipe.h"
@@ -16,8 +17,12 @@ gpu::ops::pg_loss_settings loss_settings(const config::recipe_config& recipe);
 /// policy.generation temperature, top_k, top_p.
 gpu::ops::sampling_params sampling_settings(const config::recipe_config& recipe);
 
-/// The fake model of runtime.engine: fake (runtime.fake_weight_mb, grpo.seed, the optimizer's lr).
+/// The fake model of runtime.engine: fake (runtime.fake_weight_mb, grpo.seed, the sequence length).
 gpu::fake_model_options fake_model_settings(const config::recipe_config& recipe);
+
+/// How every train engine trains: policy.optimizer.*, policy.scheduler.*, policy.max_grad_norm
+/// (null: 0, no clipping), policy.recompute_granularity, policy.logprob_chunk_size.
+gpu::train_engine_options train_engine_settings(const config::recipe_config& recipe);
 
 /// policy.refit.bucket_mb in bytes.
 std::int64_t refit_bucket_bytes(const config::recipe_config& recipe);

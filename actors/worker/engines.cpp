@@ -15,11 +15,13 @@ gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bo
                        "runtime.engine=fake runs the whole runtime with deterministic fake engines"};
   const gpu::fake_model_options model = fake_model_settings(recipe);
   if (gpu::status s = gpu::check_fake_model_options(model); !s) return s;
+  const gpu::train_engine_options train = train_engine_settings(recipe);
+  if (gpu::status s = gpu::check_train_engine_options("policy", train); !s) return s;
   worker_engines out;
   out.data_parallel = std::move(data_parallel);
   std::shared_ptr<gpu::fake_train_engine> trainer;
   if (policy) {
-    trainer = std::make_shared<gpu::fake_train_engine>(model, out.data_parallel.get());
+    trainer = std::make_shared<gpu::fake_train_engine>(model, train, out.data_parallel.get());
     out.train = trainer;
     out.weights_digest = [trainer] { return trainer->weights_digest(); };
   } else {
@@ -33,7 +35,7 @@ gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bo
     g.verify_checksums = false;  // the rollout worker checks every bucket's checksum itself
     auto generator = std::make_shared<gpu::fake_generate_engine>(g);
     if (trainer && recipe.policy.generation.colocated) {
-      if (gpu::status s = generator->share_weights(trainer->weight_bytes()); !s) return s;
+      if (gpu::status s = generator->share_weights(trainer->shared_weights()); !s) return s;
     }
     out.rollout_layout = generator->manifest();
     out.generate = std::move(generator);

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "gpu/core/dtype_of.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 
 namespace tandem::gpu {
@@ -28,6 +29,10 @@ class communicator {
   virtual ~communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Where the collectives run: their buffers live on context().dev and their work is ordered on
+  /// context().stream. The host groups (local_group, zmq_group) run on the CPU, on the calling
+  /// thread; a device group is created on its device and stream.
+  virtual exec_context context() const = 0;
 
   /// data is root's data on every rank afterwards.
   template <class T>

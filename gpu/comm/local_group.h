@@ -19,6 +19,7 @@ class local_communicator final : public communicator {
   local_communicator(std::shared_ptr<internal::local_group_state> group, int rank);
   int rank() const override { return rank_; }
   int size() const override;
+  exec_context context() const override { return exec_context::cpu(); }
 
  protected:
   status broadcast_raw(void* data, std::int64_t count, dtype type, int root) override;

@@ -146,6 +146,7 @@ class zmq_group final : public communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  exec_context context() const override { return exec_context::cpu(); }
   /// ok while the group is usable; after a failed call, the failure that broke it.
   const status& health() const { return broken_; }
   /// Collectives started so far (the sequence number of the latest).

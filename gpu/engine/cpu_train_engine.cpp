@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "gpu/core/convert.h"
 #include "gpu/model/backward.h"
@@ -34,31 +35,45 @@ std::vector<float> to_token_frame(const packed_sequences& s, const float* rows) 
 
 }  // namespace
 
-result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(checkpoint source, const cpu_train_options& options,
+result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(const exec_context& ctx, checkpoint source,
+                                                                   const train_engine_options& options,
                                                                    communicator* group) {
+  if (!ctx.dev.is_cpu())
+    return fail(status_code::invalid_argument, "runs on the CPU, the context is " + ctx.dev.to_string());
   if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
     return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
-  if (options.moment_dtype != dtype::float32 && options.moment_dtype != dtype::bfloat16)
-    return fail(status_code::invalid_argument, "moments must be float32 or bfloat16, got " + std::string(to_string(options.moment_dtype)));
-  if (options.logprob_chunk_rows <= 0 || !(options.max_grad_norm >= 0) || options.warmup_steps < 0 ||
-      !(options.warmup_start_factor > 0 && options.warmup_start_factor <= 1))
-    return fail(status_code::invalid_argument, "logprob_chunk_rows > 0, max_grad_norm >= 0, warmup_steps >= 0 and "
-                                               "warmup_start_factor in (0, 1] are required");
+  if (auto s = check_train_engine_options("cpu_train_engine", options); !s) return s;
+  if (group && group->context().dev != ctx.dev)
+    return fail(status_code::invalid_argument, "the data-parallel group runs on " + group->context().dev.to_string() +
+                                                   ", the engine on " + ctx.dev.to_string());
   std::unique_ptr<cpu_train_engine> e(new cpu_train_engine());
   auto weights = load_checkpoint(source, device::cpu());
   if (!weights) return weights.error();
   e->weights_ = std::move(*weights);
   const std::int64_t n = source.layout.total_elements;
+  const auto bytes_of = [n](dtype t) { return n * static_cast<std::int64_t>(size_of(t)); };
   auto grads = slab::create("gradients", n * 4, device::cpu());
-  auto m = slab::create("exp_avg", n * static_cast<std::int64_t>(size_of(options.moment_dtype)), device::cpu());
-  auto v = slab::create("exp_avg_sq", n * static_cast<std::int64_t>(size_of(options.moment_dtype)), device::cpu());
+  auto m = slab::create("exp_avg", bytes_of(options.first_moment_dtype), device::cpu());
+  auto v = slab::create("exp_avg_sq", bytes_of(options.second_moment_dtype), device::cpu());
   if (!grads || !m || !v) return (!grads ? grads : !m ? m : v).error();
+  if (options.master_dtype != dtype::float32) {
+    auto master = slab::create("master weights", bytes_of(options.master_dtype), device::cpu());
+    if (!master) return master.error();
+    e->master_ = std::move(*master);
+    const tensor w = flat(e->weights_, dtype::float32, n);
+    // The master is the weights rounded once; the weights then equal it exactly.
+    convert_elements(w.data(), dtype::float32, flat(e->master_, options.master_dtype, n).data(), options.master_dtype, n);
+    convert_elements(flat(e->master_, options.master_dtype, n).data(), options.master_dtype, w.data(), dtype::float32, n);
+  }
   e->grads_ = std::move(*grads);
   e->exp_avg_ = std::move(*m);
   e->exp_avg_sq_ = std::move(*v);
   e->source_ = std::move(source);
   e->options_ = options;
   e->group_ = group;
+  e->scratch_ = std::make_unique<workspace>(ctx.dev);
+  e->ctx_ = ctx;
+  e->ctx_.scratch = e->scratch_.get();
   auto w = bind_weights(e->source_.config, e->source_.layout, e->weights_);
   auto g = bind_weights(e->source_.config, e->source_.layout, e->grads_);
   if (!w || !g) return (!w ? w : g).error();
@@ -72,6 +87,11 @@ result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(checkpoint so
   for (std::size_t i = 0; i < layout.tensors.size(); ++i)
     e->manifest_.push_back({e->names_[i], layout.tensors[i].shape, dtype::float32});
   return e;
+}
+
+status cpu_train_engine::check_resident(const char* op) const {
+  if (state_ == train_memory_state::resident) return status::ok();
+  return fail(status_code::invalid_argument, std::string(op) + ": the training state is offloaded (restore_state() first)");
 }
 
 status cpu_train_engine::check_batch(const char* op, const packed_sequences& batch) const {
@@ -93,7 +113,7 @@ result<std::vector<float>> cpu_train_engine::logprobs(const packed_sequences& ba
   if (auto s = check_batch("logprobs", batch); !s) return s;
   const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
   host_buffer rows(dtype::float32, {static_cast<std::int64_t>(batch.tokens.size())});
-  if (auto s = forward_logprobs(source_.config, w_, b.view(), b.targets, params, rows, options_.logprob_chunk_rows); !s)
+  if (auto s = forward_logprobs(ctx_, source_.config, w_, b.view(), b.targets, params, rows, options_.logprob_chunk_rows); !s)
     return fail(s.code(), "logprobs: " + s.message());
   return to_token_frame(batch, rows.data<float>());
 }
@@ -103,6 +123,7 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
                                                                  const global_counts& counts,
                                                                  const ops::sampling_params& params) {
   const std::size_t n = mb.sequences.tokens.size();
+  if (auto s = check_resident("train_micro_batch"); !s) return s;
   if (auto s = check_micro_batch_sizes("cpu_train_engine", mb, loss); !s) return s;
   if (auto s = check_batch("train_micro_batch", mb.sequences); !s) return s;
   const model_config& c = source_.config;
@@ -112,32 +133,34 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
   host_buffer rows(dtype::float32, {T}), d_rows(dtype::float32, {T});
   auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_micro_batch: ") + what + ": " + s.message()); };
-  if (auto s = step("forward", forward_for_backward(c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
-  if (auto s = step("logprobs", head_logprobs(c, w_, hidden, b.targets, params, rows, options_.logprob_chunk_rows)); !s) return s;
+  if (auto s = step("forward", forward_for_backward(ctx_, c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
+  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, hidden, b.targets, params, rows, options_.logprob_chunk_rows)); !s) return s;
   const std::vector<float> lp_cur = to_token_frame(mb.sequences, rows.data<float>());
   std::vector<float> d_lp(n, 0.0f);
 
   const ops::pg_loss_inputs in = pg_loss_inputs_of(mb, lp_cur, counts);
   float loss_value = 0;
   ops::pg_loss_metrics metrics;
-  if (auto s = step("loss", ops::pg_loss_forward(in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics)); !s) return s;
+  if (auto s = step("loss", ops::pg_loss_forward(ctx_, in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics)); !s) return s;
   if (!std::isfinite(loss_value))
     return fail(status_code::invalid_argument, "train_micro_batch: the loss is not finite (" + std::to_string(loss_value) +
                                                    "); no gradient was accumulated");
-  if (auto s = step("loss backward", ops::pg_loss_backward(in, loss, 1.0, tensor(d_lp.data(), dtype::float32, {T}))); !s) return s;
+  if (auto s = step("loss backward", ops::pg_loss_backward(ctx_, in, loss, 1.0, tensor(d_lp.data(), dtype::float32, {T}))); !s) return s;
   // Back to the head's frame: row r predicts token r + 1.
   for (std::size_t q = 0; q + 1 < mb.sequences.offsets.size(); ++q)
     for (std::int32_t t = mb.sequences.offsets[q] + 1; t < mb.sequences.offsets[q + 1]; ++t)
       d_rows.data<float>()[t - 1] = d_lp[static_cast<std::size_t>(t)];
-  if (auto s = step("head backward", head_backward(c, w_, hidden, b.targets, params, d_rows, d_hidden, g_,
+  ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
+  if (auto s = step("head backward", head_backward(ctx_, c, w_, hidden, b.targets, params, d_rows, d_hidden, g_,
                                                    options_.logprob_chunk_rows));
       !s)
     return s;
-  if (auto s = step("backward", model_backward(c, w_, b.view(), act, d_hidden, g_)); !s) return s;
+  if (auto s = step("backward", model_backward(ctx_, c, w_, b.view(), act, d_hidden, g_)); !s) return s;
   return metrics;
 }
 
 result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+  if (auto s = check_resident("train_cross_entropy"); !s) return s;
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
   if (auto s = check_batch("train_cross_entropy", batch); !s) return s;
   const model_config& c = source_.config;
@@ -147,8 +170,8 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
   host_buffer rows(dtype::float32, {T}), d_rows(dtype::float32, {T});
   auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_cross_entropy: ") + what + ": " + s.message()); };
-  if (auto s = step("forward", forward_for_backward(c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
-  if (auto s = step("logprobs", head_logprobs(c, w_, hidden, b.targets, {}, rows, options_.logprob_chunk_rows)); !s) return s;
+  if (auto s = step("forward", forward_for_backward(ctx_, c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
+  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, hidden, b.targets, {}, rows, options_.logprob_chunk_rows)); !s) return s;
   double loss = 0;
   const float weight = -1.0f / static_cast<float>(global_tokens);
   for (std::size_t q = 0; q + 1 < batch.offsets.size(); ++q)
@@ -159,13 +182,18 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   loss /= static_cast<double>(global_tokens);
   if (!std::isfinite(loss))
     return fail(status_code::invalid_argument, "train_cross_entropy: the loss is not finite; no gradient was accumulated");
-  if (auto s = step("head backward", head_backward(c, w_, hidden, b.targets, {}, d_rows, d_hidden, g_, options_.logprob_chunk_rows)); !s)
+  ++pending_micro_batches_;
+  if (auto s = step("head backward", head_backward(ctx_, c, w_, hidden, b.targets, {}, d_rows, d_hidden, g_, options_.logprob_chunk_rows)); !s)
     return s;
-  if (auto s = step("backward", model_backward(c, w_, b.view(), act, d_hidden, g_)); !s) return s;
+  if (auto s = step("backward", model_backward(ctx_, c, w_, b.view(), act, d_hidden, g_)); !s) return s;
   return loss;
 }
 
 result<optimizer_result> cpu_train_engine::optimizer_step() {
+  if (auto s = check_resident("optimizer_step"); !s) {
+    zero_gradients();
+    return s;
+  }
   const model_layout& layout = source_.layout;
   const std::int64_t n = layout.total_elements;
   float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());
@@ -196,25 +224,24 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
   const tensor grad = flat(grads_, dtype::float32, n);
   if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
     const double factor = options_.max_grad_norm / (norm + 1e-6);
-    if (auto s = ops::scale_forward(grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) return s;
+    if (auto s = ops::scale_forward(ctx_, grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) return s;
   }
-  const double warm = options_.warmup_steps > 0
-                          ? options_.warmup_start_factor + (1.0 - options_.warmup_start_factor) *
-                                                               static_cast<double>(std::min(step_, options_.warmup_steps)) /
-                                                               static_cast<double>(options_.warmup_steps)
-                          : 1.0;
   ops::adamw_hyper hyper = options_.adamw;
-  hyper.lr = options_.adamw.lr * warm;
+  hyper.lr = scheduled_lr(options_, step_);
   hyper.step = step_ + 1;
+  const bool separate_master = options_.master_dtype != dtype::float32;
+  const auto at = [](const tensor_entry& e, dtype t) { return e.offset_elements * static_cast<std::int64_t>(size_of(t)); };
   // Tensor by tensor: buffers (layer_scalar) take no step, not even weight decay.
   status s;
   for (const tensor_entry& e : layout.tensors) {
     if (!e.trainable) continue;
-    const std::int64_t moment_at = e.offset_elements * static_cast<std::int64_t>(size_of(options_.moment_dtype));
     const std::vector<std::int64_t> shape{e.elements()};
-    s = ops::adamw_step(*weights_.view_of(e.offset_elements * 4, dtype::float32, shape), *grads_.view_of(e.offset_elements * 4, dtype::float32, shape),
-                        *exp_avg_.view_of(moment_at, options_.moment_dtype, shape), *exp_avg_sq_.view_of(moment_at, options_.moment_dtype, shape),
-                        hyper);
+    const tensor weights = *weights_.view_of(at(e, dtype::float32), dtype::float32, shape);
+    const tensor master = separate_master ? *master_.view_of(at(e, options_.master_dtype), options_.master_dtype, shape) : weights;
+    s = ops::adamw_step(ctx_, master, *grads_.view_of(at(e, dtype::float32), dtype::float32, shape),
+                        *exp_avg_.view_of(at(e, options_.first_moment_dtype), options_.first_moment_dtype, shape),
+                        *exp_avg_sq_.view_of(at(e, options_.second_moment_dtype), options_.second_moment_dtype, shape),
+                        hyper, separate_master ? weights : tensor{});
     if (!s) break;
   }
   zero_gradients();
@@ -223,7 +250,11 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
   return optimizer_result{norm, hyper.lr, step_};
 }
 
-void cpu_train_engine::zero_gradients() { std::memset(flat(grads_, dtype::float32, source_.layout.total_elements).data(), 0, static_cast<std::size_t>(grads_.bytes())); }
+void cpu_train_engine::zero_gradients() {
+  pending_micro_batches_ = 0;
+  if (grads_.state() == slab_state::resident)
+    std::memset(flat(grads_, dtype::float32, source_.layout.total_elements).data(), 0, static_cast<std::size_t>(grads_.bytes()));
+}
 
 status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
   if (plan.total_bytes() != source_.layout.parameter_count * 4)
@@ -244,29 +275,29 @@ status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t inde
   return status::ok();
 }
 
-std::uint64_t cpu_train_engine::weights_digest() const {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const tensor_entry& e : source_.layout.tensors) {
-    const auto* p = static_cast<const unsigned char*>(view_in(weights_, e, dtype::float32)->data());
-    for (std::int64_t i = 0; i < e.bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
-  return h;
+std::uint64_t cpu_train_engine::weights_digest() const { return shared_weights().digest(); }
+
+weight_source cpu_train_engine::shared_weights() const {
+  weight_source out;
+  out.dev = weights_.dev();
+  out.manifest = manifest_;
+  for (const tensor_entry& e : source_.layout.tensors)
+    out.tensors.push_back(static_cast<const std::byte*>(view_in(weights_, e, dtype::float32)->data()));
+  return out;
 }
 
 status cpu_train_engine::save(const std::filesystem::path& directory) const {
+  if (auto s = check_resident("save"); !s) return s;
   save_options o;
   o.type = dtype::float32;
   o.replace = true;
   o.extra_files = [this](const std::filesystem::path& partial) {
     std::vector<st_write_item> items;
-    const std::size_t msize = size_of(options_.moment_dtype);
-    for (const char* which : {"exp_avg.", "exp_avg_sq."}) {
-      const slab& s = std::string(which) == "exp_avg." ? exp_avg_ : exp_avg_sq_;
+    for (const auto& [prefix, moments, type] : {std::tuple{"exp_avg.", &exp_avg_, options_.first_moment_dtype},
+                                                std::tuple{"exp_avg_sq.", &exp_avg_sq_, options_.second_moment_dtype}}) {
       for (std::size_t i = 0; i < source_.layout.tensors.size(); ++i) {
-        const tensor_entry& e = source_.layout.tensors[i];
-        const auto* base = static_cast<const std::byte*>(s.view_of(0, options_.moment_dtype, std::vector<std::int64_t>{1})->data()) +
-                           e.offset_elements * static_cast<std::int64_t>(msize);
-        items.push_back({std::string(which) + names_[i], st_dtype_of(options_.moment_dtype), e.shape,
+        const auto* base = static_cast<const std::byte*>(view_in(*moments, source_.layout.tensors[i], type)->data());
+        items.push_back({std::string(prefix) + names_[i], st_dtype_of(type), source_.layout.tensors[i].shape,
                          [base](std::int64_t at, std::span<std::byte> out) {
                            std::memcpy(out.data(), base + at, out.size());
                            return status::ok();
@@ -282,34 +313,39 @@ status cpu_train_engine::save(const std::filesystem::path& directory) const {
 }
 
 status cpu_train_engine::load(const std::filesystem::path& directory) {
+  if (auto s = check_resident("load"); !s) return s;
   auto c = open_checkpoint(directory, dtype::float32);
   if (!c) return fail(c.error().code(), "load: " + c.error().message());
   if (c->layout.total_elements != source_.layout.total_elements || c->config.layers != source_.config.layers)
     return fail(status_code::invalid_argument, "load: " + directory.string() + " holds another model");
+  for (std::size_t i = 0; i < c->layout.tensors.size(); ++i)
+    if (c->layout.tensors[i].shape != source_.layout.tensors[i].shape ||
+        c->layout.tensors[i].offset_elements != source_.layout.tensors[i].offset_elements)
+      return fail(status_code::invalid_argument, "load: " + directory.string() + " holds another model (tensor " +
+                                                     quote_name(names_[i]) + " differs)");
   auto weights = load_checkpoint(*c, device::cpu());
   if (!weights) return fail(weights.error().code(), "load: " + weights.error().message());
   auto opt = st_file::open(directory / optimizer_file);
   if (!opt) return fail(opt.error().code(), "load: " + opt.error().message());
   const std::int64_t n = source_.layout.total_elements;
-  const std::size_t msize = size_of(options_.moment_dtype);
-  auto m = slab::create("exp_avg", n * static_cast<std::int64_t>(msize), device::cpu());
-  auto v = slab::create("exp_avg_sq", n * static_cast<std::int64_t>(msize), device::cpu());
+  // Read everything into fresh slabs first; copy into the live ones (in place, so shared_weights()
+  // stays valid) only once every check passed.
+  auto m = slab::create("exp_avg", n * static_cast<std::int64_t>(size_of(options_.first_moment_dtype)), device::cpu());
+  auto v = slab::create("exp_avg_sq", n * static_cast<std::int64_t>(size_of(options_.second_moment_dtype)), device::cpu());
   if (!m || !v) return (!m ? m : v).error();
-  for (const char* which : {"exp_avg.", "exp_avg_sq."}) {
-    const slab& s = std::string(which) == "exp_avg." ? *m : *v;
-    auto* base = static_cast<std::byte*>(s.view_of(0, options_.moment_dtype, std::vector<std::int64_t>{1})->data());
+  for (const auto& [prefix, moments, type] : {std::tuple{"exp_avg.", &*m, options_.first_moment_dtype},
+                                              std::tuple{"exp_avg_sq.", &*v, options_.second_moment_dtype}}) {
     for (std::size_t i = 0; i < source_.layout.tensors.size(); ++i) {
       const tensor_entry& e = source_.layout.tensors[i];
-      const std::string name = std::string(which) + names_[i];
-      const st_tensor* t = opt->header().find(name);
-      if (!t) return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": missing tensor " + quote_name(name));
-      const auto from = compute_dtype_of(t->type);
-      if (!from || t->shape != e.shape)
+      const std::string name = std::string(prefix) + names_[i];
+      const st_tensor* st = opt->header().find(name);
+      if (!st) return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": missing tensor " + quote_name(name));
+      const auto from = compute_dtype_of(st->type);
+      if (!from || st->shape != e.shape)
         return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": tensor " + quote_name(name) + ": " +
-                                                       std::string(to_string(t->type)) + " " + shape_string(t->shape) + ", expected " +
-                                                       shape_string(e.shape));
-      convert_elements(opt->data(*t).data(), *from, base + e.offset_elements * static_cast<std::int64_t>(msize),
-                       options_.moment_dtype, e.elements());
+                                                       std::string(to_string(st->type)) + " " + shape_string(st->shape) +
+                                                       ", expected " + shape_string(e.shape));
+      convert_elements(opt->data(*st).data(), *from, view_in(*moments, e, type)->data(), type, e.elements());
     }
   }
   const auto step = opt->header().metadata.find("step");
@@ -321,16 +357,56 @@ status cpu_train_engine::load(const std::filesystem::path& directory) {
     }
   }
   if (steps < 0) return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": no valid step count in its metadata");
-  auto w = bind_weights(c->config, c->layout, *weights);
-  if (!w) return w.error();
   // Every check passed: take it all.
-  weights_ = std::move(*weights);
-  w_ = std::move(*w);
+  const tensor live = flat(weights_, dtype::float32, n);
+  std::memcpy(live.data(), flat(*weights, dtype::float32, n).data(), static_cast<std::size_t>(n) * 4);
+  if (options_.master_dtype != dtype::float32) {
+    const tensor master = flat(master_, options_.master_dtype, n);
+    convert_elements(live.data(), dtype::float32, master.data(), options_.master_dtype, n);
+    convert_elements(master.data(), options_.master_dtype, live.data(), dtype::float32, n);
+  }
   exp_avg_ = std::move(*m);
   exp_avg_sq_ = std::move(*v);
-  source_ = std::move(*c);
   step_ = steps;
   zero_gradients();
+  return status::ok();
+}
+
+std::vector<slab*> cpu_train_engine::optimizer_slabs() {
+  std::vector<slab*> out{&exp_avg_, &exp_avg_sq_};
+  if (options_.master_dtype != dtype::float32) out.push_back(&master_);
+  return out;
+}
+
+status cpu_train_engine::offload_state() {
+  if (state_ == train_memory_state::offloaded) return status::ok();
+  if (pending_micro_batches_ > 0)
+    return fail(status_code::invalid_argument, "offload_state: gradients of " + std::to_string(pending_micro_batches_) +
+                                                   " micro-batches are pending (optimizer_step() or zero_gradients() first)");
+  std::vector<slab*> done;
+  for (slab* s : optimizer_slabs()) {
+    if (status r = s->offload(); !r) {
+      for (slab* back : done) (void)back->restore();  // undo: the previous state, resident
+      return fail(r.code(), "offload_state: " + r.message());
+    }
+    done.push_back(s);
+  }
+  (void)grads_.release();
+  scratch_->trim();
+  state_ = train_memory_state::offloaded;
+  return status::ok();
+}
+
+status cpu_train_engine::restore_state() {
+  if (state_ == train_memory_state::resident) return status::ok();
+  std::vector<slab*> all = optimizer_slabs();
+  all.push_back(&grads_);
+  for (slab* s : all)
+    if (status r = s->restore(); !r) return fail(r.code(), "restore_state: " + r.message());  // the others stay restorable
+  auto g = bind_weights(source_.config, source_.layout, grads_);  // the gradient slab moved
+  if (!g) return fail(g.error().code(), "restore_state: " + g.error().message());
+  g_ = std::move(*g);
+  state_ = train_memory_state::resident;
   return status::ok();
 }
 

@@ -1,23 +1,29 @@
 // The CPU train engine: the Gemma 4 model of gpu/model/ behind the train_engine contract, in
-// float32. Weights, gradients and AdamW moments each live in one slab laid out by the model's
-// layout table; a data-parallel group (optional) all-reduces the gradients, and every rank then
-// takes the same AdamW step on the whole model, so the ranks stay bitwise identical.
+// float32. Weights, gradients, AdamW moments (and bfloat16 master weights, when asked for) each
+// live in one slab laid out by the model's layout table; a data-parallel group (optional)
+// all-reduces the gradients, and every rank then takes the same AdamW step on the whole model, so
+// the ranks stay bitwise identical.
 //
 // A step: logprobs() (token 0 of a sequence gets 0, token t the logprob of t given tokens < t),
 // train_micro_batch() per micro-batch (forward keeping what `recompute` says, the clipped
 // policy-gradient loss, backward; gradients accumulate), optimizer_step() (all-reduce, global
 // norm over the trainable tensors, refusal of a non-finite norm naming the first non-finite
-// tensor, clipping to max_grad_norm, AdamW with a linear warm-up of the learning rate on every
-// trainable tensor (layer_scalar is a buffer: it never changes), gradients zeroed).
+// tensor, clipping to max_grad_norm, AdamW at scheduled_lr on every trainable tensor
+// (layer_scalar is a buffer: it never changes), gradients zeroed).
 //
-// save() writes a drop-in Hugging Face directory (float32 weights, so nothing is rounded away)
-// with optimizer.safetensors beside it (exp_avg.NAME, exp_avg_sq.NAME and the step count);
-// load() reads it back or leaves the engine unchanged.
+// Master weights: float32 (the weights themselves) or bfloat16 (a separate slab that AdamW
+// updates, its float32 value copied into the weights; the weights are rounded to bfloat16 once,
+// at creation and at load, so they always equal the master).
+//
+// save() writes a drop-in Hugging Face directory (float32 weights, which equal the master, so
+// nothing is rounded away) with optimizer.safetensors beside it (exp_avg.NAME, exp_avg_sq.NAME and
+// the step count); load() reads it back in place or leaves the engine unchanged.
 #pragma once
 
 #include <memory>
 
 #include "gpu/comm/communicator.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/slab.h"
 #include "gpu/engine/train_engine.h"
 #include "gpu/model/activations.h"
@@ -27,21 +33,14 @@
 
 namespace tandem::gpu {
 
-struct cpu_train_options {
-  ops::adamw_hyper adamw;            ///< lr, betas, eps, weight_decay (step is counted by the engine)
-  double warmup_start_factor = 1.0;  ///< lr factor of the first step, rising linearly to 1
-  std::int64_t warmup_steps = 0;     ///< steps of the linear warm-up (0: none)
-  double max_grad_norm = 1.0;        ///< clip the global gradient norm to this; 0: no clipping
-  recompute_mode recompute = recompute_mode::none;
-  std::int64_t logprob_chunk_rows = 256;  ///< rows of logits at a time
-  dtype moment_dtype = dtype::float32;    ///< AdamW moments: float32 or bfloat16
-};
-
 class cpu_train_engine final : public train_engine {
  public:
-  /// Loads the checkpoint's text stack (open_checkpoint with float32). `group`, when given, must
-  /// outlive the engine; every rank needs an engine of the same checkpoint and options.
-  static result<std::unique_ptr<cpu_train_engine>> create(checkpoint source, const cpu_train_options& options,
+  /// Loads the checkpoint's text stack (open_checkpoint with float32) on `ctx`'s device, which
+  /// must be the CPU. `group`, when given, must outlive the engine; every rank needs an engine of
+  /// the same checkpoint and options. The engine owns its scratch workspace (ctx.scratch is not
+  /// used).
+  static result<std::unique_ptr<cpu_train_engine>> create(const exec_context& ctx, checkpoint source,
+                                                          const train_engine_options& options,
                                                           communicator* group = nullptr);
 
   result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) override;
@@ -56,6 +55,12 @@ class cpu_train_engine final : public train_engine {
   status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
   status save(const std::filesystem::path& directory) const override;
   status load(const std::filesystem::path& directory) override;
+  /// Offloaded: moments and master weights copied out of their slabs (slab::offload), gradients
+  /// and the workspace freed.
+  status offload_state() override;
+  status restore_state() override;
+  train_memory_state memory_state() const override { return state_; }
+  weight_source shared_weights() const override;
 
   const model_config& config() const { return source_.config; }
   const model_layout& layout() const { return source_.layout; }
@@ -67,11 +72,22 @@ class cpu_train_engine final : public train_engine {
  private:
   cpu_train_engine() = default;
   status check_batch(const char* op, const packed_sequences& batch) const;
+  status check_resident(const char* op) const;
+  /// The slabs whose contents optimizer state holds: the moments, and the master when separate.
+  std::vector<slab*> optimizer_slabs();
 
   checkpoint source_;
-  cpu_train_options options_;
+  train_engine_options options_;
   communicator* group_ = nullptr;
-  slab weights_, grads_, exp_avg_, exp_avg_sq_;
+  std::unique_ptr<workspace> scratch_;
+  exec_context ctx_;
+  train_memory_state state_ = train_memory_state::resident;
+  std::int64_t pending_micro_batches_ = 0;
+  slab weights_;     // F32 [layout.total_elements]: what the forward reads (equal to the master)
+  slab master_;      // BF16 [layout.total_elements] when master_dtype is bfloat16; else empty (weights_ is the master)
+  slab grads_;       // F32 [layout.total_elements]
+  slab exp_avg_;     // first_moment_dtype [layout.total_elements]
+  slab exp_avg_sq_;  // second_moment_dtype [layout.total_elements]
   model_weights w_, g_;
   weight_manifest manifest_;
   std::vector<std::string> names_;  // Hugging Face name of each layout tensor, as in the source

@@ -75,13 +75,9 @@ fake_generate_engine::fake_generate_engine(const fake_generate_options& options)
   fill_fake_weights(options_.model, own_);
 }
 
-std::span<const std::byte> fake_generate_engine::live() const {
-  return shared_.empty() ? std::as_bytes(std::span<const float>(own_)) : shared_;
-}
-
 std::uint64_t fake_generate_engine::weight_hash() const {
-  if (!shared_.empty()) return fnv1a_64(shared_);
-  if (!hash_) hash_ = fnv1a_64(live());
+  if (!shared_.empty()) return shared_.digest();
+  if (!hash_) hash_ = fnv1a_64(std::as_bytes(std::span<const float>(own_)));
   return *hash_;
 }
 
@@ -135,6 +131,9 @@ result<std::int64_t> fake_generate_engine::step() {
     running_.clear();
     return injected(fake_generate_operation::step);
   }
+  if (!cache_resident_ && !waiting_.empty())
+    return fail(status_code::invalid_argument, "step: the KV cache is released (restore_cache() first); " +
+                                                   std::to_string(waiting_.size()) + " sequences stay queued");
   while (static_cast<std::int32_t>(running_.size()) < options_.max_num_sequences && !waiting_.empty()) {
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -180,8 +179,10 @@ status fake_generate_engine::begin_weight_update(std::uint64_t version) {
   if (version <= version_)
     return fail(status_code::invalid_argument,
                 which + "not newer than the live version " + std::to_string(version_));
+  if (!shared_.empty())
+    return fail(status_code::invalid_argument, which + "the weights are shared in place: a refit is bump_weight_version");
   pending_ = version;
-  received_.assign(shared_.empty() ? plan_.bucket_count() : 0, false);
+  received_.assign(plan_.bucket_count(), false);
   received_count_ = 0;
   return status::ok();
 }
@@ -205,9 +206,6 @@ status fake_generate_engine::import_checked(std::size_t index, std::span<const s
   const std::string which =
       "import_bucket: bucket " + std::to_string(index) + " of version " + std::to_string(*pending_) + ": ";
   if (failures_.take(fake_generate_operation::import_bucket)) return abort_with(injected(fake_generate_operation::import_bucket));
-  if (!shared_.empty())
-    return abort_with(fail(status_code::invalid_argument,
-                           which + "the weights are shared in place, a refit is begin + commit without buckets"));
   if (index >= plan_.bucket_count())
     return abort_with(fail(status_code::invalid_argument,
                            which + "the plan has " + std::to_string(plan_.bucket_count()) + " buckets"));
@@ -248,10 +246,8 @@ status fake_generate_engine::commit_weight_update() {
                                std::to_string(received_.size()) + " buckets missing (first: bucket " +
                                std::to_string(missing) + "); version " + std::to_string(version_) + " stays live"));
   }
-  if (shared_.empty()) {
-    own_.swap(staging_);  // the old weights become the next update's staging copy
-    hash_.reset();
-  }
+  own_.swap(staging_);  // the old weights become the next update's staging copy
+  hash_.reset();
   version_ = *pending_;
   pending_.reset();
   received_.clear();
@@ -265,18 +261,51 @@ void fake_generate_engine::abort_weight_update() {
   received_count_ = 0;
 }
 
-status fake_generate_engine::share_weights(std::span<const std::byte> weights) {
-  if (pending_) return fail(status_code::invalid_argument, "share_weights: refused while an update is staged");
+status fake_generate_engine::check_no_work(const std::string& which) const {
+  if (pending_) return fail(status_code::invalid_argument, which + ": refused while the update to version " +
+                                                               std::to_string(*pending_) + " is staged");
   if (!waiting_.empty() || !running_.empty())
-    return fail(status_code::invalid_argument, "share_weights: refused while sequences wait or run");
-  if (static_cast<std::int64_t>(weights.size()) != options_.model.weight_bytes || weights.data() == nullptr)
-    return fail(status_code::invalid_argument, "share_weights: " + std::to_string(weights.size()) +
-                                                   " bytes, the fake model has " +
-                                                   std::to_string(options_.model.weight_bytes));
-  shared_ = weights;
+    return fail(status_code::invalid_argument, which + ": refused while " + std::to_string(waiting_.size()) +
+                                                   " sequences wait and " + std::to_string(running_.size()) + " run");
+  return status::ok();
+}
+
+status fake_generate_engine::share_weights(const weight_source& source) {
+  if (auto s = check_no_work("share_weights"); !s) return s;
+  if (auto s = check_weight_source("fake_generate_engine: share_weights", source, manifest_); !s) return s;
+  if (!source.dev.is_cpu())
+    return fail(status_code::invalid_argument, "share_weights: the fake reads host memory, the weights are on " +
+                                                   source.dev.to_string());
+  shared_ = source;
   own_ = {};
   staging_ = {};
   hash_.reset();
+  return status::ok();
+}
+
+status fake_generate_engine::bump_weight_version(std::uint64_t version) {
+  const std::string which = "bump_weight_version(" + std::to_string(version) + ")";
+  if (shared_.empty())
+    return fail(status_code::invalid_argument, which + ": the weights are the engine's own copy: a refit is "
+                                                       "begin_weight_update, import_bucket, commit_weight_update");
+  if (auto s = check_no_work(which); !s) return s;
+  if (version <= version_)
+    return fail(status_code::invalid_argument, which + ": not newer than the live version " + std::to_string(version_));
+  version_ = version;
+  return status::ok();
+}
+
+status fake_generate_engine::release_cache() {
+  if (!cache_resident_) return status::ok();
+  if (!waiting_.empty() || !running_.empty())
+    return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +
+                                                   " sequences wait and " + std::to_string(running_.size()) + " run");
+  cache_resident_ = false;
+  return status::ok();
+}
+
+status fake_generate_engine::restore_cache() {
+  cache_resident_ = true;
   return status::ok();
 }
 

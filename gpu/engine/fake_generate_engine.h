@@ -24,8 +24,9 @@
 //   staging(w) --abort, or any failed import_bucket / commit_weight_update--> live(v), untouched
 //
 // submit() is refused while an update is staged, so no sequence can span two versions. With shared
-// weights there are no buckets: begin + commit is the whole refit (the version bump), and
-// import_bucket is refused. With verify_checksums every bucket must come through the overload
+// weights there are no buckets: bump_weight_version is the whole refit, and begin_weight_update is
+// refused. release_cache() has no cache to free (the fake keeps none) but keeps the contract's
+// rules: refused while sequences wait or run, and step() refuses to run work while released. With verify_checksums every bucket must come through the overload
 // carrying its FNV-1a 64 checksum; a mismatch aborts the update.
 //
 // Not thread-safe, except fail_next(), which a test may call from any thread.
@@ -74,11 +75,13 @@ class fake_generate_engine final : public generate_engine {
   status commit_weight_update() override;
   void abort_weight_update() override;
 
-  /// Reads `weights` (a fake trainer's weight_bytes(), same options) in place from now on: no
-  /// copy, and every later refit is a version bump. `weights` must outlive the engine. Refused
-  /// while sequences wait or run, while an update is staged, or when the size is not weight_bytes.
-  status share_weights(std::span<const std::byte> weights);
-  bool shares_weights() const { return !shared_.empty(); }
+  /// Reads a fake trainer's shared_weights() (same options) in place from now on.
+  status share_weights(const weight_source& source) override;
+  bool shares_weights() const override { return !shared_.empty(); }
+  status bump_weight_version(std::uint64_t version) override;
+  status release_cache() override;
+  status restore_cache() override;
+  bool cache_resident() const override { return cache_resident_; }
 
   /// FNV-1a 64 of the weights read now (cached for its own copy; recomputed on every call, and
   /// on every step() with running sequences, when shared, since the owner may change them).
@@ -115,7 +118,7 @@ class fake_generate_engine final : public generate_engine {
     std::vector<float> logprobs;
   };
 
-  std::span<const std::byte> live() const;
+  status check_no_work(const std::string& which) const;
   status import_checked(std::size_t index, std::span<const std::byte> bytes, std::optional<std::uint64_t> checksum);
   status abort_with(status why);
 
@@ -125,7 +128,8 @@ class fake_generate_engine final : public generate_engine {
   bucket_plan plan_;
   std::vector<float> own_;                 // F32 [weight_bytes / 4], live unless shared
   std::vector<float> staging_;             // F32 [weight_bytes / 4], allocated at the first bucket refit
-  std::span<const std::byte> shared_;      // a trainer's weights, when colocated
+  weight_source shared_;                   // a trainer's weights, when colocated
+  bool cache_resident_ = true;
   std::uint64_t version_ = 0;
   mutable std::optional<std::uint64_t> hash_;  // of own_
   std::optional<std::uint64_t> pending_;

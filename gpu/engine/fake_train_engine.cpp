@@ -82,8 +82,9 @@ const char* to_string(fake_train_operation op) {
   return "?";
 }
 
-fake_train_engine::fake_train_engine(const fake_model_options& options, communicator* data_parallel_group)
-    : options_(normalized(options)), group_(data_parallel_group), manifest_(fake_manifest(options_)) {
+fake_train_engine::fake_train_engine(const fake_model_options& model, const train_engine_options& train,
+                                     communicator* data_parallel_group)
+    : options_(normalized(model)), train_(train), group_(data_parallel_group), manifest_(fake_manifest(options_)) {
   std::int64_t offset = 0;
   for (const auto& e : manifest_) {
     entry_begin_.push_back(offset);
@@ -138,6 +139,7 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
                                                                   const ops::pg_loss_settings& loss,
                                                                   const global_counts& counts,
                                                                   const ops::sampling_params& params) {
+  if (auto s = check_trainable("train_micro_batch"); !s) return s;
   if (failures_.take(fake_train_operation::train_micro_batch)) return injected(fake_train_operation::train_micro_batch);
   const std::size_t n = mb.sequences.tokens.size();
   if (auto s = check_micro_batch_sizes("fake_train_engine", mb, loss); !s) return s;
@@ -148,7 +150,7 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
   const ops::pg_loss_inputs in = pg_loss_inputs_of(mb, *lp_cur, counts);
   float loss_value = 0;
   ops::pg_loss_metrics metrics;
-  if (auto s = ops::pg_loss_forward(in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics); !s)
+  if (auto s = ops::pg_loss_forward(exec_context::cpu(), in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics); !s)
     return fail(s.code(), "train_micro_batch: " + s.message());
 
   // The "gradient": a pseudo-random direction named by the weights and the micro-batch.
@@ -171,6 +173,7 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
 }
 
 result<double> fake_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+  if (auto s = check_trainable("train_cross_entropy"); !s) return s;
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
   auto lp = logprobs(batch, {});
   if (!lp) return lp.error();
@@ -191,7 +194,18 @@ void fake_train_engine::ensure_gradients() {
   if (gradients_.empty()) gradients_.assign(weights_.size(), 0.0f);
 }
 
+status fake_train_engine::check_trainable(const char* op) const {
+  if (state_ != train_memory_state::resident)
+    return fail(status_code::invalid_argument, std::string(op) + ": the training state is offloaded (restore_state() first)");
+  if (auto s = check_train_engine_options("fake_train_engine", train_); !s) return s;
+  return status::ok();
+}
+
 result<optimizer_result> fake_train_engine::optimizer_step() {
+  if (auto s = check_trainable("optimizer_step"); !s) {
+    zero_gradients();
+    return s;
+  }
   if (failures_.take(fake_train_operation::optimizer_step)) {
     zero_gradients();
     return injected(fake_train_operation::optimizer_step);
@@ -204,17 +218,17 @@ result<optimizer_result> fake_train_engine::optimizer_step() {
       return fail(s.code(), "optimizer_step: gradient all-reduce over " + std::to_string(dp) + " ranks: " + s.message());
     }
   }
-  const float factor = static_cast<float>(options_.lr / dp);
   double norm2 = 0;
-  for (std::size_t i = 0; i < weights_.size(); ++i) {
-    const double g = static_cast<double>(gradients_[i]) / dp;
-    norm2 += g * g;
-    weights_[i] -= factor * gradients_[i];
-  }
+  for (const float g : gradients_) norm2 += (static_cast<double>(g) / dp) * (static_cast<double>(g) / dp);
+  const double norm = std::sqrt(norm2);
+  const double clip = train_.max_grad_norm > 0 && norm > train_.max_grad_norm ? train_.max_grad_norm / (norm + 1e-6) : 1.0;
+  const double lr = scheduled_lr(train_, step_);
+  const auto factor = static_cast<float>(lr * clip / dp);
+  for (std::size_t i = 0; i < weights_.size(); ++i) weights_[i] -= factor * gradients_[i];
   zero_gradients();
   hash_.reset();
   ++step_;
-  return optimizer_result{std::sqrt(norm2), options_.lr, step_};
+  return optimizer_result{norm, lr, step_};
 }
 
 void fake_train_engine::zero_gradients() {
@@ -246,6 +260,7 @@ status fake_train_engine::export_bucket(const bucket_plan& plan, std::size_t ind
 }
 
 status fake_train_engine::save(const std::filesystem::path& directory) const {
+  if (auto s = check_trainable("save"); !s) return s;
   if (failures_.take(fake_train_operation::save)) return injected(fake_train_operation::save);
   const std::filesystem::path target = directory.has_filename() ? directory : directory.parent_path();
   const std::filesystem::path temporary = unique_sibling(target, ".tmp-");
@@ -285,6 +300,7 @@ status fake_train_engine::save(const std::filesystem::path& directory) const {
 }
 
 status fake_train_engine::load(const std::filesystem::path& directory) {
+  if (auto s = check_trainable("load"); !s) return s;
   if (failures_.take(fake_train_operation::load)) return injected(fake_train_operation::load);
   std::ifstream info_in(directory / info_file);
   if (!info_in) return fail(status_code::not_found, "load: cannot read " + (directory / info_file).string());
@@ -312,11 +328,35 @@ status fake_train_engine::load(const std::filesystem::path& directory) {
   if (actual != hash)
     return fail(status_code::io_error, "load: " + path.string() + " hashes to " + hex64(actual) + ", " + info_file +
                                            " says " + hex64(hash));
-  weights_ = std::move(loaded);
+  std::copy(loaded.begin(), loaded.end(), weights_.begin());  // in place: shared_weights() stays valid
   hash_ = actual;
   step_ = static_cast<std::int64_t>(step);
   zero_gradients();
   return status::ok();
+}
+
+status fake_train_engine::offload_state() {
+  if (state_ == train_memory_state::offloaded) return status::ok();
+  if (micro_batches_ > 0)
+    return fail(status_code::invalid_argument, "offload_state: gradients of " + std::to_string(micro_batches_) +
+                                                   " micro-batches are pending (optimizer_step() or zero_gradients() first)");
+  gradients_ = {};
+  state_ = train_memory_state::offloaded;
+  return status::ok();
+}
+
+status fake_train_engine::restore_state() {
+  state_ = train_memory_state::resident;  // the gradient buffer comes back zeroed at the next micro-batch
+  return status::ok();
+}
+
+weight_source fake_train_engine::shared_weights() const {
+  weight_source out;
+  out.dev = device::cpu();
+  out.manifest = manifest_;
+  const auto bytes = weight_bytes();
+  for (const std::int64_t begin : entry_begin_) out.tensors.push_back(bytes.data() + begin);
+  return out;
 }
 
 }  // namespace tandem::gpu

@@ -12,8 +12,13 @@
 //   scale = 1 + sum of masked |advantage| / global token count. Never zero, so every step changes
 //   the weights even when every advantage is 0.
 // - optimizer_step(): sums the gradients over the data-parallel group (when one is given; every
-//   rank must call it), then w -= lr * g / dp_size on every rank (identical weights everywhere),
-//   zeroes the gradients and counts the step. grad_norm = |g| / dp_size.
+//   rank must call it), averages them (g / dp_size), clips that to options.max_grad_norm like the
+//   real engines, then w -= lr_t * g on every rank (identical weights everywhere), lr_t the
+//   scheduled_lr of the step; zeroes the gradients and counts the step. grad_norm is the norm
+//   before clipping. The other train_engine_options are checked, not used (the fake has no
+//   activations to recompute, no logits to chunk, no AdamW moments).
+// - offload_state() / restore_state(): the gradient buffer is freed and re-created; the weights
+//   stay where shared_weights() points.
 // - save()/load(): "weights.bin" (the raw weight stream) and "weights.txt" ("fnv1a64 <16 hex>",
 //   "step <n>", "bytes <n>") written into a temporary sibling folder that is renamed into place
 //   (replacing an older save); load() refuses a folder whose weights do not hash to its weights.txt.
@@ -37,10 +42,12 @@ enum class fake_train_operation { logprobs, train_micro_batch, optimizer_step, e
 
 class fake_train_engine final : public train_engine {
  public:
-  /// Weights initialised from `options.seed` (invalid options are normalized(), see
-  /// fake_weights.h). `data_parallel_group`, when given, must outlive the engine; every rank of it
-  /// needs an engine with the same options.
-  explicit fake_train_engine(const fake_model_options& options, communicator* data_parallel_group = nullptr);
+  /// Weights initialised from `model.seed` (invalid model options are normalized(), see
+  /// fake_weights.h; invalid train options fail every training call with the reason).
+  /// `data_parallel_group`, when given, must outlive the engine; every rank of it needs an engine
+  /// with the same options.
+  explicit fake_train_engine(const fake_model_options& model, const train_engine_options& train = {},
+                             communicator* data_parallel_group = nullptr);
 
   result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) override;
   result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb, const ops::pg_loss_settings& loss,
@@ -58,14 +65,17 @@ class fake_train_engine final : public train_engine {
   status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
   status save(const std::filesystem::path& directory) const override;
   status load(const std::filesystem::path& directory) override;
+  status offload_state() override;
+  status restore_state() override;
+  train_memory_state memory_state() const override { return state_; }
+  weight_source shared_weights() const override;
 
   /// The options in use (after normalized()).
   const fake_model_options& options() const { return options_; }
   /// FNV-1a 64 of weight_bytes() (cached until the weights change).
   std::uint64_t weight_hash() const;
-  /// The weights as bytes, in manifest order: a colocated fake generator reads them in place
-  /// (fake_generate_engine::share_weights). Valid for the engine's lifetime; contents change on
-  /// optimizer_step() and load().
+  /// The weights as bytes, in manifest order. Valid for the engine's lifetime; contents change
+  /// on optimizer_step() and load().
   std::span<const std::byte> weight_bytes() const { return std::as_bytes(std::span<const float>(weights_)); }
   /// Optimizer steps taken (restored by load()).
   std::int64_t step_count() const { return step_; }
@@ -81,9 +91,13 @@ class fake_train_engine final : public train_engine {
 
  private:
   status check_batch(const char* op, const packed_sequences& batch) const;
+  /// ok when the training state is resident and the train options are valid.
+  status check_trainable(const char* op) const;
   void ensure_gradients();
 
   fake_model_options options_;
+  train_engine_options train_;
+  train_memory_state state_ = train_memory_state::resident;
   communicator* group_;
   weight_manifest manifest_;
   std::vector<std::int64_t> entry_begin_;  // byte offset of each manifest entry in the weight stream

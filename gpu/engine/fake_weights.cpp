@@ -24,7 +24,6 @@ status check_fake_model_options(const fake_model_options& o) {
   if (o.vocab < 2) return refuse("vocab must be >= 2, got " + std::to_string(o.vocab));
   if (o.max_sequence_length < 2)
     return refuse("max_sequence_length must be >= 2, got " + std::to_string(o.max_sequence_length));
-  if (!std::isfinite(o.lr)) return refuse("lr must be finite");
   return status::ok();
 }
 
@@ -34,7 +33,6 @@ fake_model_options normalized(fake_model_options o) {
   if (o.weight_bytes < 4 * o.tensors) o.weight_bytes = 4 * o.tensors;
   if (o.vocab < 2) o.vocab = 2;
   if (o.max_sequence_length < 2) o.max_sequence_length = 2;
-  if (!std::isfinite(o.lr)) o.lr = 0.01;
   return o;
 }
 
@@ -54,14 +52,6 @@ weight_manifest fake_manifest(const fake_model_options& options) {
 void fill_fake_weights(const fake_model_options& options, std::span<float> out) {
   const std::uint64_t base = fake_mix64(options.seed ^ 0x66616b6577656967ull /* "fakeweig" */);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = signed_unit(fake_mix64(base + i));
-}
-
-std::uint64_t fnv1a_64(std::span<const std::byte> bytes, std::uint64_t hash) {
-  for (const std::byte b : bytes) {
-    hash ^= static_cast<std::uint64_t>(b);
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
 }
 
 std::uint64_t fake_mix64(std::uint64_t x) {

@@ -24,7 +24,6 @@ struct fake_model_options {
   std::uint64_t seed = 1;                   ///< initial weights are a pure function of it
   std::int32_t vocab = 64;                  ///< token ids are in [0, vocab), vocab >= 2
   std::int32_t max_sequence_length = 256;   ///< prompt plus generated tokens, >= 2
-  double lr = 0.01;                         ///< the trainer's step size (w -= lr * g / dp_size), finite
 };
 
 /// ok, or invalid_argument naming the first bad field ("fake model: weight_bytes must be a
@@ -32,8 +31,8 @@ struct fake_model_options {
 status check_fake_model_options(const fake_model_options& options);
 
 /// `options` made valid, for constructors that cannot refuse: weight_bytes rounded down to a
-/// multiple of 4 and raised to 4 * tensors, tensors >= 1, vocab >= 2, max_sequence_length >= 2, a
-/// non-finite lr replaced by 0.01. Valid options come back unchanged.
+/// multiple of 4 and raised to 4 * tensors, tensors >= 1, vocab >= 2, max_sequence_length >= 2.
+/// Valid options come back unchanged.
 fake_model_options normalized(fake_model_options options);
 
 /// The manifest of the (normalized) fake model: 1-D float32 tensors "model.layers.N.fake.weight".
@@ -42,10 +41,6 @@ weight_manifest fake_manifest(const fake_model_options& options);
 /// Writes the initial weights, a pure function of (options.seed, element index), values in
 /// [-1, 1). `out` holds weight_bytes / 4 floats.
 void fill_fake_weights(const fake_model_options& options, std::span<float> out);
-
-/// FNV-1a 64 of `bytes` (offset basis 0xcbf29ce484222325, prime 0x100000001b3). Continue a
-/// running hash by passing it as `hash`. Also the refit bucket checksum of the fakes.
-std::uint64_t fnv1a_64(std::span<const std::byte> bytes, std::uint64_t hash = 0xcbf29ce484222325ull);
 
 /// The splitmix64 finalizer: a bijection that scatters every input bit over the output.
 std::uint64_t fake_mix64(std::uint64_t x);

@@ -21,10 +21,51 @@
 
 #include "gpu/core/status.h"
 #include "gpu/engine/weight_manifest.h"
+#include "gpu/engine/weight_source.h"
+#include "gpu/model/activations.h"
+#include "gpu/ops/adamw.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/pg_loss.h"
 
 namespace tandem::gpu {
+
+/// How a train engine trains: one struct for every engine, filled from the recipe's policy keys.
+/// The fake engine honours the learning-rate schedule and max_grad_norm and checks the rest;
+/// the Gemma 4 engines honour all of it.
+struct train_engine_options {
+  ops::adamw_hyper adamw;            ///< lr (after warm-up), betas, eps, weight_decay; the engine counts the step
+  double warmup_start_factor = 1.0;  ///< lr factor of the first step, in (0, 1], rising linearly to 1
+  std::int64_t warmup_steps = 0;     ///< steps of the linear warm-up, >= 0 (0: none)
+  double max_grad_norm = 1.0;        ///< clip the global gradient norm to this; 0: no clipping
+  recompute_mode recompute = recompute_mode::none;
+  std::int64_t logprob_chunk_rows = 256;    ///< rows of [rows, vocabulary] logits that exist at once, > 0
+  dtype master_dtype = dtype::float32;      ///< the weights AdamW updates: float32 or bfloat16
+  dtype first_moment_dtype = dtype::float32;   ///< exp_avg: float32 or bfloat16
+  dtype second_moment_dtype = dtype::float32;  ///< exp_avg_sq: float32 or bfloat16
+};
+
+/// ok, or invalid_argument "<who>: <field> ..." naming the first field out of range.
+status check_train_engine_options(const char* who, const train_engine_options& options);
+
+/// The learning rate of optimizer step `step` (0-based): lr times the warm-up factor, which rises
+/// linearly from warmup_start_factor at step 0 to 1 at step warmup_steps, then stays 1.
+double scheduled_lr(const train_engine_options& options, std::int64_t step);
+
+/// Where a train engine's state lives between calls. A colocated run gives the device to the
+/// generator between steps:
+///
+///              offload_state()                restore_state()
+///   resident -----------------> offloaded -----------------> resident
+///
+/// offload_state(): the optimizer state (moments, and master weights where they are not the
+/// weights themselves) is copied to host memory and its device memory freed; the gradients
+/// (zero between steps) and the scratch workspace are released. The weights stay where they are,
+/// so a colocated generator keeps reading them. While offloaded, logprobs(), weights_digest(),
+/// export_bucket() and shared_weights() work; every call that trains, saves or loads is refused
+/// (invalid_argument "... the training state is offloaded"). Each transition completes or leaves
+/// the previous state with a status saying why; offload_state() is refused while gradients of
+/// unfinished micro-batches are pending, so nothing is lost.
+enum class train_memory_state { resident, offloaded };
 
 /// Variable-length sequences packed end to end (no padding).
 struct packed_sequences {
@@ -117,6 +158,16 @@ class train_engine {
   /// A 64-bit digest of the weights (FNV-1a of the manifest's byte stream, or an equivalent the
   /// engine documents), equal on every data-parallel rank holding the same weights.
   virtual std::uint64_t weights_digest() const = 0;
+
+  /// Offloads or restores the training state (train_memory_state above). No-op when already there.
+  virtual status offload_state() = 0;
+  virtual status restore_state() = 0;
+  virtual train_memory_state memory_state() const = 0;
+
+  /// The live weights, tensor by tensor in manifest order, for a colocated generator to read in
+  /// place (weight_source.h). The addresses stay valid and fixed for the engine's lifetime:
+  /// optimizer_step() and load() rewrite the bytes, never move them.
+  virtual weight_source shared_weights() const = 0;
 
   /// The refit manifest: every weight the generator needs, Hugging Face names, in slab order.
   virtual const weight_manifest& manifest() const = 0;

@@ -38,7 +38,7 @@ std::optional<std::int32_t> padding(const model_config& c) {
 
 }  // namespace
 
-status head_backward(const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
+status head_backward(const exec_context& ctx, const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const sampling_params& params, const tensor& dlogprobs, const tensor& d_hidden,
                      const model_weights& grads, std::int64_t chunk_rows) {
   constexpr const char* op = "head_backward";
@@ -54,20 +54,20 @@ status head_backward(const model_config& c, const model_weights& w, const tensor
     const std::int64_t end = std::min(T, begin + chunk_rows), n = end - begin;
     const tensor x = raw.view().rows(0, n), y = logits.view().rows(0, n), dy = dlogits.view().rows(0, n);
     const tensor h = hidden.rows(begin, end);
-    TANDEM_RETURN_IF_ERROR(linear_forward(h, w.lm_head, x));
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.lm_head, x));
     if (c.final_logit_softcapping) {
-      TANDEM_RETURN_IF_ERROR(softcap_forward(x, *c.final_logit_softcapping, y));
-      TANDEM_RETURN_IF_ERROR(logprobs_backward(y, targets.rows(begin, end), params, dlogprobs.rows(begin, end), dy));
-      TANDEM_RETURN_IF_ERROR(softcap_backward(x, *c.final_logit_softcapping, dy, dy));
+      TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, x, *c.final_logit_softcapping, y));
+      TANDEM_RETURN_IF_ERROR(logprobs_backward(ctx, y, targets.rows(begin, end), params, dlogprobs.rows(begin, end), dy));
+      TANDEM_RETURN_IF_ERROR(softcap_backward(ctx, x, *c.final_logit_softcapping, dy, dy));
     } else {
-      TANDEM_RETURN_IF_ERROR(logprobs_backward(x, targets.rows(begin, end), params, dlogprobs.rows(begin, end), dy));
+      TANDEM_RETURN_IF_ERROR(logprobs_backward(ctx, x, targets.rows(begin, end), params, dlogprobs.rows(begin, end), dy));
     }
-    TANDEM_RETURN_IF_ERROR(linear_backward(h, w.lm_head, dy, d_hidden.rows(begin, end), grads.lm_head));
+    TANDEM_RETURN_IF_ERROR(linear_backward(ctx, h, w.lm_head, dy, d_hidden.rows(begin, end), grads.lm_head));
   }
   return status::ok();
 }
 
-status model_backward(const model_config& c, const model_weights& w, const packed_batch& batch,
+status model_backward(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch,
                       const model_activations& act, const tensor& d_hidden, const model_weights& g) {
   const std::int64_t T = batch.tokens.dim(0), H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const std::int64_t L = c.num_hidden_layers;
@@ -76,7 +76,7 @@ status model_backward(const model_config& c, const model_weights& w, const packe
                                  "model_backward", "the activations are not those of this batch's forward"));
 
   host_buffer dh(type, {T, H});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(act.h_out, w.final_norm, act.final_inv, d_hidden, dh, g.final_norm));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.h_out, w.final_norm, act.final_inv, d_hidden, dh, g.final_norm));
   host_buffer d_ple;
   if (P > 0) d_ple = host_buffer(type, {T, L, P});
   std::map<int, kv_gradients> dkv;  // by the layer whose K/V they are
@@ -91,28 +91,28 @@ status model_backward(const model_config& c, const model_weights& w, const packe
       rerun.h_in = s->h_in;
       rerun.args = s->args;
       host_buffer h_out(type, {T, H});
-      TANDEM_LAYER(l, layer_forward(c, l, lw, batch, rerun, layer.is_kv_shared ? nullptr : &own, h_out));
+      TANDEM_LAYER(l, layer_forward(ctx, c, l, lw, batch, rerun, layer.is_kv_shared ? nullptr : &own, h_out));
       s = &rerun;
     }
     const kv_activations* kv = layer.is_kv_shared ? s->args.shared_kv
                                : act.mode == recompute_mode::full ? &own
                                                                   : &act.kv.at(l);
-    TANDEM_LAYER(l, layer_backward(c, l, lw, g.layers[static_cast<std::size_t>(l)], batch, *s, *kv, dkv[layer.kv_source_layer],
+    TANDEM_LAYER(l, layer_backward(ctx, c, l, lw, g.layers[static_cast<std::size_t>(l)], batch, *s, *kv, dkv[layer.kv_source_layer],
                                    d_ple, dh));
   }
 
   if (P > 0) {  // the per-layer inputs: ple = (norm(c_pre) + t) · 2^-1/2
     const tensor dple2 = d_ple.view().reshaped({T, L * P});
     host_buffer dc(type, {T, L * P}), dt(type, {T, L * P}), dc_pre(type, {T, L * P});
-    TANDEM_RETURN_IF_ERROR(ple_combine_backward(dple2, dc, dt));
-    TANDEM_RETURN_IF_ERROR(embedding_backward(batch.tokens, dt, embed_scale(P, type), g.embed_tokens_per_layer, padding(c)));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, act.c_inv,
+    TANDEM_RETURN_IF_ERROR(ple_combine_backward(ctx, dple2, dc, dt));
+    TANDEM_RETURN_IF_ERROR(embedding_backward(ctx, batch.tokens, dt, embed_scale(P, type), g.embed_tokens_per_layer, padding(c)));
+    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, act.c_inv,
                                             dc.view().reshaped({T * L, P}), dc_pre.view().reshaped({T * L, P}),
                                             g.ple_projection_norm));
-    TANDEM_RETURN_IF_ERROR(scale_forward(dc_pre, 1.0 / std::sqrt(static_cast<double>(H)), dc_pre));
-    TANDEM_RETURN_IF_ERROR(linear_backward(act.layers[0].h_in, w.ple_model_projection, dc_pre, dh, g.ple_model_projection, true));
+    TANDEM_RETURN_IF_ERROR(scale_forward(ctx, dc_pre, 1.0 / std::sqrt(static_cast<double>(H)), dc_pre));
+    TANDEM_RETURN_IF_ERROR(linear_backward(ctx, act.layers[0].h_in, w.ple_model_projection, dc_pre, dh, g.ple_model_projection, true));
   }
-  return embedding_backward(batch.tokens, dh, embed_scale(H, type), g.embed_tokens, padding(c));
+  return embedding_backward(ctx, batch.tokens, dh, embed_scale(H, type), g.embed_tokens, padding(c));
 }
 
 }  // namespace tandem::gpu

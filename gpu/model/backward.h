@@ -5,6 +5,7 @@
 // binds lm_head to embed_tokens); MoE routing gradients flow through the router.
 #pragma once
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 #include "gpu/model/activations.h"
@@ -19,13 +20,13 @@ namespace tandem::gpu {
 /// of the loss whose gradient with respect to the final normed hidden states is d_hidden [T, H].
 /// `act` is what forward_for_backward kept for the same batch and weights, in any recompute mode
 /// (the modes give bitwise-equal gradients on the CPU). On failure the gradients are unspecified.
-status model_backward(const model_config& config, const model_weights& w, const packed_batch& batch,
+status model_backward(const exec_context& ctx, const model_config& config, const model_weights& w, const packed_batch& batch,
                       const model_activations& act, const tensor& d_hidden, const model_weights& grads);
 
 /// The head's part of a loss Σ_t dlogprobs[t] · logprob(targets[t]) under `params`: from the
 /// final normed hidden states [T, H], `chunk_rows` rows of logits at a time, writes d_hidden
 /// [T, H] and accumulates the head's weight gradient into grads.lm_head.
-status head_backward(const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
+status head_backward(const exec_context& ctx, const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const ops::sampling_params& params, const tensor& dlogprobs, const tensor& d_hidden,
                      const model_weights& grads, std::int64_t chunk_rows = 256);
 

@@ -54,7 +54,7 @@ status check_batch(const model_config& c, const model_weights& w, const packed_b
 
 // The one forward: `keep` null for inference (each layer's activations dropped once it ran,
 // K/V only while a later layer reads them), else what `mode` keeps.
-status run_forward(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
+status run_forward(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
                    const tracer& trace, model_activations* keep, recompute_mode mode, const layer_args_hook& hook) {
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, batch, hidden));
   const std::int64_t T = batch.tokens.dim(0), H = c.hidden_size, P = c.hidden_size_per_layer_input;
@@ -69,7 +69,7 @@ status run_forward(const model_config& c, const model_weights& w, const packed_b
   act.layers.resize(static_cast<std::size_t>(L));
 
   host_buffer h = make({T, H});
-  TANDEM_RETURN_IF_ERROR(embedding_forward(batch.tokens, w.embed_tokens, embed_scale(H, type), h));
+  TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens, embed_scale(H, type), h));
   trace(h, "embed");
 
   if (P > 0) {  // §2.2: ple = (norm(projection(x0) · H^-1/2) + table[ids] · √P) · 2^-1/2
@@ -78,23 +78,23 @@ status run_forward(const model_config& c, const model_weights& w, const packed_b
     act.ple = make({T, L, P});
     host_buffer t = make({T, L * P});
     const tensor ple2 = act.ple.view().reshaped({T, L * P});
-    TANDEM_RETURN_IF_ERROR(embedding_forward(batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t));
-    TANDEM_RETURN_IF_ERROR(linear_forward(h, w.ple_model_projection, act.c_pre));
-    TANDEM_RETURN_IF_ERROR(scale_forward(act.c_pre, 1.0 / std::sqrt(static_cast<double>(H)), act.c_pre));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, eps,
+    TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t));
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.ple_model_projection, act.c_pre));
+    TANDEM_RETURN_IF_ERROR(scale_forward(ctx, act.c_pre, 1.0 / std::sqrt(static_cast<double>(H)), act.c_pre));
+    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, eps,
                                            act.ple.view().reshaped({T * L, P}), act.c_inv));
-    TANDEM_RETURN_IF_ERROR(ple_combine_forward(ple2, t, ple2));
+    TANDEM_RETURN_IF_ERROR(ple_combine_forward(ctx, ple2, t, ple2));
     trace(act.ple, "ple");
   }
 
   for (const layer_config& layer : c.layers) {
     if (act.rope.count(layer.type)) continue;
     host_buffer inv_freq(dtype::float32, {layer.head_dim / 2});
-    TANDEM_RETURN_IF_ERROR(rope_inv_freq(c.rope_for(layer.type), layer.head_dim, inv_freq));
+    TANDEM_RETURN_IF_ERROR(rope_inv_freq(ctx, c.rope_for(layer.type), layer.head_dim, inv_freq));
     rope_table& table = act.rope[layer.type];
     table.cos = make({T, layer.head_dim});
     table.sin = make({T, layer.head_dim});
-    TANDEM_RETURN_IF_ERROR(rope_tables(batch.positions, inv_freq, table.cos, table.sin));
+    TANDEM_RETURN_IF_ERROR(rope_tables(ctx, batch.positions, inv_freq, table.cos, table.sin));
   }
 
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -113,7 +113,7 @@ status run_forward(const model_config& c, const model_weights& w, const packed_b
     if (hook) hook(l, s.args);
     kv_activations own;
     h = make({T, H});
-    TANDEM_LAYER(l, layer_forward(c, l, w.layers[static_cast<std::size_t>(l)], batch, s, layer.is_kv_shared ? nullptr : &own,
+    TANDEM_LAYER(l, layer_forward(ctx, c, l, w.layers[static_cast<std::size_t>(l)], batch, s, layer.is_kv_shared ? nullptr : &own,
                                   h, trace));
     if (!layer.is_kv_shared) act.kv[l] = std::move(own);
     // What survives the layer.
@@ -132,7 +132,7 @@ status run_forward(const model_config& c, const model_weights& w, const packed_b
   }
   act.h_out = h;
   act.final_inv = make({T});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(h, w.final_norm, eps, hidden, act.final_inv));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, h, w.final_norm, eps, hidden, act.final_inv));
   trace(hidden, "final_norm");
   return status::ok();
 }
@@ -161,23 +161,23 @@ std::string_view to_string(recompute_mode m) {
   return "?";
 }
 
-status forward_hidden(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
+status forward_hidden(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
                       const tracer& trace) {
-  return run_forward(c, w, batch, hidden, trace, nullptr, recompute_mode::none, {});
+  return run_forward(ctx, c, w, batch, hidden, trace, nullptr, recompute_mode::none, {});
 }
 
-status forward_for_backward(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
+status forward_for_backward(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
                             model_activations& act, recompute_mode mode, const tracer& trace, const layer_args_hook& hook) {
-  return run_forward(c, w, batch, hidden, trace, &act, mode, hook);
+  return run_forward(ctx, c, w, batch, hidden, trace, &act, mode, hook);
 }
 
-status head_logits(const model_config& c, const model_weights& w, const tensor& hidden_rows, const tensor& logits) {
-  TANDEM_RETURN_IF_ERROR(linear_forward(hidden_rows, w.lm_head, logits));
-  if (c.final_logit_softcapping) TANDEM_RETURN_IF_ERROR(softcap_forward(logits, *c.final_logit_softcapping, logits));
+status head_logits(const exec_context& ctx, const model_config& c, const model_weights& w, const tensor& hidden_rows, const tensor& logits) {
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, hidden_rows, w.lm_head, logits));
+  if (c.final_logit_softcapping) TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, logits, *c.final_logit_softcapping, logits));
   return status::ok();
 }
 
-status head_logprobs(const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
+status head_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows) {
   constexpr const char* op = "head_logprobs";
   const std::int64_t T = hidden.dim(0);
@@ -189,17 +189,17 @@ status head_logprobs(const model_config& c, const model_weights& w, const tensor
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
     const tensor rows = logits.view().rows(0, end - begin);
-    TANDEM_RETURN_IF_ERROR(head_logits(c, w, hidden.rows(begin, end), rows));
-    TANDEM_RETURN_IF_ERROR(logprobs_forward(rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
+    TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden.rows(begin, end), rows));
+    TANDEM_RETURN_IF_ERROR(logprobs_forward(ctx, rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
   }
   return status::ok();
 }
 
-status forward_logprobs(const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,
+status forward_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,
                         const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows, const tracer& trace) {
   host_buffer hidden(w.embed_tokens.type(), {batch.tokens.dim(0), c.hidden_size});
-  TANDEM_RETURN_IF_ERROR(forward_hidden(c, w, batch, hidden, trace));
-  return head_logprobs(c, w, hidden, targets, params, logprobs, chunk_rows);
+  TANDEM_RETURN_IF_ERROR(forward_hidden(ctx, c, w, batch, hidden, trace));
+  return head_logprobs(ctx, c, w, hidden, targets, params, logprobs, chunk_rows);
 }
 
 }  // namespace tandem::gpu

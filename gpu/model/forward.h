@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/host_buffer.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
@@ -41,7 +42,7 @@ packed_tokens pack_tokens(const std::vector<std::int32_t>& tokens, const std::ve
 /// The final normed hidden state of every token: hidden [T, H] in the weights' dtype (F32 on the
 /// CPU; F64 weights give the float64 reference), written. On failure `hidden` is unspecified; an
 /// error names the op, the layer and the tensor.
-status forward_hidden(const model_config& config, const model_weights& w, const packed_batch& batch,
+status forward_hidden(const exec_context& ctx, const model_config& config, const model_weights& w, const packed_batch& batch,
                       const tensor& hidden, const tracer& trace = {});
 
 /// Changes what a layer reads before it runs (layer_args): a model variant's hook, e.g. a layer
@@ -50,24 +51,24 @@ using layer_args_hook = std::function<void(int layer, layer_args& args)>;
 
 /// forward_hidden for a backward: keeps in `act` what model_backward needs under `mode`
 /// (activations.h says what each mode keeps).
-status forward_for_backward(const model_config& config, const model_weights& w, const packed_batch& batch,
+status forward_for_backward(const exec_context& ctx, const model_config& config, const model_weights& w, const packed_batch& batch,
                             const tensor& hidden, model_activations& act, recompute_mode mode,
                             const tracer& trace = {}, const layer_args_hook& hook = {});
 
 /// Logits of rows of normed hidden states: logits F32 [rows, V] = hidden_rows F32 [rows, H] ·
 /// lm_headᵀ, softcapped when the config says so.
-status head_logits(const model_config& config, const model_weights& w, const tensor& hidden_rows, const tensor& logits);
+status head_logits(const exec_context& ctx, const model_config& config, const model_weights& w, const tensor& hidden_rows, const tensor& logits);
 
 /// logprobs[t] = the logprob of targets[t] under the head's distribution of hidden row t [T, H]
 /// (the final normed hidden states) and `params`, `chunk_rows` rows of logits at a time.
-status head_logprobs(const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
+status head_logprobs(const exec_context& ctx, const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const ops::sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows = 256);
 
 /// logprobs[t] = the logprob of targets[t] given tokens up to t of its sequence, under `params`
 /// (ops/logprobs.h), computed `chunk_rows` rows at a time so the [T, V] logits never exist.
 ///   targets  I32 [T] (any id in [0, V) where the caller ignores the result)
 ///   logprobs F32 [T], written
-status forward_logprobs(const model_config& config, const model_weights& w, const packed_batch& batch,
+status forward_logprobs(const exec_context& ctx, const model_config& config, const model_weights& w, const packed_batch& batch,
                         const tensor& targets, const ops::sampling_params& params, const tensor& logprobs,
                         std::int64_t chunk_rows = 256, const tracer& trace = {});
 

@@ -31,96 +31,96 @@ attention_options attention_of(const model_config& c, const layer_config& L) {
   return o;
 }
 
-status rope_if(const rope_table* t, const tensor& x) { return t ? rope_forward(x, t->cos, t->sin, x) : status::ok(); }
-status unrope_if(const rope_table* t, const tensor& dx) { return t ? rope_backward(dx, t->cos, t->sin, dx) : status::ok(); }
+status rope_if(const exec_context& ctx, const rope_table* t, const tensor& x) { return t ? rope_forward(ctx, x, t->cos, t->sin, x) : status::ok(); }
+status unrope_if(const exec_context& ctx, const rope_table* t, const tensor& dx) { return t ? rope_backward(ctx, dx, t->cos, t->sin, dx) : status::ok(); }
 
 // --- attention ---------------------------------------------------------------------------------
 
-status kv_forward(const model_config& c, const layer_config& L, const layer_weights& w, const layer_activations& s,
+status kv_forward(const exec_context& ctx, const model_config& c, const layer_config& L, const layer_weights& w, const layer_activations& s,
                   kv_activations& kv) {
   const std::int64_t T = s.a.shape()[0], g = L.num_key_value_heads, d = L.head_dim;
   const double eps = c.rms_norm_eps;
   kv = kv_activations{like(s.a, {T, g * d}), like(s.a, {T * g}), like(s.a, {T, g, d}), {}, like(s.a, {T * g}), like(s.a, {T, g, d})};
-  TANDEM_RETURN_IF_ERROR(linear_forward(s.a, w.k_proj, kv.k_raw));
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.k_proj, kv.k_raw));
   if (!w.v_proj.empty()) {
     kv.v_raw = like(s.a, {T, g * d});
-    TANDEM_RETURN_IF_ERROR(linear_forward(s.a, w.v_proj, kv.v_raw));
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.v_proj, kv.v_raw));
   }
   const host_buffer& v_in = w.v_proj.empty() ? kv.k_raw : kv.v_raw;  // k_eq_v: V is the raw key projection
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(kv.k_raw.view().reshaped({T * g, d}), w.k_norm, eps, kv.k.view().reshaped({T * g, d}), kv.k_inv));
-  TANDEM_RETURN_IF_ERROR(rope_if(s.args.k_rope, kv.k));
-  return rmsnorm_forward(v_in.view().reshaped({T * g, d}), tensor{}, eps, kv.v.view().reshaped({T * g, d}), kv.v_inv);
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, kv.k_raw.view().reshaped({T * g, d}), w.k_norm, eps, kv.k.view().reshaped({T * g, d}), kv.k_inv));
+  TANDEM_RETURN_IF_ERROR(rope_if(ctx, s.args.k_rope, kv.k));
+  return rmsnorm_forward(ctx, v_in.view().reshaped({T * g, d}), tensor{}, eps, kv.v.view().reshaped({T * g, d}), kv.v_inv);
 }
 
-status kv_backward(const model_config& c, const layer_config& L, const layer_weights& w, const layer_weights& g,
+status kv_backward(const exec_context& ctx, const model_config& c, const layer_config& L, const layer_weights& w, const layer_weights& g,
                    const layer_activations& s, const kv_activations& kv, kv_gradients& d, const tensor& da) {
   const std::int64_t T = s.a.shape()[0], gh = L.num_key_value_heads, hd = L.head_dim;
   (void)c;
-  TANDEM_RETURN_IF_ERROR(unrope_if(s.args.k_rope, d.dk));
+  TANDEM_RETURN_IF_ERROR(unrope_if(ctx, s.args.k_rope, d.dk));
   host_buffer dk_raw = like(s.a, {T, gh * hd}), dv_raw = like(s.a, {T, gh * hd});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(kv.k_raw.view().reshaped({T * gh, hd}), w.k_norm, kv.k_inv,
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, kv.k_raw.view().reshaped({T * gh, hd}), w.k_norm, kv.k_inv,
                                           d.dk.view().reshaped({T * gh, hd}), dk_raw.view().reshaped({T * gh, hd}), g.k_norm));
   const bool k_eq_v = w.v_proj.empty();
   const host_buffer& v_in = k_eq_v ? kv.k_raw : kv.v_raw;
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(v_in.view().reshaped({T * gh, hd}), tensor{}, kv.v_inv,
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, v_in.view().reshaped({T * gh, hd}), tensor{}, kv.v_inv,
                                           d.dv.view().reshaped({T * gh, hd}), dv_raw.view().reshaped({T * gh, hd}), tensor{}));
-  if (k_eq_v) TANDEM_RETURN_IF_ERROR(add_forward(dk_raw, dv_raw, dk_raw));  // both paths into k_proj
-  else TANDEM_RETURN_IF_ERROR(linear_backward(s.a, w.v_proj, dv_raw, da, g.v_proj, true));
-  return linear_backward(s.a, w.k_proj, dk_raw, da, g.k_proj, true);
+  if (k_eq_v) TANDEM_RETURN_IF_ERROR(add_forward(ctx, dk_raw, dv_raw, dk_raw));  // both paths into k_proj
+  else TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.a, w.v_proj, dv_raw, da, g.v_proj, true));
+  return linear_backward(ctx, s.a, w.k_proj, dk_raw, da, g.k_proj, true);
 }
 
 // The attention core: attn [T, nh*d] and lse [T, nh] from q and the K/V read.
-status core_forward(const model_config& c, const layer_config& L, const packed_batch& batch, const host_buffer& q,
+status core_forward(const exec_context& ctx, const model_config& c, const layer_config& L, const packed_batch& batch, const host_buffer& q,
                     const kv_activations& kv, host_buffer& attn, host_buffer& lse) {
   const std::int64_t T = q.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
   attn = like(q, {T, nh * d});
   lse = like(q, {T, nh});
-  return attention_forward(q, kv.k, kv.v, batch.cu_seqlens, attn.view().reshaped({T, nh, d}), lse, attention_of(c, L));
+  return attention_forward(ctx, q, kv.k, kv.v, batch.cu_seqlens, attn.view().reshaped({T, nh, d}), lse, attention_of(c, L));
 }
 
-status attention_forward_block(const model_config& c, int l, const layer_weights& w, const packed_batch& batch,
+status attention_forward_block(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const packed_batch& batch,
                                layer_activations& s, kv_activations* own_kv, const tracer& trace) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.a.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
   s.q_raw = like(s.a, {T, nh * d});
   s.q_inv = like(s.a, {T * nh});
   s.q = like(s.a, {T, nh, d});
-  TANDEM_RETURN_IF_ERROR(linear_forward(s.a, w.q_proj, s.q_raw));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.q_raw.view().reshaped({T * nh, d}), w.q_norm, c.rms_norm_eps,
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.q_proj, s.q_raw));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, c.rms_norm_eps,
                                          s.q.view().reshaped({T * nh, d}), s.q_inv));
-  TANDEM_RETURN_IF_ERROR(rope_if(s.args.q_rope, s.q));
+  TANDEM_RETURN_IF_ERROR(rope_if(ctx, s.args.q_rope, s.q));
   trace(s.q, "q", l);
   const kv_activations* kv = s.args.shared_kv;
   if (!L.is_kv_shared) {
     if (!own_kv) return status(status_code::invalid_argument, "a non-shared layer needs a place for its K/V");
-    TANDEM_RETURN_IF_ERROR(kv_forward(c, L, w, s, *own_kv));
+    TANDEM_RETURN_IF_ERROR(kv_forward(ctx, c, L, w, s, *own_kv));
     kv = own_kv;
   }
   if (!kv) return status(status_code::invalid_argument, "a KV-shared layer without the K/V of its store layer");
   trace(kv->k, "k", l);
   trace(kv->v, "v", l);
-  TANDEM_RETURN_IF_ERROR(core_forward(c, L, batch, s.q, *kv, s.attn, s.lse));
+  TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, *kv, s.attn, s.lse));
   trace(s.attn, "attn_core", l);
   s.o = like(s.a, {T, c.hidden_size});
-  return linear_forward(s.attn, w.o_proj, s.o);
+  return linear_forward(ctx, s.attn, w.o_proj, s.o);
 }
 
 // --- feed-forward ------------------------------------------------------------------------------
 
-status mlp_activations(const layer_weights& w, const layer_activations& s, host_buffer& gate, host_buffer& up, host_buffer& act,
+status mlp_activations(const exec_context& ctx, const layer_weights& w, const layer_activations& s, host_buffer& gate, host_buffer& up, host_buffer& act,
                        std::int64_t I) {
   const std::int64_t T = s.f.shape()[0];
   gate = like(s.f, {T, I});
   up = like(s.f, {T, I});
   act = like(s.f, {T, I});
-  TANDEM_RETURN_IF_ERROR(linear_forward(s.f, w.gate_proj, gate));
-  TANDEM_RETURN_IF_ERROR(linear_forward(s.f, w.up_proj, up));
-  return gated_gelu_forward(gate, up, act);
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.f, w.gate_proj, gate));
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.f, w.up_proj, up));
+  return gated_gelu_forward(ctx, gate, up, act);
 }
 
 // s.m = the feed-forward branch (dense MLP, plus the MoE block when enabled), before
 // post_feedforward_layernorm; s.h_attn is the residual stream entering it.
-status feedforward_forward(const model_config& c, int l, const layer_weights& w, layer_activations& s, const tracer& trace) {
+status feedforward_forward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, layer_activations& s, const tracer& trace) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size;
   const double eps = c.rms_norm_eps;
@@ -128,9 +128,9 @@ status feedforward_forward(const model_config& c, int l, const layer_weights& w,
   s.f = like(r, {T, H});
   s.f_inv = like(r, {T});
   s.m_dense = like(r, {T, H});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(r, w.pre_feedforward_norm, eps, s.f, s.f_inv));
-  TANDEM_RETURN_IF_ERROR(mlp_activations(w, s, s.gate, s.up, s.act, L.intermediate_size));
-  TANDEM_RETURN_IF_ERROR(linear_forward(s.act, w.down_proj, s.m_dense));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm, eps, s.f, s.f_inv));
+  TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, s.gate, s.up, s.act, L.intermediate_size));
+  TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.act, w.down_proj, s.m_dense));
   trace(s.m_dense, "mlp_out", l);
   if (!c.enable_moe_block) {
     s.m = s.m_dense;  // the same buffer: post_feedforward_layernorm reads the dense branch itself
@@ -139,79 +139,79 @@ status feedforward_forward(const model_config& c, int l, const layer_weights& w,
   const std::int64_t K = c.top_k_experts;
   s.m = like(r, {T, H});
   s.m_dense_inv = like(r, {T});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.m_dense, w.post_feedforward_norm_1, eps, s.m, s.m_dense_inv));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m_dense, w.post_feedforward_norm_1, eps, s.m, s.m_dense_inv));
   s.router_w = like(r, {T, K});
   s.router_idx = host_buffer(dtype::int32, {T, K});
   s.router_r = like(r, {T, K});
   s.router_inv = like(r, {T});
-  TANDEM_RETURN_IF_ERROR(moe_router_forward(r, w.router_scale, w.router_proj, w.router_per_expert_scale, s.router_w,
+  TANDEM_RETURN_IF_ERROR(moe_router_forward(ctx, r, w.router_scale, w.router_proj, w.router_per_expert_scale, s.router_w,
                                             s.router_idx, s.router_r, s.router_inv, eps));
   s.y = like(r, {T, H});
   s.y_inv = like(r, {T});
   s.experts = like(r, {T, H});
   s.experts_inv = like(r, {T});
   host_buffer normed = like(r, {T, H});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(r, w.pre_feedforward_norm_2, eps, s.y, s.y_inv));
-  TANDEM_RETURN_IF_ERROR(moe_experts_forward(s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, s.experts));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.experts, w.post_feedforward_norm_2, eps, normed, s.experts_inv));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm_2, eps, s.y, s.y_inv));
+  TANDEM_RETURN_IF_ERROR(moe_experts_forward(ctx, s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, s.experts));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.experts, w.post_feedforward_norm_2, eps, normed, s.experts_inv));
   trace(normed, "moe_out", l);
-  return add_forward(s.m, normed, s.m);
+  return add_forward(ctx, s.m, normed, s.m);
 }
 
 // From dm (the gradient of the branch entering post_feedforward_layernorm) into dr (the residual
 // entering the block), accumulated.
-status feedforward_backward(const model_config& c, int l, const layer_weights& w, const layer_weights& g,
+status feedforward_backward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const layer_weights& g,
                             const layer_activations& s, const tensor& dm, const tensor& dr) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size, I = L.intermediate_size;
   host_buffer d_dense = like(s.h_attn, {T, H});
   if (c.enable_moe_block) {  // m = norm_1(m_dense) + norm_2(experts(norm_pre2(r), router(r)))
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.m_dense, w.post_feedforward_norm_1, s.m_dense_inv, dm, d_dense,
+    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.m_dense, w.post_feedforward_norm_1, s.m_dense_inv, dm, d_dense,
                                             g.post_feedforward_norm_1));
     host_buffer d_experts = like(s.h_attn, {T, H}), dy = like(s.h_attn, {T, H}), dweights = like(s.h_attn, s.router_w.shape());
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.experts, w.post_feedforward_norm_2, s.experts_inv, dm, d_experts,
+    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.experts, w.post_feedforward_norm_2, s.experts_inv, dm, d_experts,
                                             g.post_feedforward_norm_2));
-    TANDEM_RETURN_IF_ERROR(moe_experts_backward(s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, d_experts,
+    TANDEM_RETURN_IF_ERROR(moe_experts_backward(ctx, s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, d_experts,
                                                 dy, g.experts_gate_up, g.experts_down, dweights));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.h_attn, w.pre_feedforward_norm_2, s.y_inv, dy, dr, g.pre_feedforward_norm_2, true));
-    TANDEM_RETURN_IF_ERROR(moe_router_backward(s.h_attn, w.router_scale, w.router_proj, w.router_per_expert_scale,
+    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.h_attn, w.pre_feedforward_norm_2, s.y_inv, dy, dr, g.pre_feedforward_norm_2, true));
+    TANDEM_RETURN_IF_ERROR(moe_router_backward(ctx, s.h_attn, w.router_scale, w.router_proj, w.router_per_expert_scale,
                                                s.router_idx, s.router_r, s.router_inv, dweights, dr, g.router_proj,
                                                g.router_scale, g.router_per_expert_scale, true));
   } else {
     std::memcpy(d_dense.data<std::byte>(), dm.data(), static_cast<std::size_t>(dm.bytes()));
   }
   host_buffer gate = s.gate, up = s.up, act = s.act;
-  if (act.view().empty()) TANDEM_RETURN_IF_ERROR(mlp_activations(w, s, gate, up, act, I));  // recompute selective
+  if (act.view().empty()) TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, gate, up, act, I));  // recompute selective
   host_buffer d_act = like(s.f, {T, I}), d_gate = like(s.f, {T, I}), d_up = like(s.f, {T, I}), df = like(s.f, {T, H});
-  TANDEM_RETURN_IF_ERROR(linear_backward(act, w.down_proj, d_dense, d_act, g.down_proj));
-  TANDEM_RETURN_IF_ERROR(gated_gelu_backward(gate, up, d_act, d_gate, d_up));
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.f, w.gate_proj, d_gate, df, g.gate_proj));
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.f, w.up_proj, d_up, df, g.up_proj, true));
-  return rmsnorm_backward(s.h_attn, w.pre_feedforward_norm, s.f_inv, df, dr, g.pre_feedforward_norm, true);
+  TANDEM_RETURN_IF_ERROR(linear_backward(ctx, act, w.down_proj, d_dense, d_act, g.down_proj));
+  TANDEM_RETURN_IF_ERROR(gated_gelu_backward(ctx, gate, up, d_act, d_gate, d_up));
+  TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.f, w.gate_proj, d_gate, df, g.gate_proj));
+  TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.f, w.up_proj, d_up, df, g.up_proj, true));
+  return rmsnorm_backward(ctx, s.h_attn, w.pre_feedforward_norm, s.f_inv, df, dr, g.pre_feedforward_norm, true);
 }
 
 }  // namespace
 
-status layer_forward(const model_config& c, int l, const layer_weights& w, const packed_batch& batch, layer_activations& s,
+status layer_forward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const packed_batch& batch, layer_activations& s,
                      kv_activations* own_kv, const tensor& h_out, const tracer& trace) {
   const std::int64_t T = s.h_in.shape()[0], H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const double eps = c.rms_norm_eps;
   s.a = like(s.h_in, {T, H});
   s.a_inv = like(s.h_in, {T});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.h_in, w.input_norm, eps, s.a, s.a_inv));
-  TANDEM_RETURN_IF_ERROR(attention_forward_block(c, l, w, batch, s, own_kv, trace));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.h_in, w.input_norm, eps, s.a, s.a_inv));
+  TANDEM_RETURN_IF_ERROR(attention_forward_block(ctx, c, l, w, batch, s, own_kv, trace));
   host_buffer branch = like(s.h_in, {T, H});
   s.o_inv = like(s.h_in, {T});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.o, w.post_attention_norm, eps, branch, s.o_inv));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.o, w.post_attention_norm, eps, branch, s.o_inv));
   trace(branch, "attn_out", l);
   s.h_attn = like(s.h_in, {T, H});
-  TANDEM_RETURN_IF_ERROR(add_forward(s.h_in, branch, s.h_attn));
+  TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_in, branch, s.h_attn));
   trace(s.h_attn, "attn_residual", l);
-  TANDEM_RETURN_IF_ERROR(feedforward_forward(c, l, w, s, trace));
+  TANDEM_RETURN_IF_ERROR(feedforward_forward(ctx, c, l, w, s, trace));
   s.m_inv = like(s.h_in, {T});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.m, w.post_feedforward_norm, eps, branch, s.m_inv));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m, w.post_feedforward_norm, eps, branch, s.m_inv));
   s.h_ffn = like(s.h_in, {T, H});
-  TANDEM_RETURN_IF_ERROR(add_forward(s.h_attn, branch, s.h_ffn));
+  TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_attn, branch, s.h_ffn));
   trace(s.h_ffn, "ffn_residual", l);
   s.h_pre_scale = s.h_ffn;
   if (P > 0) {
@@ -219,20 +219,20 @@ status layer_forward(const model_config& c, int l, const layer_weights& w, const
     s.ple_g = like(s.h_in, {T, P});
     s.ple_o = like(s.h_in, {T, H});
     s.ple_o_inv = like(s.h_in, {T});
-    TANDEM_RETURN_IF_ERROR(linear_forward(s.h_ffn, w.ple_gate, s.ple_a));
-    TANDEM_RETURN_IF_ERROR(ple_gate_forward(s.ple_a, s.args.ple, l, s.ple_g));
-    TANDEM_RETURN_IF_ERROR(linear_forward(s.ple_g, w.ple_projection, s.ple_o));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(s.ple_o, w.ple_post_norm, eps, branch, s.ple_o_inv));
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.h_ffn, w.ple_gate, s.ple_a));
+    TANDEM_RETURN_IF_ERROR(ple_gate_forward(ctx, s.ple_a, s.args.ple, l, s.ple_g));
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.ple_g, w.ple_projection, s.ple_o));
+    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.ple_o, w.ple_post_norm, eps, branch, s.ple_o_inv));
     trace(branch, "ple_out", l);
     s.h_pre_scale = like(s.h_in, {T, H});
-    TANDEM_RETURN_IF_ERROR(add_forward(s.h_ffn, branch, s.h_pre_scale));
+    TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_ffn, branch, s.h_pre_scale));
   }
-  TANDEM_RETURN_IF_ERROR(scale_by_forward(s.h_pre_scale, w.layer_scalar, h_out));
+  TANDEM_RETURN_IF_ERROR(scale_by_forward(ctx, s.h_pre_scale, w.layer_scalar, h_out));
   trace(h_out, "layer_out", l);
   return status::ok();
 }
 
-status layer_backward(const model_config& c, int l, const layer_weights& w, const layer_weights& g,
+status layer_backward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const layer_weights& g,
                       const packed_batch& batch, const layer_activations& s, const kv_activations& kv, kv_gradients& dkv,
                       const tensor& d_ple, host_buffer& dh) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
@@ -240,42 +240,42 @@ status layer_backward(const model_config& c, int l, const layer_weights& w, cons
   const std::int64_t nh = c.num_attention_heads, d = L.head_dim;
   // h_out = layer_scalar · h_pre_scale
   host_buffer d_pre = like(s.h_in, {T, H}), d_ffn = like(s.h_in, {T, H});
-  TANDEM_RETURN_IF_ERROR(scale_by_backward(s.h_pre_scale, w.layer_scalar, dh, d_pre, g.layer_scalar));
+  TANDEM_RETURN_IF_ERROR(scale_by_backward(ctx, s.h_pre_scale, w.layer_scalar, dh, d_pre, g.layer_scalar));
   copy(d_pre, d_ffn);
   if (P > 0) {  // h_pre_scale = h_ffn + post_ple_norm(ple_projection(ple_gate(h_ffn) ⊙ ple_l))
     host_buffer d_o = like(s.h_in, {T, H}), d_g = like(s.h_in, {T, P}), d_a = like(s.h_in, {T, P});
-    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.ple_o, w.ple_post_norm, s.ple_o_inv, d_pre, d_o, g.ple_post_norm));
-    TANDEM_RETURN_IF_ERROR(linear_backward(s.ple_g, w.ple_projection, d_o, d_g, g.ple_projection));
-    TANDEM_RETURN_IF_ERROR(ple_gate_backward(s.ple_a, s.args.ple, l, d_g, d_a, d_ple));
-    TANDEM_RETURN_IF_ERROR(linear_backward(s.h_ffn, w.ple_gate, d_a, d_ffn, g.ple_gate, true));
+    TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.ple_o, w.ple_post_norm, s.ple_o_inv, d_pre, d_o, g.ple_post_norm));
+    TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.ple_g, w.ple_projection, d_o, d_g, g.ple_projection));
+    TANDEM_RETURN_IF_ERROR(ple_gate_backward(ctx, s.ple_a, s.args.ple, l, d_g, d_a, d_ple));
+    TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.h_ffn, w.ple_gate, d_a, d_ffn, g.ple_gate, true));
   }
   // h_ffn = h_attn + post_feedforward_norm(m)
   host_buffer dm = like(s.h_in, {T, H}), d_attn = like(s.h_in, {T, H});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.m, w.post_feedforward_norm, s.m_inv, d_ffn, dm, g.post_feedforward_norm));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.m, w.post_feedforward_norm, s.m_inv, d_ffn, dm, g.post_feedforward_norm));
   copy(d_ffn, d_attn);
-  TANDEM_RETURN_IF_ERROR(feedforward_backward(c, l, w, g, s, dm, d_attn));
+  TANDEM_RETURN_IF_ERROR(feedforward_backward(ctx, c, l, w, g, s, dm, d_attn));
   // h_attn = h_in + post_attention_norm(o_proj(attention(q, k, v)))
   host_buffer d_o = like(s.h_in, {T, H}), d_core = like(s.h_in, {T, nh * d}), dq = like(s.h_in, {T, nh, d});
   host_buffer da = like(s.h_in, {T, H});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.o, w.post_attention_norm, s.o_inv, d_attn, d_o, g.post_attention_norm));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.o, w.post_attention_norm, s.o_inv, d_attn, d_o, g.post_attention_norm));
   host_buffer attn = s.attn, lse = s.lse;
-  if (lse.view().empty()) TANDEM_RETURN_IF_ERROR(core_forward(c, L, batch, s.q, kv, attn, lse));  // recompute selective
-  TANDEM_RETURN_IF_ERROR(linear_backward(attn, w.o_proj, d_o, d_core, g.o_proj));
+  if (lse.view().empty()) TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, kv, attn, lse));  // recompute selective
+  TANDEM_RETURN_IF_ERROR(linear_backward(ctx, attn, w.o_proj, d_o, d_core, g.o_proj));
   if (dkv.dk.view().empty()) {
     dkv.dk = like(s.h_in, kv.k.shape());
     dkv.dv = like(s.h_in, kv.v.shape());
   }
-  TANDEM_RETURN_IF_ERROR(attention_backward(s.q, kv.k, kv.v, batch.cu_seqlens, lse, d_core.view().reshaped({T, nh, d}), dq,
+  TANDEM_RETURN_IF_ERROR(attention_backward(ctx, s.q, kv.k, kv.v, batch.cu_seqlens, lse, d_core.view().reshaped({T, nh, d}), dq,
                                             dkv.dk, dkv.dv, attention_of(c, L)));
   // q = rope_q(q_norm(q_proj(a)))
-  TANDEM_RETURN_IF_ERROR(unrope_if(s.args.q_rope, dq));
+  TANDEM_RETURN_IF_ERROR(unrope_if(ctx, s.args.q_rope, dq));
   host_buffer dq_raw = like(s.h_in, {T, nh * d});
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.q_raw.view().reshaped({T * nh, d}), w.q_norm, s.q_inv, dq.view().reshaped({T * nh, d}),
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, s.q_inv, dq.view().reshaped({T * nh, d}),
                                           dq_raw.view().reshaped({T * nh, d}), g.q_norm));
-  TANDEM_RETURN_IF_ERROR(linear_backward(s.a, w.q_proj, dq_raw, da, g.q_proj));
-  if (!L.is_kv_shared) TANDEM_RETURN_IF_ERROR(kv_backward(c, L, w, g, s, kv, dkv, da));
+  TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.a, w.q_proj, dq_raw, da, g.q_proj));
+  if (!L.is_kv_shared) TANDEM_RETURN_IF_ERROR(kv_backward(ctx, c, L, w, g, s, kv, dkv, da));
   // a = input_norm(h_in); the residual passes d_attn straight through.
-  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(s.h_in, w.input_norm, s.a_inv, da, d_attn, g.input_norm, true));
+  TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.h_in, w.input_norm, s.a_inv, da, d_attn, g.input_norm, true));
   dh = d_attn;
   return status::ok();
 }

@@ -7,6 +7,7 @@
 // sees exactly what the first forward saw.
 #pragma once
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 #include "gpu/core/trace.h"
@@ -26,7 +27,7 @@ struct kv_gradients {
 /// Forward of layer l from s.h_in with s.args (both set by the caller): fills every activation
 /// of `s`; a non-shared layer also fills own_kv (not null), which its attention reads. Writes
 /// h_out [T, H]. On failure the outputs are unspecified.
-status layer_forward(const model_config& c, int l, const layer_weights& w, const packed_batch& batch, layer_activations& s,
+status layer_forward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const packed_batch& batch, layer_activations& s,
                      kv_activations* own_kv, const tensor& h_out, const tracer& trace = {});
 
 /// Backward of layer l with the activations of its forward (recomputing the attention core and the
@@ -35,7 +36,7 @@ status layer_forward(const model_config& c, int l, const layer_weights& w, const
 /// dkv: their gradient accumulators, which attention adds into; a non-shared layer (all its
 /// readers having been through) then takes them back into its k_proj / v_proj. d_ple [T, L, P]:
 /// this layer's slice written. Weight gradients accumulate into g.
-status layer_backward(const model_config& c, int l, const layer_weights& w, const layer_weights& g,
+status layer_backward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const layer_weights& g,
                       const packed_batch& batch, const layer_activations& s, const kv_activations& kv, kv_gradients& dkv,
                       const tensor& d_ple, host_buffer& dh);
 

@@ -49,7 +49,7 @@ status check_type(const tensor& t, const char* name, bool reference, bool copy) 
 
 }  // namespace
 
-status adamw_step(const tensor& param, const tensor& grad, const tensor& exp_avg, const tensor& exp_avg_sq,
+status adamw_step(const exec_context& ctx, const tensor& param, const tensor& grad, const tensor& exp_avg, const tensor& exp_avg_sq,
                   const adamw_hyper& hyper, const tensor& model_copy) {
   TANDEM_RETURN_IF_ERROR(check_hyper(hyper));
   if (param.empty() || !param.is_contiguous())
@@ -69,7 +69,7 @@ status adamw_step(const tensor& param, const tensor& grad, const tensor& exp_avg
   TANDEM_RETURN_IF_ERROR(check_type(exp_avg_sq, "exp_avg_sq", reference, false));
   if (!model_copy.empty()) TANDEM_RETURN_IF_ERROR(check_type(model_copy, "model_copy", reference, true));
 
-  return dispatch_float(op, grad, [&](auto zero) {
+  return dispatch_float(ctx, op, grad, [&](auto zero) {
     cpu::adamw_step<decltype(zero)>(param, grad, exp_avg, exp_avg_sq, hyper, model_copy);
     return status::ok();
   });

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -50,7 +51,7 @@ struct adamw_hyper {
 /// @param exp_avg_sq  F32 | BF16 (F64 on the reference path) [n]: second moment v, updated in place
 /// @param model_copy  F32 | BF16 (or F64 on the reference path) [n], or empty: written from param
 /// On failure (a bad argument or device) nothing is written: every check precedes every store.
-status adamw_step(const tensor& param, const tensor& grad, const tensor& exp_avg, const tensor& exp_avg_sq,
+status adamw_step(const exec_context& ctx, const tensor& param, const tensor& grad, const tensor& exp_avg, const tensor& exp_avg_sq,
                   const adamw_hyper& hyper, const tensor& model_copy = tensor{});
 
 }  // namespace tandem::gpu::ops

@@ -2,6 +2,7 @@
 // dispatch to the CPU reference.
 #include "gpu/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -9,6 +10,7 @@
 #include "gpu/ops/cpu/attention.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
+#include "gpu/ops/scratch.h"
 
 namespace tandem::gpu::ops {
 namespace {
@@ -39,7 +41,7 @@ status check_inputs(const char* op, const tensor& q, const tensor& k, const tens
   TANDEM_RETURN_IF_ERROR(require(std::isfinite(options.scaling), op, "scaling must be finite"));
   TANDEM_RETURN_IF_ERROR(require(options.sliding_window >= 0, op,
                                  "sliding_window must be >= 0, got " + std::to_string(options.sliding_window)));
-  dims = {tokens, heads, kv_heads, d, cu_seqlens.dim(0) - 1};
+  dims = {tokens, heads, kv_heads, d, cu_seqlens.dim(0) - 1, 0};
   return status::ok();
 }
 
@@ -59,9 +61,17 @@ status check_offsets(const char* op, const tensor& cu_seqlens, std::int64_t toke
                      std::to_string(tokens));
 }
 
+/// The longest sequence of (already checked) offsets.
+std::int64_t longest_sequence(const tensor& cu_seqlens) {
+  const std::int32_t* cu = cu_seqlens.as<std::int32_t>();
+  std::int64_t longest = 0;
+  for (std::int64_t s = 0; s + 1 < cu_seqlens.numel(); ++s) longest = std::max<std::int64_t>(longest, cu[s + 1] - cu[s]);
+  return longest;
+}
+
 }  // namespace
 
-status attention_forward(const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens, const tensor& out,
+status attention_forward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens, const tensor& out,
                          const tensor& lse, const attention_options& options) {
   constexpr const char* op = "attention_forward";
   cpu::attention_dims dims{};
@@ -72,16 +82,20 @@ status attention_forward(const tensor& q, const tensor& k, const tensor& v, cons
   TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", lse_type(q.type())));
   TANDEM_RETURN_IF_ERROR(expect_same_device(out, q, op, "out"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(lse, q, op, "lse"));
-  return dispatch_float(op, q, [&](auto zero) {
+  return dispatch_float(ctx, op, q, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_offsets(op, cu_seqlens, dims.tokens));
+    dims.longest = longest_sequence(cu_seqlens);
+    const cpu::attention_scratch_plan plan = cpu::attention_forward_scratch<T>(dims);
+    auto scratch = op_scratch::get(ctx, op, plan.bytes());
+    if (!scratch) return scratch.error();
     cpu::attention_forward<T>(q.as<T>(), k.as<T>(), v.as<T>(), cu_seqlens.as<std::int32_t>(), dims, options.scaling,
-                              options.sliding_window, out.as<T>(), lse.as<T>());
+                              options.sliding_window, out.as<T>(), lse.as<T>(), plan, scratch->data());
     return status::ok();
   });
 }
 
-status attention_backward(const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
+status attention_backward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
                           const tensor& lse, const tensor& dout, const tensor& dq, const tensor& dk, const tensor& dv,
                           const attention_options& options, bool accumulate_dq) {
   constexpr const char* op = "attention_backward";
@@ -98,12 +112,16 @@ status attention_backward(const tensor& q, const tensor& k, const tensor& v, con
   for (const auto& [t, name] :
        {named{&lse, "lse"}, named{&dout, "dout"}, named{&dq, "dq"}, named{&dk, "dk"}, named{&dv, "dv"}})
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, q, op, name));
-  return dispatch_float(op, q, [&](auto zero) {
+  return dispatch_float(ctx, op, q, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_offsets(op, cu_seqlens, dims.tokens));
+    dims.longest = longest_sequence(cu_seqlens);
+    const cpu::attention_scratch_plan plan = cpu::attention_backward_scratch<T>(dims);
+    auto scratch = op_scratch::get(ctx, op, plan.bytes());
+    if (!scratch) return scratch.error();
     cpu::attention_backward<T>(q.as<T>(), k.as<T>(), v.as<T>(), cu_seqlens.as<std::int32_t>(), dims, options.scaling,
                                options.sliding_window, lse.as<T>(), dout.as<T>(), dq.as<T>(), dk.as<T>(), dv.as<T>(),
-                               accumulate_dq);
+                               accumulate_dq, plan, scratch->data());
     return status::ok();
   });
 }

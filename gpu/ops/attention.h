@@ -10,9 +10,9 @@
 //   p_ij = softmax_j(scaling · q_i·k_j) over the visible j,   o_i = Σ_j p_ij v_j,
 //   lse_i = log Σ_j exp(scaling · q_i·k_j)   (saved so the backward can recompute p without storing it).
 //
-// Keys and values have as many tokens as the queries (prefill / training). Reading keys and values
-// from a KV cache longer than the queries (decoding) is not offered yet; it would add key offsets
-// cu_seqlens_k and shift each query's position by its sequence's cached length.
+// Keys and values have as many tokens as the queries (prefill / training). Decoding and chunked
+// prefill read them from a paged KV cache instead (paged_attention.h), with the same per-row
+// arithmetic, so a row gives the same bits either way.
 //
 // Precision (CPU reference): dot products and sums accumulate in double; the softmax's elements are
 // computed in the compute dtype (float32, or float64 for the reference path).
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -39,7 +40,7 @@ struct attention_options {
 ///   out        F32 [T, H, d]      written
 ///   lse        F32 [T, H]         written: log-sum-exp of each query row's scaled scores (F64 when q is F64)
 /// On failure out and lse are unspecified; the inputs are untouched.
-status attention_forward(const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens, const tensor& out,
+status attention_forward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens, const tensor& out,
                          const tensor& lse, const attention_options& options = {});
 
 /// Backward of attention_forward with the same q, k, v, cu_seqlens and options, and the lse it
@@ -51,7 +52,7 @@ status attention_forward(const tensor& q, const tensor& k, const tensor& v, cons
 /// lse is treated as a saved intermediate, not an output: no gradient flows into it. Gradients of
 /// query heads sharing a kv head are summed into that kv head. On failure dq, dk and dv
 /// are unspecified; the inputs are untouched.
-status attention_backward(const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
+status attention_backward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
                           const tensor& lse, const tensor& dout, const tensor& dq, const tensor& dk, const tensor& dv,
                           const attention_options& options = {}, bool accumulate_dq = false);
 

@@ -22,49 +22,49 @@ status scalar(const tensor& s, const tensor& x, const char* op, const char* name
 
 }  // namespace
 
-status add_forward(const tensor& a, const tensor& b, const tensor& y) {
+status add_forward(const exec_context& ctx, const tensor& a, const tensor& b, const tensor& y) {
   constexpr const char* op = "add_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(a, op, "a", {any, any}));
   TANDEM_RETURN_IF_ERROR(like(b, a, op, "b"));
   TANDEM_RETURN_IF_ERROR(like(y, a, op, "y"));
-  return dispatch_float(op, a, [&](auto zero) {
+  return dispatch_float(ctx, op, a, [&](auto zero) {
     using T = decltype(zero);
     cpu::add_forward<T>(a.as<T>(), b.as<T>(), a.numel(), y.as<T>());
     return status::ok();
   });
 }
 
-status scale_forward(const tensor& x, double s, const tensor& y) {
+status scale_forward(const exec_context& ctx, const tensor& x, double s, const tensor& y) {
   constexpr const char* op = "scale_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   TANDEM_RETURN_IF_ERROR(like(y, x, op, "y"));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::scale_forward<T>(x.as<T>(), static_cast<T>(s), x.numel(), y.as<T>());
     return status::ok();
   });
 }
 
-status scale_by_forward(const tensor& x, const tensor& s, const tensor& y) {
+status scale_by_forward(const exec_context& ctx, const tensor& x, const tensor& s, const tensor& y) {
   constexpr const char* op = "scale_by_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   TANDEM_RETURN_IF_ERROR(scalar(s, x, op, "s"));
   TANDEM_RETURN_IF_ERROR(like(y, x, op, "y"));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::scale_forward<T>(x.as<T>(), *s.as<T>(), x.numel(), y.as<T>());
     return status::ok();
   });
 }
 
-status scale_by_backward(const tensor& x, const tensor& s, const tensor& dy, const tensor& dx, const tensor& ds) {
+status scale_by_backward(const exec_context& ctx, const tensor& x, const tensor& s, const tensor& dy, const tensor& dx, const tensor& ds) {
   constexpr const char* op = "scale_by_backward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   TANDEM_RETURN_IF_ERROR(scalar(s, x, op, "s"));
   TANDEM_RETURN_IF_ERROR(like(dy, x, op, "dy"));
   if (!dx.empty()) TANDEM_RETURN_IF_ERROR(like(dx, x, op, "dx"));
   if (!ds.empty()) TANDEM_RETURN_IF_ERROR(scalar(ds, x, op, "ds"));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     if (!ds.empty()) *ds.as<T>() += static_cast<T>(cpu::dot<T>(x.as<T>(), dy.as<T>(), x.numel()));
     if (!dx.empty()) cpu::scale_forward<T>(dy.as<T>(), *s.as<T>(), x.numel(), dx.as<T>());

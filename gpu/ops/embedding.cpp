@@ -32,7 +32,7 @@ status check_columns(std::int64_t column_begin, std::int64_t width, std::int64_t
 
 }  // namespace
 
-status embedding_forward(const tensor& ids, const tensor& table, double scale, const tensor& out,
+status embedding_forward(const exec_context& ctx, const tensor& ids, const tensor& table, double scale, const tensor& out,
                          std::int64_t column_begin) {
   constexpr const char* op = "embedding_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(ids, op, "ids", {any}));
@@ -46,7 +46,7 @@ status embedding_forward(const tensor& ids, const tensor& table, double scale, c
   TANDEM_RETURN_IF_ERROR(expect_same_device(ids, table, op, "ids"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(out, table, op, "out"));
   TANDEM_RETURN_IF_ERROR(check_columns(column_begin, width, table_width, op, "out"));
-  return dispatch_float(op, table, [&](auto zero) {
+  return dispatch_float(ctx, op, table, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_ids(ids, vocab, op));
     cpu::embedding_forward<T>(ids.as<std::int32_t>(), tokens, table.as<T>(), table_width, column_begin, width,
@@ -55,7 +55,7 @@ status embedding_forward(const tensor& ids, const tensor& table, double scale, c
   });
 }
 
-status embedding_backward(const tensor& ids, const tensor& dout, double scale, const tensor& d_table,
+status embedding_backward(const exec_context& ctx, const tensor& ids, const tensor& dout, double scale, const tensor& d_table,
                           std::optional<std::int32_t> padding_id, std::int64_t column_begin) {
   constexpr const char* op = "embedding_backward";
   TANDEM_RETURN_IF_ERROR(expect_shape(ids, op, "ids", {any}));
@@ -73,7 +73,7 @@ status embedding_backward(const tensor& ids, const tensor& dout, double scale, c
     TANDEM_RETURN_IF_ERROR(require(*padding_id >= 0 && *padding_id < vocab, op,
                                    "padding_id " + std::to_string(*padding_id) + " is outside [0, " +
                                        std::to_string(vocab) + ")"));
-  return dispatch_float(op, d_table, [&](auto zero) {
+  return dispatch_float(ctx, op, d_table, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_ids(ids, vocab, op));
     cpu::embedding_backward<T>(ids.as<std::int32_t>(), tokens, dout.as<T>(), width, static_cast<T>(scale),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -19,7 +20,7 @@ namespace tandem::gpu::ops {
 /// The padding row is looked up like any other (padding only affects gradients). An id outside
 /// [0, vocab) is refused naming its position and value. On failure out is unspecified; the
 /// inputs are untouched.
-status embedding_forward(const tensor& ids, const tensor& table, double scale, const tensor& out,
+status embedding_forward(const exec_context& ctx, const tensor& ids, const tensor& table, double scale, const tensor& out,
                          std::int64_t column_begin = 0);
 
 /// d_table[ids[t], column_begin + j] += scale · dout[t, j] for every token whose id is not
@@ -30,7 +31,7 @@ status embedding_forward(const tensor& ids, const tensor& table, double scale, c
 ///   d_table  F32 [vocab, table_width], column_begin + width <= table_width
 ///   padding_id  none, or an id in [0, vocab)
 /// On failure d_table is unspecified (a refusal by the checks leaves it untouched).
-status embedding_backward(const tensor& ids, const tensor& dout, double scale, const tensor& d_table,
+status embedding_backward(const exec_context& ctx, const tensor& ids, const tensor& dout, double scale, const tensor& d_table,
                           std::optional<std::int32_t> padding_id = std::nullopt, std::int64_t column_begin = 0);
 
 }  // namespace tandem::gpu::ops

@@ -9,7 +9,7 @@
 
 namespace tandem::gpu::ops {
 
-status linear_forward(const tensor& x, const tensor& w, const tensor& y, bool accumulate) {
+status linear_forward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& y, bool accumulate) {
   constexpr const char* op = "linear_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   const std::int64_t n = x.dim(0), in = x.dim(1);
@@ -20,14 +20,14 @@ status linear_forward(const tensor& x, const tensor& w, const tensor& y, bool ac
   TANDEM_RETURN_IF_ERROR(expect_type(y, op, "y", x.type()));
   TANDEM_RETURN_IF_ERROR(expect_same_device(w, x, op, "w"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(y, x, op, "y"));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::gemm<T>(false, true, n, out, in, T(1), x.as<T>(), in, w.as<T>(), in, accumulate ? T(1) : T(0), y.as<T>(), out);
     return status::ok();
   });
 }
 
-status linear_backward(const tensor& x, const tensor& w, const tensor& dy, const tensor& dx, const tensor& dw,
+status linear_backward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& dy, const tensor& dx, const tensor& dw,
                        bool accumulate_dx) {
   constexpr const char* op = "linear_backward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
@@ -43,7 +43,7 @@ status linear_backward(const tensor& x, const tensor& w, const tensor& dy, const
     TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
   }
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     if (!dx.empty())
       cpu::gemm<T>(false, false, n, in, out, T(1), dy.as<T>(), out, w.as<T>(), in, accumulate_dx ? T(1) : T(0),

@@ -55,7 +55,7 @@ status check_sampling_params(std::string_view op, const sampling_params& params,
   return require(params.top_p > 0 && params.top_p <= 1, op, "top_p must be in (0, 1], got " + number(params.top_p));
 }
 
-status logprobs_forward(const tensor& logits, const tensor& targets, const sampling_params& params,
+status logprobs_forward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                         const tensor& logprobs, const tensor& entropy) {
   constexpr const char* op = "logprobs_forward";
   TANDEM_RETURN_IF_ERROR(check_rows(op, logits, targets));
@@ -69,7 +69,7 @@ status logprobs_forward(const tensor& logits, const tensor& targets, const sampl
     TANDEM_RETURN_IF_ERROR(expect_same_device(entropy, logits, op, "entropy"));
   }
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
-  return dispatch_float(op, logits, [&](auto zero) {
+  return dispatch_float(ctx, op, logits, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_targets(op, targets, v));
     return non_finite(op, cpu::logprobs_forward<T>(logits.as<const T>(), targets.as<const std::int32_t>(), rows, v,
@@ -78,7 +78,7 @@ status logprobs_forward(const tensor& logits, const tensor& targets, const sampl
   });
 }
 
-status logprobs_backward(const tensor& logits, const tensor& targets, const sampling_params& params,
+status logprobs_backward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                          const tensor& dlogprobs, const tensor& dlogits, bool accumulate) {
   constexpr const char* op = "logprobs_backward";
   TANDEM_RETURN_IF_ERROR(check_rows(op, logits, targets));
@@ -90,7 +90,7 @@ status logprobs_backward(const tensor& logits, const tensor& targets, const samp
   TANDEM_RETURN_IF_ERROR(expect_type(dlogits, op, "dlogits", logits.type()));
   TANDEM_RETURN_IF_ERROR(expect_same_device(dlogits, logits, op, "dlogits"));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
-  return dispatch_float(op, logits, [&](auto zero) {
+  return dispatch_float(ctx, op, logits, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_targets(op, targets, v));
     return non_finite(op, cpu::logprobs_backward<T>(logits.as<const T>(), targets.as<const std::int32_t>(),

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -55,7 +56,7 @@ status check_sampling_params(std::string_view op, const sampling_params& params,
 ///   targets  I32 [rows]
 ///   logprobs logits' dtype [rows]
 ///   entropy  logits' dtype [rows], or empty
-status logprobs_forward(const tensor& logits, const tensor& targets, const sampling_params& params,
+status logprobs_forward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                         const tensor& logprobs, const tensor& entropy = {});
 
 /// The gradient of sum_r dlogprobs[r] * logprobs[r] with respect to the logits, the top-k/top-p
@@ -67,7 +68,7 @@ status logprobs_forward(const tensor& logits, const tensor& targets, const sampl
 ///   targets   I32 [rows]
 ///   dlogprobs logits' dtype [rows]
 ///   dlogits   logits' dtype [rows, V]
-status logprobs_backward(const tensor& logits, const tensor& targets, const sampling_params& params,
+status logprobs_backward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                          const tensor& dlogprobs, const tensor& dlogits, bool accumulate = false);
 
 }  // namespace tandem::gpu::ops

@@ -86,7 +86,7 @@ status router_parameter_dims(const char* op, const tensor& x, const tensor& rout
 
 }  // namespace
 
-status moe_router_forward(const tensor& x, const tensor& router_scale, const tensor& proj,
+status moe_router_forward(const exec_context& ctx, const tensor& x, const tensor& router_scale, const tensor& proj,
                           const tensor& per_expert_scale, const tensor& weights, const tensor& indices,
                           const tensor& renormalized, const tensor& inv_rms, double eps) {
   constexpr const char* op = "moe_router_forward";
@@ -108,7 +108,7 @@ status moe_router_forward(const tensor& x, const tensor& router_scale, const ten
                                          indices));
   TANDEM_RETURN_IF_ERROR(expect_top_k(op, d.top_k, d.experts));
   TANDEM_RETURN_IF_ERROR(require(eps >= 0, op, "eps must not be negative, got " + std::to_string(eps)));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::moe_router_forward<T>(d, x.as<T>(), router_scale.as<T>(), proj.as<T>(), per_expert_scale.as<T>(), T(eps),
                                weights.as<T>(), indices.as<std::int32_t>(), optional<T>(renormalized),
@@ -117,7 +117,7 @@ status moe_router_forward(const tensor& x, const tensor& router_scale, const ten
   });
 }
 
-status moe_router_backward(const tensor& x, const tensor& router_scale, const tensor& proj,
+status moe_router_backward(const exec_context& ctx, const tensor& x, const tensor& router_scale, const tensor& proj,
                            const tensor& per_expert_scale, const tensor& indices, const tensor& renormalized,
                            const tensor& inv_rms, const tensor& dweights, const tensor& dx, const tensor& dproj,
                            const tensor& drouter_scale, const tensor& dper_expert_scale, bool accumulate_dx) {
@@ -148,7 +148,7 @@ status moe_router_backward(const tensor& x, const tensor& router_scale, const te
                                          indices));
   TANDEM_RETURN_IF_ERROR(expect_top_k(op, d.top_k, d.experts));
   TANDEM_RETURN_IF_ERROR(expect_indices_in_range(op, indices, d.experts));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::moe_router_backward<T>(d, x.as<T>(), router_scale.as<T>(), proj.as<T>(), per_expert_scale.as<T>(),
                                 indices.as<std::int32_t>(), renormalized.as<T>(), inv_rms.as<T>(), dweights.as<T>(),
@@ -158,7 +158,7 @@ status moe_router_backward(const tensor& x, const tensor& router_scale, const te
   });
 }
 
-status moe_experts_forward(const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
+status moe_experts_forward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
                            const tensor& indices, const tensor& out) {
   constexpr const char* op = "moe_experts_forward";
   cpu::moe_dims d;
@@ -167,7 +167,7 @@ status moe_experts_forward(const tensor& y, const tensor& gate_up, const tensor&
   TANDEM_RETURN_IF_ERROR(
       expect_operands(op, y, {{"gate_up", gate_up}, {"down", down}, {"weights", weights}, {"out", out}}, indices));
   TANDEM_RETURN_IF_ERROR(expect_indices_in_range(op, indices, d.experts));
-  return dispatch_float(op, y, [&](auto zero) {
+  return dispatch_float(ctx, op, y, [&](auto zero) {
     using T = decltype(zero);
     cpu::moe_experts_forward<T>(d, y.as<T>(), gate_up.as<T>(), down.as<T>(), weights.as<T>(),
                                 indices.as<std::int32_t>(), out.as<T>());
@@ -175,7 +175,7 @@ status moe_experts_forward(const tensor& y, const tensor& gate_up, const tensor&
   });
 }
 
-status moe_experts_backward(const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
+status moe_experts_backward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
                             const tensor& indices, const tensor& dout, const tensor& dy, const tensor& dgate_up,
                             const tensor& ddown, const tensor& dweights, bool accumulate_dy) {
   constexpr const char* op = "moe_experts_backward";
@@ -198,7 +198,7 @@ status moe_experts_backward(const tensor& y, const tensor& gate_up, const tensor
                                           {"dweights", dweights}},
                                          indices));
   TANDEM_RETURN_IF_ERROR(expect_indices_in_range(op, indices, d.experts));
-  return dispatch_float(op, y, [&](auto zero) {
+  return dispatch_float(ctx, op, y, [&](auto zero) {
     using T = decltype(zero);
     cpu::moe_experts_backward<T>(d, y.as<T>(), gate_up.as<T>(), down.as<T>(), weights.as<T>(),
                                  indices.as<std::int32_t>(), dout.as<T>(), optional<T>(dy), accumulate_dy,

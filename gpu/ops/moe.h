@@ -7,6 +7,7 @@
 // reference); indices are int32. On failure the outputs are unspecified and the inputs untouched.
 #pragma once
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -26,7 +27,7 @@ namespace tandem::gpu::ops {
 /// renormalized     F32 [N, K]     out, r_k (weights before per_expert_scale); empty to skip
 /// inv_rms          F32 [N]        out, (mean(x²) + eps)^(-1/2); empty to skip
 /// renormalized and inv_rms are what moe_router_backward needs.
-status moe_router_forward(const tensor& x, const tensor& router_scale, const tensor& proj,
+status moe_router_forward(const exec_context& ctx, const tensor& x, const tensor& router_scale, const tensor& proj,
                           const tensor& per_expert_scale, const tensor& weights, const tensor& indices,
                           const tensor& renormalized, const tensor& inv_rms, double eps = 1e-6);
 
@@ -40,7 +41,7 @@ status moe_router_forward(const tensor& x, const tensor& router_scale, const ten
 /// dproj             F32 [E, H]   +=
 /// drouter_scale     F32 [H]      +=
 /// dper_expert_scale F32 [E]      +=
-status moe_router_backward(const tensor& x, const tensor& router_scale, const tensor& proj,
+status moe_router_backward(const exec_context& ctx, const tensor& x, const tensor& router_scale, const tensor& proj,
                            const tensor& per_expert_scale, const tensor& indices, const tensor& renormalized,
                            const tensor& inv_rms, const tensor& dweights, const tensor& dx, const tensor& dproj,
                            const tensor& drouter_scale, const tensor& dper_expert_scale, bool accumulate_dx = false);
@@ -55,7 +56,7 @@ status moe_router_backward(const tensor& x, const tensor& router_scale, const te
 /// weights  F32 [N, K]        routing weights (moe_router_forward's weights)
 /// indices  I32 [N, K]        experts in [0, E); a token may list an expert twice (the terms add)
 /// out      F32 [N, H]        written
-status moe_experts_forward(const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
+status moe_experts_forward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
                            const tensor& indices, const tensor& out);
 
 /// Experts backward (recomputes the expert activations from y). dout F32 [N, H]. Outputs (empty to
@@ -64,7 +65,7 @@ status moe_experts_forward(const tensor& y, const tensor& gate_up, const tensor&
 /// dgate_up  F32 [E, 2*Im, H]  +=
 /// ddown     F32 [E, H, Im]    +=
 /// dweights  F32 [N, K]        written (its one consumer is moe_router_backward)
-status moe_experts_backward(const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
+status moe_experts_backward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
                             const tensor& indices, const tensor& dout, const tensor& dy, const tensor& dgate_up,
                             const tensor& ddown, const tensor& dweights, bool accumulate_dy = false);
 

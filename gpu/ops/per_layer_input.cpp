@@ -40,26 +40,26 @@ status check_gate(const tensor& a, const tensor& ple, std::int64_t layer, std::i
 
 }  // namespace
 
-status ple_combine_forward(const tensor& c, const tensor& t, const tensor& ple) {
+status ple_combine_forward(const exec_context& ctx, const tensor& c, const tensor& t, const tensor& ple) {
   constexpr const char* op = "ple_combine_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(c, op, "c", {any, any}));
   TANDEM_RETURN_IF_ERROR(expect_shape(t, op, "t", {c.dim(0), c.dim(1)}));
   TANDEM_RETURN_IF_ERROR(expect_shape(ple, op, "ple", {c.dim(0), c.dim(1)}));
   TANDEM_RETURN_IF_ERROR(same_type_and_device(c, {{&t, "t"}, {&ple, "ple"}}, op));
-  return dispatch_float(op, c, [&](auto zero) {
+  return dispatch_float(ctx, op, c, [&](auto zero) {
     using T = decltype(zero);
     cpu::ple_combine_forward<T>(c.as<T>(), t.as<T>(), c.numel(), ple.as<T>());
     return status::ok();
   });
 }
 
-status ple_combine_backward(const tensor& dple, const tensor& dc, const tensor& dt) {
+status ple_combine_backward(const exec_context& ctx, const tensor& dple, const tensor& dc, const tensor& dt) {
   constexpr const char* op = "ple_combine_backward";
   TANDEM_RETURN_IF_ERROR(expect_shape(dple, op, "dple", {any, any}));
   if (!dc.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dc, op, "dc", {dple.dim(0), dple.dim(1)}));
   if (!dt.empty()) TANDEM_RETURN_IF_ERROR(expect_shape(dt, op, "dt", {dple.dim(0), dple.dim(1)}));
   TANDEM_RETURN_IF_ERROR(same_type_and_device(dple, {{&dc, "dc"}, {&dt, "dt"}}, op));
-  return dispatch_float(op, dple, [&](auto zero) {
+  return dispatch_float(ctx, op, dple, [&](auto zero) {
     using T = decltype(zero);
     cpu::ple_combine_backward<T>(dple.as<T>(), dple.numel(), dc.empty() ? nullptr : dc.as<T>(),
                                  dt.empty() ? nullptr : dt.as<T>());
@@ -67,11 +67,11 @@ status ple_combine_backward(const tensor& dple, const tensor& dc, const tensor& 
   });
 }
 
-status ple_gate_forward(const tensor& a, const tensor& ple, std::int64_t layer, const tensor& g) {
+status ple_gate_forward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& g) {
   constexpr const char* op = "ple_gate_forward";
   TANDEM_RETURN_IF_ERROR(check_gate(a, ple, layer, {{&g, "g"}}, op));
   TANDEM_RETURN_IF_ERROR(same_type_and_device(a, {{&ple, "ple"}, {&g, "g"}}, op));
-  return dispatch_float(op, a, [&](auto zero) {
+  return dispatch_float(ctx, op, a, [&](auto zero) {
     using T = decltype(zero);
     const std::int64_t layers = ple.dim(1), p = a.dim(1);
     cpu::ple_gate_forward<T>(a.as<T>(), ple.as<T>() + layer * p, layers * p, a.dim(0), p, g.as<T>());
@@ -79,13 +79,13 @@ status ple_gate_forward(const tensor& a, const tensor& ple, std::int64_t layer, 
   });
 }
 
-status ple_gate_backward(const tensor& a, const tensor& ple, std::int64_t layer, const tensor& dg, const tensor& da,
+status ple_gate_backward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& dg, const tensor& da,
                          const tensor& d_ple) {
   constexpr const char* op = "ple_gate_backward";
   TANDEM_RETURN_IF_ERROR(check_gate(a, ple, layer, {{&dg, "dg"}, {&da, "da"}}, op));
   TANDEM_RETURN_IF_ERROR(expect_shape(d_ple, op, "d_ple", {ple.dim(0), ple.dim(1), ple.dim(2)}));
   TANDEM_RETURN_IF_ERROR(same_type_and_device(a, {{&ple, "ple"}, {&dg, "dg"}, {&da, "da"}, {&d_ple, "d_ple"}}, op));
-  return dispatch_float(op, a, [&](auto zero) {
+  return dispatch_float(ctx, op, a, [&](auto zero) {
     using T = decltype(zero);
     const std::int64_t layers = ple.dim(1), p = a.dim(1);
     cpu::ple_gate_backward<T>(a.as<T>(), ple.as<T>() + layer * p, layers * p, dg.as<T>(), a.dim(0), p, da.as<T>(),

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -15,24 +16,24 @@ namespace tandem::gpu::ops {
 ///   t    F32 [N, L·P]: embed_tokens_per_layer[ids] · √P (embedding_forward)
 ///   ple  F32 [N, L·P], layer-major (layer l: columns l·P .. l·P+P−1); may be c or t (in place)
 /// On failure ple is unspecified.
-status ple_combine_forward(const tensor& c, const tensor& t, const tensor& ple);
+status ple_combine_forward(const exec_context& ctx, const tensor& c, const tensor& t, const tensor& ple);
 
 /// dc = dt = dple · 2^(−1/2), written. dple F32 [N, W]; dc, dt F32 [N, W], either may be empty
 /// to skip it, either may be dple itself. On failure dc and dt are unspecified.
-status ple_combine_backward(const tensor& dple, const tensor& dc, const tensor& dt);
+status ple_combine_backward(const exec_context& ctx, const tensor& dple, const tensor& dc, const tensor& dt);
 
 /// g = gelu_tanh(a) ⊙ ple[:, layer, :].
 ///   a      F32 [N, P]: per_layer_input_gate(h) of layer `layer`
 ///   ple    F32 [N, L, P] (the combined per-layer inputs of all layers), 0 <= layer < L
 ///   g      F32 [N, P]
 /// On failure g is unspecified.
-status ple_gate_forward(const tensor& a, const tensor& ple, std::int64_t layer, const tensor& g);
+status ple_gate_forward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& g);
 
 /// d_ple[:, layer, :] = gelu_tanh(a) ⊙ dg and da = gelu_tanh'(a) ⊙ ple[:, layer, :] ⊙ dg, both
 /// written (each layer owns its slice; the other slices of d_ple are not touched).
 ///   a F32 [N, P], ple F32 [N, L, P], dg F32 [N, P], da F32 [N, P], d_ple F32 [N, L, P].
 /// On failure da and d_ple are unspecified.
-status ple_gate_backward(const tensor& a, const tensor& ple, std::int64_t layer, const tensor& dg, const tensor& da,
+status ple_gate_backward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& dg, const tensor& da,
                          const tensor& d_ple);
 
 }  // namespace tandem::gpu::ops

@@ -111,7 +111,7 @@ void pg_loss_metrics::merge(const pg_loss_metrics& o) {
   approx_entropy_sum += o.approx_entropy_sum;
 }
 
-status pg_loss_forward(const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
+status pg_loss_forward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
                        pg_loss_metrics* metrics) {
   constexpr const char* op = "pg_loss_forward";
   TANDEM_RETURN_IF_ERROR(check_inputs(op, in, settings));
@@ -119,7 +119,7 @@ status pg_loss_forward(const pg_loss_inputs& in, const pg_loss_settings& setting
   TANDEM_RETURN_IF_ERROR(expect_type(loss, op, "loss", in.lp_cur.type()));
   TANDEM_RETURN_IF_ERROR(expect_same_device(loss, in.lp_cur, op, "loss"));
   TANDEM_RETURN_IF_ERROR(check_settings(op, in, settings));
-  return dispatch_float(op, in.lp_cur, [&](auto zero) {
+  return dispatch_float(ctx, op, in.lp_cur, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_values<T>(op, in));
     pg_loss_metrics local;
@@ -128,7 +128,7 @@ status pg_loss_forward(const pg_loss_inputs& in, const pg_loss_settings& setting
   });
 }
 
-status pg_loss_backward(const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
+status pg_loss_backward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
                         const tensor& d_lp_cur, bool accumulate) {
   constexpr const char* op = "pg_loss_backward";
   TANDEM_RETURN_IF_ERROR(check_inputs(op, in, settings));
@@ -137,7 +137,7 @@ status pg_loss_backward(const pg_loss_inputs& in, const pg_loss_settings& settin
   TANDEM_RETURN_IF_ERROR(expect_same_device(d_lp_cur, in.lp_cur, op, "d_lp_cur"));
   TANDEM_RETURN_IF_ERROR(check_settings(op, in, settings));
   TANDEM_RETURN_IF_ERROR(require(std::isfinite(dloss), op, "dloss must be finite, got " + number(dloss)));
-  return dispatch_float(op, in.lp_cur, [&](auto zero) {
+  return dispatch_float(ctx, op, in.lp_cur, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_values<T>(op, in));
     cpu::pg_loss_backward<T>(in, settings, dloss, d_lp_cur.as<T>(), accumulate);

@@ -32,6 +32,7 @@
 #include <limits>
 #include <optional>
 
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -116,13 +117,13 @@ struct pg_loss_metrics {
 /// loss [1] (lp_cur's dtype) = this micro-batch's share of the global loss (written); metrics,
 /// unless null, are overwritten with this micro-batch's. On failure outputs are unspecified and
 /// inputs untouched.
-status pg_loss_forward(const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
+status pg_loss_forward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
                        pg_loss_metrics* metrics = nullptr);
 
 /// d_lp_cur [tokens] (lp_cur's dtype) = dloss * d loss / d lp_cur, 0 at masked tokens; with
 /// `accumulate`, added instead. dloss is the incoming gradient of the scalar loss (usually 1, or
 /// the data-parallel scaling). On failure d_lp_cur is unspecified and inputs untouched.
-status pg_loss_backward(const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
+status pg_loss_backward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
                         const tensor& d_lp_cur, bool accumulate = false);
 
 }  // namespace tandem::gpu::ops

@@ -9,7 +9,7 @@
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops {
-status rmsnorm_forward(const tensor& x, const tensor& w, double eps, const tensor& y, const tensor& inv_rms) {
+status rmsnorm_forward(const exec_context& ctx, const tensor& x, const tensor& w, double eps, const tensor& y, const tensor& inv_rms) {
   constexpr const char* op = "rmsnorm_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
   const std::int64_t rows = x.dim(0), d = x.dim(1);
@@ -22,7 +22,7 @@ status rmsnorm_forward(const tensor& x, const tensor& w, double eps, const tenso
     TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
   }
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_forward<T>(x.as<T>(), w.empty() ? nullptr : w.as<T>(), rows, d, static_cast<T>(eps), y.as<T>(),
                             inv_rms.empty() ? nullptr : inv_rms.as<T>());
@@ -30,7 +30,7 @@ status rmsnorm_forward(const tensor& x, const tensor& w, double eps, const tenso
   });
 }
 
-status rmsnorm_backward(const tensor& x, const tensor& w, const tensor& inv_rms, const tensor& dy, const tensor& dx,
+status rmsnorm_backward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& inv_rms, const tensor& dy, const tensor& dx,
                         const tensor& dw, bool accumulate_dx) {
   constexpr const char* op = "rmsnorm_backward";
   TANDEM_RETURN_IF_ERROR(expect_shape(x, op, "x", {any, any}));
@@ -48,7 +48,7 @@ status rmsnorm_backward(const tensor& x, const tensor& w, const tensor& inv_rms,
     TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
   }
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rmsnorm_backward<T>(x.as<T>(), w.empty() ? nullptr : w.as<T>(), inv_rms.as<T>(), dy.as<T>(), rows, d,
                              dx.empty() ? nullptr : dx.as<T>(), dw.empty() ? nullptr : dw.as<T>(), accumulate_dx);

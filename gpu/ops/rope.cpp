@@ -35,7 +35,7 @@ status check_rotation(const tensor& in, const tensor& cos, const tensor& sin, co
 
 }  // namespace
 
-status rope_inv_freq(const rope_parameters& p, std::int64_t head_dim, const tensor& inv_freq) {
+status rope_inv_freq(const exec_context& ctx, const rope_parameters& p, std::int64_t head_dim, const tensor& inv_freq) {
   constexpr const char* op = "rope_inv_freq";
   TANDEM_RETURN_IF_ERROR(require(head_dim > 0 && head_dim % 2 == 0, op,
                                  "head_dim must be even and positive, got " + std::to_string(head_dim)));
@@ -49,9 +49,7 @@ status rope_inv_freq(const rope_parameters& p, std::int64_t head_dim, const tens
   }
   TANDEM_RETURN_IF_ERROR(expect_shape(inv_freq, op, "inv_freq", {head_dim / 2}));
   TANDEM_RETURN_IF_ERROR(expect_type(inv_freq, op, "inv_freq", dtype::float32));
-  if (!inv_freq.dev().is_cpu())
-    return {status_code::unsupported,
-            std::string(op) + ": no CUDA implementation yet (tensor on " + inv_freq.dev().to_string() + ")"};
+  TANDEM_RETURN_IF_ERROR(on_backend(ctx, op, inv_freq));
   const std::int64_t half = head_dim / 2;
   // Python's int(partial_rotary_factor * d // 2): floor of the float product over 2.
   const std::int64_t rotated =
@@ -62,7 +60,7 @@ status rope_inv_freq(const rope_parameters& p, std::int64_t head_dim, const tens
   return status::ok();
 }
 
-status rope_tables(const tensor& positions, const tensor& inv_freq, const tensor& cos, const tensor& sin) {
+status rope_tables(const exec_context& ctx, const tensor& positions, const tensor& inv_freq, const tensor& cos, const tensor& sin) {
   constexpr const char* op = "rope_tables";
   TANDEM_RETURN_IF_ERROR(expect_shape(positions, op, "positions", {any}));
   const std::int64_t n = positions.dim(0);
@@ -75,7 +73,7 @@ status rope_tables(const tensor& positions, const tensor& inv_freq, const tensor
   TANDEM_RETURN_IF_ERROR(expect_type(sin, op, "sin", cos.type()));
   for (auto [t, name] : {std::pair{&positions, "positions"}, {&inv_freq, "inv_freq"}, {&sin, "sin"}})
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, cos, op, name));
-  return dispatch_float(op, cos, [&](auto zero) {
+  return dispatch_float(ctx, op, cos, [&](auto zero) {
     using T = decltype(zero);
     const std::int32_t* pos = positions.as<std::int32_t>();
     for (std::int64_t t = 0; t < n; ++t)
@@ -87,20 +85,20 @@ status rope_tables(const tensor& positions, const tensor& inv_freq, const tensor
   });
 }
 
-status rope_forward(const tensor& x, const tensor& cos, const tensor& sin, const tensor& y) {
+status rope_forward(const exec_context& ctx, const tensor& x, const tensor& cos, const tensor& sin, const tensor& y) {
   constexpr const char* op = "rope_forward";
   TANDEM_RETURN_IF_ERROR(check_rotation(x, cos, sin, y, op, "x", "y"));
-  return dispatch_float(op, x, [&](auto zero) {
+  return dispatch_float(ctx, op, x, [&](auto zero) {
     using T = decltype(zero);
     cpu::rope_rotate<T>(x.as<T>(), x.dim(0), x.dim(1), x.dim(2), cos.as<T>(), sin.as<T>(), y.as<T>(), false);
     return status::ok();
   });
 }
 
-status rope_backward(const tensor& dy, const tensor& cos, const tensor& sin, const tensor& dx) {
+status rope_backward(const exec_context& ctx, const tensor& dy, const tensor& cos, const tensor& sin, const tensor& dx) {
   constexpr const char* op = "rope_backward";
   TANDEM_RETURN_IF_ERROR(check_rotation(dy, cos, sin, dx, op, "dy", "dx"));
-  return dispatch_float(op, dy, [&](auto zero) {
+  return dispatch_float(ctx, op, dy, [&](auto zero) {
     using T = decltype(zero);
     cpu::rope_rotate<T>(dy.as<T>(), dy.dim(0), dy.dim(1), dy.dim(2), cos.as<T>(), sin.as<T>(), dx.as<T>(), true);
     return status::ok();

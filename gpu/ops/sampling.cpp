@@ -11,7 +11,7 @@
 
 namespace tandem::gpu::ops {
 
-status sampling_forward(const tensor& logits, const sampling_params& params,
+status sampling_forward(const exec_context& ctx, const tensor& logits, const sampling_params& params,
                         std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs) {
   constexpr const char* op = "sampling_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(logits, op, "logits", {any, any}));
@@ -28,7 +28,7 @@ status sampling_forward(const tensor& logits, const sampling_params& params,
                                  "coordinates: expected " + std::to_string(rows) + " entries (one per row), got " +
                                      std::to_string(coordinates.size())));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, true));
-  return dispatch_float(op, logits, [&](auto zero) {
+  return dispatch_float(ctx, op, logits, [&](auto zero) {
     using T = decltype(zero);
     const std::int64_t bad = cpu::sampling_forward<T>(logits.as<const T>(), rows, v, params, coordinates.data(),
                                                       tokens.as<std::int32_t>(), logprobs.as<T>());

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "gpu/core/philox.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 #include "gpu/ops/logprobs.h"
@@ -27,7 +28,7 @@ namespace tandem::gpu::ops {
 ///   coordinates rows entries (seed, step, round, prompt, sample, position of each row's token)
 ///   tokens      I32 [rows]
 ///   logprobs    logits' dtype [rows]
-status sampling_forward(const tensor& logits, const sampling_params& params,
+status sampling_forward(const exec_context& ctx, const tensor& logits, const sampling_params& params,
                         std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs);
 
 }  // namespace tandem::gpu::ops

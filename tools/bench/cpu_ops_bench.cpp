@@ -22,6 +22,13 @@
 #include "gpu/ops/rope.h"
 #include "gpu/ops/sampling.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 using namespace tandem::gpu;
 using clock_type = std::chrono::steady_clock;
 
@@ -101,32 +108,32 @@ int main(int argc, char** argv) {
   {  // linear: the E2B MLP up projection
     auto x = noise({T, H}, 1), w = noise({I, H}, 0.05f);
     host_buffer y(dtype::float32, {T, I});
-    const double t = time_it(reps, [&] { return ops::linear_forward(x, w, y); });
+    const double t = time_it(reps, [&] { return ops::linear_forward(ctx, x, w, y); });
     row("linear_forward", "[" + std::to_string(T) + ",1536]x[6144,1536]^T", t, 2.0 * T * H * I, 0, c);
     host_buffer dx(dtype::float32, {T, H}), dw(dtype::float32, {I, H});
-    const double tb = time_it(reps, [&] { return ops::linear_backward(x, w, y, dx, dw); });
+    const double tb = time_it(reps, [&] { return ops::linear_backward(ctx, x, w, y, dx, dw); });
     row("linear_backward", "dx and dw", tb, 4.0 * T * H * I, 0, c);
   }
   {
     auto x = noise({T, H}, 1), w = filled(dtype::float32, {H}, 1.f);
     host_buffer y(dtype::float32, {T, H}), r(dtype::float32, {T});
-    const double t = time_it(reps, [&] { return ops::rmsnorm_forward(x, w, 1e-6, y, r); });
+    const double t = time_it(reps, [&] { return ops::rmsnorm_forward(ctx, x, w, 1e-6, y, r); });
     row("rmsnorm_forward", "[" + std::to_string(T) + ",1536]", t, 0, 2.0 * T * H * 4, c);
   }
   {
     auto gate = noise({T, I}, 2), up = noise({T, I}, 2);
     host_buffer h(dtype::float32, {T, I});
-    const double t = time_it(reps, [&] { return ops::gated_gelu_forward(gate, up, h); });
+    const double t = time_it(reps, [&] { return ops::gated_gelu_forward(ctx, gate, up, h); });
     row("gated_gelu_forward", "[" + std::to_string(T) + ",6144]", t, 0, 3.0 * T * I * 4, c);
   }
   {
     host_buffer pos(dtype::int32, {T}), inv(dtype::float32, {d / 2}), cs(dtype::float32, {T, d}), sn(dtype::float32, {T, d});
     for (std::int64_t i = 0; i < T; ++i) pos.data<std::int32_t>()[i] = static_cast<std::int32_t>(i);
-    (void)ops::rope_inv_freq({}, d, inv);
-    (void)ops::rope_tables(pos, inv, cs, sn);
+    (void)ops::rope_inv_freq(ctx, {}, d, inv);
+    (void)ops::rope_tables(ctx, pos, inv, cs, sn);
     auto x = noise({T, nh, d}, 1);
     host_buffer y(dtype::float32, {T, nh, d});
-    const double t = time_it(reps, [&] { return ops::rope_forward(x, cs, sn, y); });
+    const double t = time_it(reps, [&] { return ops::rope_forward(ctx, x, cs, sn, y); });
     row("rope_forward", "[" + std::to_string(T) + ",8,256]", t, 0, 4.0 * T * nh * d * 4, c);
   }
   for (std::int64_t window : {std::int64_t{0}, std::int64_t{512}}) {
@@ -135,7 +142,7 @@ int main(int argc, char** argv) {
     cu.data<std::int32_t>()[1] = static_cast<std::int32_t>(T);
     ops::attention_options opt;
     opt.sliding_window = window;
-    const double t = time_it(reps, [&] { return ops::attention_forward(q, k, v, cu, o, lse, opt); });
+    const double t = time_it(reps, [&] { return ops::attention_forward(ctx, q, k, v, cu, o, lse, opt); });
     const double keys = window ? std::min<double>(static_cast<double>(window), T / 2.0) * T : T * (T + 1) / 2.0;
     row("attention_forward", std::string(window ? "W=512, " : "full, ") + std::to_string(T) + " tok, 8 q / 1 kv heads",
         t, 4.0 * keys * nh * d, 0, c);
@@ -144,13 +151,13 @@ int main(int argc, char** argv) {
     const std::int64_t rows = quick ? 4 : 16;
     auto logits = noise({rows, V}, 8);
     host_buffer targets(dtype::int32, {rows}), lp(dtype::float32, {rows}), tok(dtype::int32, {rows});
-    const double t = time_it(reps, [&] { return ops::logprobs_forward(logits, targets, {}, lp); });
+    const double t = time_it(reps, [&] { return ops::logprobs_forward(ctx, logits, targets, {}, lp); });
     row("logprobs_forward", std::to_string(rows) + " rows x 262144, no filter", t, 0, 1.0 * rows * V * 4, c);
     ops::sampling_params p{0.7, 20, 0.9};
-    const double tf = time_it(reps, [&] { return ops::logprobs_forward(logits, targets, p, lp); });
+    const double tf = time_it(reps, [&] { return ops::logprobs_forward(ctx, logits, targets, p, lp); });
     row("logprobs_forward", "T 0.7, top-k 20, top-p 0.9", tf, 0, 1.0 * rows * V * 4, c);
     std::vector<rng_coordinates> at(static_cast<std::size_t>(rows));
-    const double ts = time_it(reps, [&] { return ops::sampling_forward(logits, p, at, tok, lp); });
+    const double ts = time_it(reps, [&] { return ops::sampling_forward(ctx, logits, p, at, tok, lp); });
     row("sampling_forward", "T 0.7, top-k 20, top-p 0.9", ts, 0, 1.0 * rows * V * 4, c);
   }
   {
@@ -162,7 +169,7 @@ int main(int argc, char** argv) {
         w.data<float>()[t * K + s] = 0.25f;
         idx.data<std::int32_t>()[t * K + s] = static_cast<std::int32_t>((t * 7 + s * 3) % E);
       }
-    const double t = time_it(reps, [&] { return ops::moe_experts_forward(y, gu, dn, w, idx, out); });
+    const double t = time_it(reps, [&] { return ops::moe_experts_forward(ctx, y, gu, dn, w, idx, out); });
     row("moe_experts_forward", std::to_string(N) + " tok, E16 K4, 1024->512", t, 2.0 * N * K * 3 * Hm * Im, 0, c);
   }
   {
@@ -170,7 +177,7 @@ int main(int argc, char** argv) {
     auto table = noise({Vs, H}, 1);
     host_buffer ids(dtype::int32, {T}), out(dtype::float32, {T, H});
     for (std::int64_t i = 0; i < T; ++i) ids.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 7919) % Vs);
-    const double t = time_it(reps, [&] { return ops::embedding_forward(ids, table, 39.25, out); });
+    const double t = time_it(reps, [&] { return ops::embedding_forward(ctx, ids, table, 39.25, out); });
     row("embedding_forward", std::to_string(T) + " ids of [65536,1536]", t, 0, 2.0 * T * H * 4, c);
   }
   return 0;

@@ -21,6 +21,13 @@
 #include "gpu/model/slab_views.h"
 #include "gpu/ops/cpu/gemm.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 using namespace tandem::gpu;
 using clock_type = std::chrono::steady_clock;
 
@@ -112,12 +119,12 @@ void bench(const std::string& name, const model_config& c, int sequences, int le
   host_buffer weights(dtype::float32, {T});
   for (std::int64_t t = 0; t < T; ++t) weights.data<float>()[t] = -1.0f / static_cast<float>(T);
 
-  const double fwd = median_seconds(reps, [&] { check(forward_logprobs(c, w, batch, targets, {}, lp)); });
+  const double fwd = median_seconds(reps, [&] { check(forward_logprobs(ctx, c, w, batch, targets, {}, lp)); });
   const double fwd_bwd = median_seconds(reps, [&] {
     model_activations act;
-    check(forward_for_backward(c, w, batch, hidden, act, recompute_mode::none));
-    check(head_backward(c, w, hidden, targets, {}, weights, d_hidden, g));
-    check(model_backward(c, w, batch, act, d_hidden, g));
+    check(forward_for_backward(ctx, c, w, batch, hidden, act, recompute_mode::none));
+    check(head_backward(ctx, c, w, hidden, targets, {}, weights, d_hidden, g));
+    check(model_backward(ctx, c, w, batch, act, d_hidden, g));
   });
   const double flop = forward_flop_per_token(c, layout, length / 2.0) * static_cast<double>(T);
   std::printf("%-10s %10.2fM params %3d x %-5d forward %9.0f tok/s %7.2f GFLOP/s (%4.1f%%)   forward+backward %9.0f tok/s "

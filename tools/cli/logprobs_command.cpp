@@ -77,7 +77,10 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   const packed_sequences packed = pack(*sequences);
   gpu::host_buffer logprobs(gpu::dtype::float32, {packed.size()});
-  if (gpu::status s = gpu::forward_logprobs(c->config, *bound, packed.batch(), packed.targets(), params, logprobs); !s) {
+  gpu::workspace scratch;
+  gpu::exec_context ctx = gpu::exec_context::cpu();
+  ctx.scratch = &scratch;
+  if (gpu::status s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs); !s) {
     err << "tandem logprobs: " << s.message() << "\n";
     return exit_refused;
   }

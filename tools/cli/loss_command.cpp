@@ -88,11 +88,14 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
       dlogprobs.data<float>()[t] = -1.0f / static_cast<float>(N);
   gpu::model_activations act;
   gpu::host_buffer hidden(gpu::dtype::float32, {T, c->config.hidden_size}), d_hidden(gpu::dtype::float32, {T, c->config.hidden_size});
-  gpu::status s = gpu::forward_for_backward(c->config, *w, packed.batch(), hidden, act, mode);
-  if (s) s = gpu::forward_logprobs(c->config, *w, packed.batch(), packed.targets(), {}, logprobs);
+  gpu::workspace scratch;
+  gpu::exec_context ctx = gpu::exec_context::cpu();
+  ctx.scratch = &scratch;
+  gpu::status s = gpu::forward_for_backward(ctx, c->config, *w, packed.batch(), hidden, act, mode);
+  if (s) s = gpu::head_logprobs(ctx, c->config, *w, hidden, packed.targets(), {}, logprobs);
   if (s && p.flags.count("--gradients")) {
-    s = gpu::head_backward(c->config, *w, hidden, packed.targets(), {}, dlogprobs, d_hidden, *g);
-    if (s) s = gpu::model_backward(c->config, *w, packed.batch(), act, d_hidden, *g);
+    s = gpu::head_backward(ctx, c->config, *w, hidden, packed.targets(), {}, dlogprobs, d_hidden, *g);
+    if (s) s = gpu::model_backward(ctx, c->config, *w, packed.batch(), act, d_hidden, *g);
   }
   if (!s) {
     err << "tandem loss: " << s.message() << "\n";

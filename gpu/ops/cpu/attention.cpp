@@ -4,20 +4,18 @@
 // and the dq rows of its query heads, so no two threads write the same element.
 #include "gpu/ops/cpu/attention.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <vector>
+
+#include "gpu/ops/cpu/attention_row.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
-
-template <class T>
-double dot(const T* a, const T* b, std::int64_t n) {
-  double s = 0;
-  for (std::int64_t c = 0; c < n; ++c) s += static_cast<double>(a[c]) * static_cast<double>(b[c]);
-  return s;
-}
 
 /// The first key a query at token t sees: its sequence's first token, or with a window W > 0 the
 /// later of that and t - W + 1.
@@ -25,53 +23,48 @@ std::int64_t first_visible(std::int64_t sequence_start, std::int64_t t, std::int
   return window > 0 ? std::max(sequence_start, t - window + 1) : sequence_start;
 }
 
-/// The scaled score of query row qi against key kj, rounded to the compute dtype.
-template <class T>
-T score(const T* qi, const T* kj, std::int64_t d, double scaling) {
-  return static_cast<T>(dot(qi, kj, d) * scaling);
-}
+std::size_t aligned(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 }  // namespace
 
+// Forward, per thread: the visible keys' scores (T [longest]), then the output accumulator
+// (double [d]).
+template <class T>
+attention_scratch_plan attention_forward_scratch(const attention_dims& dims) {
+  const std::size_t keys = static_cast<std::size_t>(std::max<std::int64_t>(dims.longest, 1));
+  return {omp_get_max_threads(), aligned(keys * sizeof(T)) + aligned(static_cast<std::size_t>(dims.head_dim) * sizeof(double))};
+}
+
+// Backward, per thread: p and dp (double [longest] each), dk and dv of one sequence's rows
+// (double [longest, d] each), dq of one row (double [d]).
+template <class T>
+attention_scratch_plan attention_backward_scratch(const attention_dims& dims) {
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(dims.longest, 1));
+  const auto d = static_cast<std::size_t>(dims.head_dim);
+  return {omp_get_max_threads(), 2 * aligned(n * sizeof(double)) + 2 * aligned(n * d * sizeof(double)) + aligned(d * sizeof(double))};
+}
+
 template <class T>
 void attention_forward(const T* q, const T* k, const T* v, const std::int32_t* cu_seqlens, const attention_dims& dims,
-                       double scaling, std::int64_t window, T* out, T* lse) {
+                       double scaling, std::int64_t window, T* out, T* lse, const attention_scratch_plan& plan,
+                       std::byte* scratch) {
   const std::int64_t heads = dims.heads, kv_heads = dims.kv_heads, d = dims.head_dim;
   const std::int64_t group = heads / kv_heads;
   std::vector<std::int64_t> start(static_cast<std::size_t>(dims.tokens));  // first token of each token's sequence
   for (std::int64_t s = 0; s < dims.num_seqs; ++s)
     for (std::int64_t t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) start[static_cast<std::size_t>(t)] = cu_seqlens[s];
   const std::int64_t rows = dims.tokens * heads;
-#pragma omp parallel
+#pragma omp parallel num_threads(plan.threads)
   {
-    std::vector<T> e;  // scores, then exp(score - max), of the visible keys
-    std::vector<double> acc(static_cast<std::size_t>(d));
+    std::byte* mine = scratch + static_cast<std::size_t>(omp_get_thread_num()) * plan.stride;
+    T* const e = reinterpret_cast<T*>(mine);  // scores, then exp(score - max), of the visible keys
+    double* const acc = reinterpret_cast<double*>(mine + aligned(static_cast<std::size_t>(std::max<std::int64_t>(dims.longest, 1)) * sizeof(T)));
 #pragma omp for schedule(dynamic, 16)
     for (std::int64_t row = 0; row < rows; ++row) {
-      const std::int64_t t = row / heads, h = row % heads, g = h / group;
+      const std::int64_t t = row / heads, g = row % heads / group;
       const std::int64_t first = first_visible(start[static_cast<std::size_t>(t)], t, window);
-      const T* qi = q + row * d;
-      e.resize(static_cast<std::size_t>(t - first + 1));
-      T m = -std::numeric_limits<T>::infinity();
-      for (std::int64_t j = first; j <= t; ++j) {
-        const T s = score(qi, k + (j * kv_heads + g) * d, d, scaling);
-        e[static_cast<std::size_t>(j - first)] = s;
-        m = std::max(m, s);
-      }
-      double sum = 0;
-      for (T& x : e) {
-        x = std::exp(x - m);
-        sum += static_cast<double>(x);
-      }
-      lse[row] = static_cast<T>(static_cast<double>(m) + std::log(sum));
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (std::int64_t j = first; j <= t; ++j) {
-        const T p_t = static_cast<T>(static_cast<double>(e[static_cast<std::size_t>(j - first)]) / sum);
-        const auto p = static_cast<double>(p_t);  // the probability as the compute dtype holds it
-        const T* vj = v + (j * kv_heads + g) * d;
-        for (std::int64_t c = 0; c < d; ++c) acc[static_cast<std::size_t>(c)] += p * static_cast<double>(vj[c]);
-      }
-      for (std::int64_t c = 0; c < d; ++c) out[row * d + c] = static_cast<T>(acc[static_cast<std::size_t>(c)]);
+      attend_row(q + row * d, first, t, [&](std::int64_t j) { return k + (j * kv_heads + g) * d; },
+                 [&](std::int64_t j) { return v + (j * kv_heads + g) * d; }, d, scaling, e, acc, out + row * d, lse + row);
     }
   }
 }
@@ -79,29 +72,39 @@ void attention_forward(const T* q, const T* k, const T* v, const std::int32_t* c
 template <class T>
 void attention_backward(const T* q, const T* k, const T* v, const std::int32_t* cu_seqlens, const attention_dims& dims,
                         double scaling, std::int64_t window, const T* lse, const T* dout, T* dq, T* dk, T* dv,
-                        bool accumulate_dq) {
+                        bool accumulate_dq, const attention_scratch_plan& plan, std::byte* scratch) {
   const std::int64_t heads = dims.heads, kv_heads = dims.kv_heads, d = dims.head_dim;
   const std::int64_t group = heads / kv_heads;
   const std::int64_t pairs = dims.num_seqs * kv_heads;
   const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
-#pragma omp parallel
+  const std::size_t n_max = static_cast<std::size_t>(std::max<std::int64_t>(dims.longest, 1));
+#pragma omp parallel num_threads(plan.threads)
   {
-    std::vector<double> p, dp, dk_acc, dv_acc, dq_acc(at(d));
+    std::byte* mine = scratch + static_cast<std::size_t>(omp_get_thread_num()) * plan.stride;
+    const auto take = [&mine](std::size_t count) {
+      auto* out = reinterpret_cast<double*>(mine);
+      mine += aligned(count * sizeof(double));
+      return out;
+    };
+    double* const p = take(n_max);
+    double* const dp = take(n_max);
+    double* const dk_base = take(n_max * at(d));
+    double* const dv_base = take(n_max * at(d));
+    const std::span<double> dq_acc(take(at(d)), at(d));
 #pragma omp for schedule(dynamic)
     for (std::int64_t pair = 0; pair < pairs; ++pair) {
       const std::int64_t s = pair / kv_heads, g = pair % kv_heads;
       const std::int64_t begin = cu_seqlens[s], end = cu_seqlens[s + 1];
       if (begin == end) continue;
-      dk_acc.assign(at((end - begin) * d), 0.0);  // this sequence's rows of kv head g, in double
-      dv_acc.assign(at((end - begin) * d), 0.0);
+      const std::span<double> dk_acc(dk_base, at((end - begin) * d)), dv_acc(dv_base, at((end - begin) * d));
+      std::fill(dk_acc.begin(), dk_acc.end(), 0.0);  // this sequence's rows of kv head g, in double
+      std::fill(dv_acc.begin(), dv_acc.end(), 0.0);
       for (std::int64_t h = g * group; h < (g + 1) * group; ++h) {
         for (std::int64_t t = begin; t < end; ++t) {
           const std::int64_t row = t * heads + h;
-          const std::int64_t first = first_visible(begin, t, window), count = t - first + 1;
+          const std::int64_t first = first_visible(begin, t, window);
           const T* qi = q + row * d;
           const T* doi = dout + row * d;
-          p.resize(at(count));
-          dp.resize(at(count));
           double delta = 0;  // Σ_j p_j dp_j, the softmax backward's row term
           for (std::int64_t j = first; j <= t; ++j) {
             const T sc = score(qi, k + (j * kv_heads + g) * d, d, scaling);
@@ -143,15 +146,21 @@ void attention_backward(const T* q, const T* k, const T* v, const std::int32_t* 
   }
 }
 
+template attention_scratch_plan attention_forward_scratch<float>(const attention_dims&);
+template attention_scratch_plan attention_forward_scratch<double>(const attention_dims&);
+template attention_scratch_plan attention_backward_scratch<float>(const attention_dims&);
+template attention_scratch_plan attention_backward_scratch<double>(const attention_dims&);
 template void attention_forward<float>(const float*, const float*, const float*, const std::int32_t*,
-                                       const attention_dims&, double, std::int64_t, float*, float*);
+                                       const attention_dims&, double, std::int64_t, float*, float*,
+                                       const attention_scratch_plan&, std::byte*);
 template void attention_forward<double>(const double*, const double*, const double*, const std::int32_t*,
-                                        const attention_dims&, double, std::int64_t, double*, double*);
+                                        const attention_dims&, double, std::int64_t, double*, double*,
+                                        const attention_scratch_plan&, std::byte*);
 template void attention_backward<float>(const float*, const float*, const float*, const std::int32_t*,
                                         const attention_dims&, double, std::int64_t, const float*, const float*, float*,
-                                        float*, float*, bool);
+                                        float*, float*, bool, const attention_scratch_plan&, std::byte*);
 template void attention_backward<double>(const double*, const double*, const double*, const std::int32_t*,
                                          const attention_dims&, double, std::int64_t, const double*, const double*,
-                                         double*, double*, double*, bool);
+                                         double*, double*, double*, bool, const attention_scratch_plan&, std::byte*);
 
 }  // namespace tandem::gpu::ops::cpu

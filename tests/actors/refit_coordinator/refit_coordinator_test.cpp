@@ -282,7 +282,7 @@ CAF_TEST(a commit failing on one worker after another committed says which versi
 
 CAF_TEST(a colocated refit bumps every rollout worker without exporting a byte) {
   auto shared = std::make_shared<gpu::fake_generate_engine>(tiny_generator());
-  CAF_REQUIRE(shared->share_weights(trainer->weight_bytes()).is_ok());
+  CAF_REQUIRE(shared->share_weights(trainer->shared_weights()).is_ok());
   rollout_worker_config rc;
   rc.name = "rollout-colocated";
   rc.engine = shared;

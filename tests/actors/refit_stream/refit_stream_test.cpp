@@ -41,6 +41,7 @@ class tapped_communicator final : public gpu::communicator {
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  gpu::exec_context context() const override { return inner_->context(); }
 
  protected:
   gpu::status broadcast_raw(void* data, std::int64_t count, gpu::dtype type, int root) override {

@@ -120,7 +120,7 @@ struct cluster {
     policy = spawn_policy_worker(sys, pc);
     for (std::size_t i = 0; i < o.rollout_workers; ++i) {
       auto g = std::make_shared<gpu::fake_generate_engine>(tiny_generator());
-      if (o.mode == refit_mode::colocated) CAF_REQUIRE(g->share_weights(trainer->weight_bytes()).is_ok());
+      if (o.mode == refit_mode::colocated) CAF_REQUIRE(g->share_weights(trainer->shared_weights()).is_ok());
       generators.push_back(g);
       rollout_worker_config rc;
       rc.name = "rollout-" + std::to_string(i);

@@ -39,9 +39,9 @@ tg::train_micro_batch_data batch(tg::train_engine& e, const tg::packed_sequences
 std::unique_ptr<tg::cpu_train_engine> engine(const std::filesystem::path& dir, tg::communicator* group) {
   auto c = tg::open_checkpoint(dir, tg::dtype::float32);
   if (!c) return nullptr;
-  tg::cpu_train_options o;
+  tg::train_engine_options o;
   o.adamw.lr = 1e-2;
-  auto e = tg::cpu_train_engine::create(std::move(*c), o, group);
+  auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), std::move(*c), o, group);
   return e ? std::move(*e) : nullptr;
 }
 

@@ -35,9 +35,9 @@ tg::checkpoint model(const temp_dir& t, const std::string& name = "model") {
   return std::move(*c);
 }
 
-std::unique_ptr<tg::cpu_train_engine> engine(const temp_dir& t, tg::cpu_train_options o = {}, tg::communicator* group = nullptr) {
+std::unique_ptr<tg::cpu_train_engine> engine(const temp_dir& t, tg::train_engine_options o = {}, tg::communicator* group = nullptr) {
   if (o.adamw.lr == 1e-3) o.adamw.lr = 1e-2;
-  auto e = tg::cpu_train_engine::create(model(t), o, group);
+  auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), model(t), o, group);
   BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
   return std::move(*e);
 }
@@ -140,8 +140,8 @@ BOOST_AUTO_TEST_CASE(a_non_finite_loss_is_refused_before_any_gradient_accumulate
 
 BOOST_AUTO_TEST_CASE(a_resumed_engine_continues_bitwise_as_if_it_never_stopped) {
   temp_dir t;
-  tg::cpu_train_options o;
-  o.moment_dtype = tg::dtype::bfloat16;
+  tg::train_engine_options o;
+  o.first_moment_dtype = o.second_moment_dtype = tg::dtype::bfloat16;
   auto a = engine(t, o);
   BOOST_REQUIRE(a->train_micro_batch(batch(*a, seq_a), {}, {5, 1}, {}).has_value());
   BOOST_REQUIRE(a->optimizer_step().has_value());
@@ -162,7 +162,7 @@ BOOST_AUTO_TEST_CASE(every_recompute_mode_takes_the_same_step_bit_for_bit) {
   std::vector<std::vector<std::byte>> results;
   for (auto mode : {tg::recompute_mode::none, tg::recompute_mode::selective, tg::recompute_mode::full}) {
     temp_dir t;
-    tg::cpu_train_options o;
+    tg::train_engine_options o;
     o.recompute = mode;
     auto e = engine(t, o);
     BOOST_REQUIRE(e->train_micro_batch(batch(*e, both), {}, {9, 2}, {0.8, 20, 0.95}).has_value());
@@ -219,7 +219,7 @@ BOOST_AUTO_TEST_CASE(activation_memory_follows_the_micro_batch_not_the_step) {
 
 BOOST_AUTO_TEST_CASE(layer_scalar_is_a_buffer_that_no_step_changes) {
   temp_dir t;
-  tg::cpu_train_options o;
+  tg::train_engine_options o;
   o.adamw.weight_decay = 0.5;
   auto e = engine(t, o);
   const tg::tensor_entry* s = e->layout().find("layers.3.layer_scalar");
@@ -234,7 +234,7 @@ BOOST_AUTO_TEST_CASE(layer_scalar_is_a_buffer_that_no_step_changes) {
 
 BOOST_AUTO_TEST_CASE(the_learning_rate_warms_up_linearly_then_stays) {
   temp_dir t;
-  tg::cpu_train_options o;
+  tg::train_engine_options o;
   o.adamw.lr = 0.1;
   o.warmup_start_factor = 0.25;
   o.warmup_steps = 3;
@@ -248,4 +248,58 @@ BOOST_AUTO_TEST_CASE(the_learning_rate_warms_up_linearly_then_stays) {
   for (std::size_t i = 0; i < want.size(); ++i) BOOST_TEST(lrs[i] == want[i], boost::test_tools::tolerance(1e-12));
 }
 
+namespace {
+
+/// True when every float of `s` has zero low 16 bits: a value bfloat16 holds exactly.
+bool on_the_bfloat16_grid(const tg::slab& s) {
+  const auto* p = static_cast<const std::uint32_t*>(s.view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
+  for (std::int64_t i = 0; i < s.bytes() / 4; ++i)
+    if ((p[i] & 0xffffu) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_bfloat16_master_keeps_the_weights_on_its_grid_and_resumes_bitwise) {
+  temp_dir t;
+  tg::train_engine_options o;
+  o.master_dtype = tg::dtype::bfloat16;
+  auto a = engine(t, o);
+  BOOST_TEST(on_the_bfloat16_grid(a->weights()));
+  const auto start = bytes(a->weights());
+  BOOST_REQUIRE(a->train_micro_batch(batch(*a, seq_a), {}, {5, 1}, {}).has_value());
+  BOOST_REQUIRE(a->optimizer_step().has_value());
+  BOOST_TEST(on_the_bfloat16_grid(a->weights()));
+  BOOST_TEST((bytes(a->weights()) != start));
+  BOOST_REQUIRE(a->save(t.path() / "step1").is_ok());
+  BOOST_REQUIRE(a->train_micro_batch(batch(*a, seq_b), {}, {4, 1}, {}).has_value());
+  BOOST_REQUIRE(a->optimizer_step().has_value());
+
+  auto b = engine(t, o);
+  BOOST_REQUIRE(b->load(t.path() / "step1").is_ok());
+  BOOST_REQUIRE(b->train_micro_batch(batch(*b, seq_b), {}, {4, 1}, {}).has_value());
+  BOOST_REQUIRE(b->optimizer_step().has_value());
+  BOOST_TEST((bytes(a->weights()) == bytes(b->weights())));
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_and_a_cuda_context_are_refused_by_name) {
+  temp_dir t;
+  tg::train_engine_options o;
+  o.master_dtype = tg::dtype::float16;
+  auto bad = tg::cpu_train_engine::create(tg::exec_context::cpu(), model(t), o);
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message() == "cpu_train_engine: master_dtype must be float32 or bfloat16, got float16");
+  o = {};
+  o.logprob_chunk_rows = 0;
+  bad = tg::cpu_train_engine::create(tg::exec_context::cpu(), model(t), o);
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message() == "cpu_train_engine: logprob_chunk_rows must be > 0, got 0");
+  tg::exec_context cuda;
+  cuda.dev = tg::device::cuda(0);
+  bad = tg::cpu_train_engine::create(cuda, model(t), {});
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message() == "cpu_train_engine: runs on the CPU, the context is cuda:0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+

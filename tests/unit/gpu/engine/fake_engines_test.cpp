@@ -200,7 +200,7 @@ BOOST_AUTO_TEST_CASE(a_train_step_changes_the_hash_and_reports_plausible_metrics
   auto step = trainer.optimizer_step();
   BOOST_REQUIRE(step.has_value());
   BOOST_TEST(step->step == 1);
-  BOOST_TEST(step->lr == 0.01);
+  BOOST_TEST(step->lr == train_engine_options{}.adamw.lr);
   BOOST_TEST(step->grad_norm > 0.0);
   BOOST_TEST(trainer.step_count() == 1);
   BOOST_TEST(trainer.accumulated_micro_batches() == 0);
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(two_data_parallel_ranks_training_on_different_micro_batches
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       const auto i = static_cast<std::size_t>(r);
-      fake_train_engine trainer(small_model(), group[i].get());
+      fake_train_engine trainer(small_model(), {}, group[i].get());
       for (int step = 0; step < 2; ++step) {
         train_micro_batch_data mb;
         mb.sequences.offsets.push_back(0);
@@ -471,24 +471,46 @@ BOOST_AUTO_TEST_CASE(shared_weights_follow_the_trainer_without_copying_and_a_ref
   fake_train_engine trainer(small_model());
   fake_generate_engine generator(generator_options(small_model(9)));  // other initial weights
   BOOST_TEST(generator.weight_hash() != trainer.weight_hash());
-  BOOST_REQUIRE(generator.share_weights(trainer.weight_bytes()).is_ok());
+  BOOST_REQUIRE(generator.share_weights(trainer.shared_weights()).is_ok());
   BOOST_TEST(generator.shares_weights());
   BOOST_TEST(generator.weight_hash() == trainer.weight_hash());
   train_once(trainer);
   BOOST_TEST(generator.weight_hash() == trainer.weight_hash());  // read in place, nothing copied
-  BOOST_REQUIRE(generator.begin_weight_update(1).is_ok());
-  std::vector<std::byte> bucket(static_cast<std::size_t>(generator.plan().bucket_size(0)));
-  BOOST_TEST(!generator.import_bucket(0, bucket).is_ok());  // no buckets over shared weights
-  BOOST_REQUIRE(generator.begin_weight_update(1).is_ok());
-  BOOST_REQUIRE(generator.commit_weight_update().is_ok());
+  BOOST_TEST(!generator.begin_weight_update(1).is_ok());  // no buckets over shared weights
+  BOOST_REQUIRE(generator.bump_weight_version(1).is_ok());
   BOOST_TEST(generator.weight_version() == 1u);
+  BOOST_TEST(!generator.bump_weight_version(1).is_ok());  // not newer
   const auto r = request(4, {7, 8, 9}, 6);
   BOOST_REQUIRE(generator.submit(std::span(&r, 1)).is_ok());
   const auto done = run_to_completion(generator, 8);
   BOOST_REQUIRE(done.size() == 1u);
   BOOST_TEST(done[0].weight_version == 1u);
   BOOST_TEST((done[0].tokens == fake_generate_engine::expected_tokens(trainer.weight_hash(), r, 50)));
-  BOOST_TEST(!generator.share_weights(std::span(trainer.weight_bytes().data(), 8)).is_ok());  // wrong size
+  weight_source other = trainer.shared_weights();
+  other.manifest[0].shape = {2};  // another model
+  BOOST_TEST(!generator.share_weights(other).is_ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_generator_with_its_own_weights_refuses_a_version_bump) {
+  fake_generate_engine generator(generator_options(small_model()));
+  const status s = generator.bump_weight_version(1);
+  BOOST_TEST((s.code() == status_code::invalid_argument));
+  BOOST_TEST(s.message().find("own copy") != std::string::npos);
+  BOOST_TEST(generator.weight_version() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_released_cache_keeps_requests_queued_until_it_is_restored) {
+  fake_generate_engine generator(generator_options(small_model()));
+  BOOST_REQUIRE(generator.release_cache().is_ok());
+  BOOST_TEST(!generator.cache_resident());
+  const auto r = request(1, {3, 4}, 2);
+  BOOST_REQUIRE(generator.submit(std::span(&r, 1)).is_ok());
+  BOOST_TEST(!generator.step().has_value());
+  BOOST_TEST(generator.waiting_count() == 1);
+  BOOST_REQUIRE(generator.restore_cache().is_ok());
+  BOOST_TEST(run_to_completion(generator, 4).size() == 1u);
+  BOOST_REQUIRE(generator.submit(std::span(&r, 1)).is_ok());  // the id is free again
+  BOOST_TEST(!generator.release_cache().is_ok());              // work waits
 }
 
 BOOST_AUTO_TEST_CASE(save_and_load_round_trip_and_a_folder_whose_hash_does_not_match_is_refused) {

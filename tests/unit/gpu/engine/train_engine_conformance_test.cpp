@@ -10,6 +10,7 @@
 
 #include "gpu/engine/cpu_train_engine.h"
 #include "gpu/engine/fake_train_engine.h"
+#include "gpu/engine/weight_source.h"
 #include "support/checkpoint_fixture.h"
 #include "support/temp_dir.h"
 
@@ -22,17 +23,17 @@ namespace {
 
 struct fake_engine {
   static constexpr std::int32_t vocab = 64;
-  std::unique_ptr<tg::train_engine> make(const temp_dir&) {
+  std::unique_ptr<tg::train_engine> make(const temp_dir&, tg::train_engine_options train = {}) {
     tg::fake_model_options o;
     o.weight_bytes = 4096;
     o.vocab = vocab;
-    return std::make_unique<tg::fake_train_engine>(o);
+    return std::make_unique<tg::fake_train_engine>(o, train);
   }
 };
 
 struct cpu_engine {
   static constexpr std::int32_t vocab = 256;
-  std::unique_ptr<tg::train_engine> make(const temp_dir& t) {
+  std::unique_ptr<tg::train_engine> make(const temp_dir& t, tg::train_engine_options o = {}) {
     static int made = 0;
     checkpoint_builder b(t.path() / ("model-" + std::to_string(made++)));
     const std::string config = preset_config("tiny-all");
@@ -41,9 +42,7 @@ struct cpu_engine {
     b.write();
     auto c = tg::open_checkpoint(b.dir(), tg::dtype::float32);
     BOOST_REQUIRE(c.has_value());
-    tg::cpu_train_options o;
-    o.adamw.lr = 1e-3;
-    auto e = tg::cpu_train_engine::create(std::move(*c), o);
+    auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), std::move(*c), o);
     BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
     return std::move(*e);
   }
@@ -194,6 +193,73 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(cross_entropy_is_the_mean_negative_logprob_and_tra
   BOOST_TEST(!e->train_cross_entropy(s, 0).has_value());
   BOOST_REQUIRE(e->optimizer_step().has_value());
   BOOST_TEST((*e->logprobs(s, {}) != lp), "the step changed the model");
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(shared_weights_are_the_refit_stream_in_place_and_follow_every_step, E, engines) {
+  temp_dir t;
+  auto e = E{}.make(t);
+  const tg::weight_source before = e->shared_weights();
+  BOOST_REQUIRE(tg::check_weight_source("test", before, e->manifest()).is_ok());
+  BOOST_TEST(before.digest() == e->weights_digest());
+  std::vector<std::byte> stream;
+  for (std::size_t i = 0; i < before.tensors.size(); ++i)
+    stream.insert(stream.end(), before.tensors[i], before.tensors[i] + before.manifest[i].bytes());
+  BOOST_TEST((stream == exported(*e)));
+  const auto s = two_sequences(E::vocab);
+  BOOST_REQUIRE(e->train_micro_batch(micro_batch(*e, s), {}, {6, 2}, {}).has_value());
+  BOOST_REQUIRE(e->optimizer_step().has_value());
+  const tg::weight_source after = e->shared_weights();
+  BOOST_TEST((after.tensors == before.tensors), "the step rewrote the weights where they were");
+  BOOST_TEST(before.digest() == e->weights_digest());
+  BOOST_TEST(before.digest() != tg::fnv1a_64(stream), "the step changed the weights");
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(an_offloaded_engine_scores_but_trains_only_after_restore_and_loses_no_state, E, engines) {
+  temp_dir t;
+  auto a = E{}.make(t), b = E{}.make(t);
+  const auto s = two_sequences(E::vocab);
+  for (auto* e : {a.get(), b.get()}) {
+    BOOST_REQUIRE(e->train_micro_batch(micro_batch(*e, s), {}, {6, 2}, {}).has_value());
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+  }
+  BOOST_REQUIRE(a->train_micro_batch(micro_batch(*a, s), {}, {6, 2}, {}).has_value());
+  BOOST_TEST(!a->offload_state().is_ok(), "pending gradients would be lost");
+  a->zero_gradients();
+  const auto lp = *a->logprobs(s, {});
+  BOOST_REQUIRE(a->offload_state().is_ok());
+  BOOST_TEST((a->memory_state() == tg::train_memory_state::offloaded));
+  BOOST_REQUIRE(a->offload_state().is_ok());  // already there
+  BOOST_TEST((*a->logprobs(s, {}) == lp));
+  BOOST_TEST(a->shared_weights().digest() == a->weights_digest());
+  const auto refused = a->train_micro_batch(micro_batch(*a, s), {}, {6, 2}, {});
+  BOOST_REQUIRE(!refused.has_value());
+  BOOST_TEST(refused.error().message().find("offloaded") != std::string::npos, refused.error().message());
+  BOOST_TEST(!a->optimizer_step().has_value());
+  BOOST_TEST(!a->save(t.path() / "while-offloaded").is_ok());
+  BOOST_REQUIRE(a->restore_state().is_ok());
+  BOOST_TEST((a->memory_state() == tg::train_memory_state::resident));
+  // The second step, with moments that went out and came back, equals the never-offloaded twin's.
+  for (auto* e : {a.get(), b.get()}) {
+    BOOST_REQUIRE(e->train_micro_batch(micro_batch(*e, s), {}, {6, 2}, {}).has_value());
+    BOOST_REQUIRE(e->optimizer_step().has_value());
+  }
+  BOOST_TEST(a->weights_digest() == b->weights_digest());
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(the_learning_rate_follows_the_warm_up_of_the_options, E, engines) {
+  temp_dir t;
+  tg::train_engine_options o;
+  o.adamw.lr = 1e-3;
+  o.warmup_steps = 2;
+  o.warmup_start_factor = 0.25;
+  auto e = E{}.make(t, o);
+  const auto s = two_sequences(E::vocab);
+  for (const double want : {0.25e-3, 0.625e-3, 1e-3, 1e-3}) {
+    BOOST_REQUIRE(e->train_micro_batch(micro_batch(*e, s), {}, {6, 2}, {}).has_value());
+    const auto r = e->optimizer_step();
+    BOOST_REQUIRE(r.has_value());
+    BOOST_TEST(r->lr == want, boost::test_tools::tolerance(1e-12));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

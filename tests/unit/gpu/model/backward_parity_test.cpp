@@ -19,6 +19,13 @@
 #include "gpu/model/safetensors_file.h"
 #include "gpu/model/slab_views.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 namespace fs = std::filesystem;
 namespace tg = tandem::gpu;
 
@@ -60,9 +67,9 @@ gradients_of_case run(const fs::path& dir, tg::recompute_mode mode) {
   const tg::host_buffer& tgt = packed.targets;
   tg::model_activations act;
   tg::host_buffer hidden(tg::dtype::float32, {T, c->config.hidden_size}), d_hidden(tg::dtype::float32, {T, c->config.hidden_size});
-  BOOST_REQUIRE(tg::forward_for_backward(c->config, w, batch, hidden, act, mode).is_ok());
-  BOOST_REQUIRE(tg::head_backward(c->config, w, hidden, tgt, {}, d, d_hidden, g, 32).is_ok());
-  const tg::status s = tg::model_backward(c->config, w, batch, act, d_hidden, g);
+  BOOST_REQUIRE(tg::forward_for_backward(ctx, c->config, w, batch, hidden, act, mode).is_ok());
+  BOOST_REQUIRE(tg::head_backward(ctx, c->config, w, hidden, tgt, {}, d, d_hidden, g, 32).is_ok());
+  const tg::status s = tg::model_backward(ctx, c->config, w, batch, act, d_hidden, g);
   BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
   gradients_of_case out{std::move(*c), std::move(*grads), {}};
   for (const auto& p : out.c.plan.tensors)

@@ -8,6 +8,13 @@
 #include "gpu/model/backward.h"
 #include "support/random_model.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 namespace tg = tandem::gpu;
 using tandem::test::make_test_batch;
 using tandem::test::random_model;
@@ -18,7 +25,7 @@ namespace {
 double loss(const random_model& m, const test_batch& b) {
   const std::int64_t T = b.tokens.numel();
   tg::host_buffer lp(tg::dtype::float64, {T});
-  BOOST_REQUIRE(tg::forward_logprobs(m.config, m.w, b.view(), b.targets, {}, lp, 4).is_ok());
+  BOOST_REQUIRE(tg::forward_logprobs(ctx, m.config, m.w, b.view(), b.targets, {}, lp, 4).is_ok());
   double sum = 0;
   for (std::int64_t t = 0; t < T; ++t) sum += lp.data<double>()[t] * b.weights.data<double>()[t];
   return sum;
@@ -30,10 +37,10 @@ void check_config(const std::string& preset) {
   const std::int64_t T = b.tokens.numel();
   tg::model_activations act;
   tg::host_buffer hidden(tg::dtype::float64, {T, m.config.hidden_size}), d_hidden(tg::dtype::float64, {T, m.config.hidden_size});
-  BOOST_REQUIRE(tg::forward_for_backward(m.config, m.w, b.view(), hidden, act, tg::recompute_mode::none).is_ok());
-  const tg::status head = tg::head_backward(m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 5);
+  BOOST_REQUIRE(tg::forward_for_backward(ctx, m.config, m.w, b.view(), hidden, act, tg::recompute_mode::none).is_ok());
+  const tg::status head = tg::head_backward(ctx, m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 5);
   BOOST_REQUIRE_MESSAGE(head.is_ok(), head.message());
-  const tg::status back = tg::model_backward(m.config, m.w, b.view(), act, d_hidden, m.g);
+  const tg::status back = tg::model_backward(ctx, m.config, m.w, b.view(), act, d_hidden, m.g);
   BOOST_REQUIRE_MESSAGE(back.is_ok(), back.message());
 
   std::mt19937 rng(3);

@@ -14,6 +14,13 @@
 #include "support/op_harness.h"
 #include "support/temp_dir.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 namespace tg = tandem::gpu;
 using tandem::test::checkpoint_builder;
 using tandem::test::preset_config;
@@ -37,8 +44,8 @@ tg::host_buffer packed_logits(const tg::model_config& c, const tg::model_weights
   auto pos = tg::host_buffer::of<std::int32_t>({T}, positions);
   auto offsets = tg::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
   tg::host_buffer hidden(tg::dtype::float32, {T, c.hidden_size}), logits(tg::dtype::float32, {T, c.vocab_size});
-  BOOST_REQUIRE(tg::forward_hidden(c, w, {ids, pos, offsets}, hidden).is_ok());
-  BOOST_REQUIRE(tg::head_logits(c, w, hidden, logits).is_ok());
+  BOOST_REQUIRE(tg::forward_hidden(ctx, c, w, {ids, pos, offsets}, hidden).is_ok());
+  BOOST_REQUIRE(tg::head_logits(ctx, c, w, hidden, logits).is_ok());
   return logits;
 }
 
@@ -56,12 +63,12 @@ BOOST_AUTO_TEST_CASE(a_linear_row_gives_the_same_bits_alone_and_in_batches_of_an
   const auto w = tandem::test::random_buffer(tg::dtype::float32, {96, 320}, 1);
   const auto x = tandem::test::random_buffer(tg::dtype::float32, {70, 320}, 2);
   tg::host_buffer alone(tg::dtype::float32, {1, 96});
-  BOOST_REQUIRE(tg::ops::linear_forward(x.view().rows(5, 6), w, alone).is_ok());
+  BOOST_REQUIRE(tg::ops::linear_forward(ctx, x.view().rows(5, 6), w, alone).is_ok());
   for (std::int64_t first : {0, 3, 5})
     for (std::int64_t m : {1, 2, 7, 15, 16, 17, 33, 65}) {
       if (first > 5 || first + m <= 5) continue;
       tg::host_buffer y(tg::dtype::float32, {m, 96});
-      BOOST_REQUIRE(tg::ops::linear_forward(x.view().rows(first, first + m), w, y).is_ok());
+      BOOST_REQUIRE(tg::ops::linear_forward(ctx, x.view().rows(first, first + m), w, y).is_ok());
       BOOST_TEST(std::memcmp(y.data<float>() + (5 - first) * 96, alone.data<float>(), 96 * 4) == 0,
                  "row 5 inside rows [" << first << ", " << first + m << ")");
     }

@@ -14,6 +14,13 @@
 #include "gpu/model/forward.h"
 #include "support/temp_dir.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 namespace fs = std::filesystem;
 namespace tg = tandem::gpu;
 using tandem::test::temp_dir;
@@ -63,7 +70,7 @@ std::vector<std::vector<float>> logprobs(const model& m, const std::vector<std::
   const tg::packed_tokens packed = tg::pack_tokens(tokens, cu);
   const auto T = static_cast<std::int64_t>(tokens.size());
   tg::host_buffer out(tg::dtype::float32, {T});
-  const tg::status st = tg::forward_logprobs(m.c.config, m.w, packed.view(), packed.targets, params, out, 7);
+  const tg::status st = tg::forward_logprobs(ctx, m.c.config, m.w, packed.view(), packed.targets, params, out, 7);
   BOOST_REQUIRE_MESSAGE(st.is_ok(), st.message());
   std::vector<std::vector<float>> result;
   for (std::size_t s = 0; s + 1 < cu.size(); ++s)
@@ -82,9 +89,9 @@ std::vector<std::int32_t> greedy(const model& m, std::vector<std::int32_t> seq, 
     auto pos = tg::host_buffer::of<std::int32_t>({T}, positions);
     auto offsets = tg::host_buffer::of<std::int32_t>({2}, {0, static_cast<std::int32_t>(T)});
     tg::host_buffer hidden(tg::dtype::float32, {T, m.c.config.hidden_size});
-    BOOST_REQUIRE(tg::forward_hidden(m.c.config, m.w, {ids, pos, offsets}, hidden).is_ok());
+    BOOST_REQUIRE(tg::forward_hidden(ctx, m.c.config, m.w, {ids, pos, offsets}, hidden).is_ok());
     tg::host_buffer logits(tg::dtype::float32, {1, m.c.config.vocab_size});
-    BOOST_REQUIRE(tg::head_logits(m.c.config, m.w, hidden.view().rows(T - 1, T), logits).is_ok());
+    BOOST_REQUIRE(tg::head_logits(ctx, m.c.config, m.w, hidden.view().rows(T - 1, T), logits).is_ok());
     const float* row = logits.data<float>();
     const auto best = static_cast<std::int32_t>(std::max_element(row, row + m.c.config.vocab_size) - row);
     produced.push_back(best);

@@ -9,6 +9,13 @@
 #include "gpu/model/backward.h"
 #include "support/random_model.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 namespace tg = tandem::gpu;
 using tandem::test::make_test_batch;
 using tandem::test::random_model;
@@ -23,9 +30,9 @@ std::vector<std::byte> gradients(const tg::model_config& config, tg::recompute_m
   const std::int64_t T = b.tokens.numel();
   tg::model_activations act;
   tg::host_buffer hidden(tg::dtype::float32, {T, m.config.hidden_size}), d_hidden(tg::dtype::float32, {T, m.config.hidden_size});
-  BOOST_REQUIRE(tg::forward_for_backward(m.config, m.w, b.view(), hidden, act, mode, {}, hook).is_ok());
-  BOOST_REQUIRE(tg::head_backward(m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 6).is_ok());
-  const tg::status s = tg::model_backward(m.config, m.w, b.view(), act, d_hidden, m.g);
+  BOOST_REQUIRE(tg::forward_for_backward(ctx, m.config, m.w, b.view(), hidden, act, mode, {}, hook).is_ok());
+  BOOST_REQUIRE(tg::head_backward(ctx, m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 6).is_ok());
+  const tg::status s = tg::model_backward(ctx, m.config, m.w, b.view(), act, d_hidden, m.g);
   BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
   const auto* p = static_cast<const std::byte*>(tg::view_in(m.grads, m.layout.tensors[0], tg::dtype::float32)->data());
   return {p, p + m.grads.bytes()};

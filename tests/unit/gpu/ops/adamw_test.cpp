@@ -10,6 +10,15 @@
 #include "gpu/ops/adamw.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+// A context on a GPU, for the checks that refuse what no backend runs yet.
+const tandem::gpu::exec_context cuda_ctx{tandem::gpu::device::cuda(0), {}, nullptr};
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 using tandem::gpu::ops::adamw_hyper;
@@ -40,7 +49,7 @@ BOOST_AUTO_TEST_CASE(one_step_by_hand_gives_exact_numbers_in_float32_and_float64
     const auto g = converted(host_buffer::of<double>({2}, {2.0, -4.0}), type);
     const auto m = converted(host_buffer::of<double>({2}, {0.0, 2.0}), type);
     const auto v = converted(host_buffer::of<double>({2}, {0.0, 16.0}), type);
-    BOOST_REQUIRE(ops::adamw_step(p, g, m, v, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p, g, m, v, hyper).is_ok());
     BOOST_TEST(value_at(p, 0) == 1.75);
     BOOST_TEST(value_at(p, 1) == -0.625);
     BOOST_TEST(value_at(m, 0) == 1.0);
@@ -57,7 +66,7 @@ BOOST_AUTO_TEST_CASE(bias_correction_at_steps_one_and_two_follows_the_formulas) 
   host_buffer m(dtype::float64, {1}), v(dtype::float64, {1});
   adamw_hyper hyper{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps, .weight_decay = wd, .step = 1};
 
-  BOOST_REQUIRE(ops::adamw_step(p, host_buffer::of<double>({1}, {g1}), m, v, hyper).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, p, host_buffer::of<double>({1}, {g1}), m, v, hyper).is_ok());
   // Step 1: m_hat = g, v_hat = g^2, so the update is g / (|g| + eps), almost sign(g).
   const double p1 = p0 * (1 - lr * wd) - lr * (g1 / (std::abs(g1) + eps));
   BOOST_TEST(value_at(p, 0) == p1, boost::test_tools::tolerance(1e-14));
@@ -65,7 +74,7 @@ BOOST_AUTO_TEST_CASE(bias_correction_at_steps_one_and_two_follows_the_formulas) 
   BOOST_TEST(value_at(v, 0) == (1 - b2) * g1 * g1, boost::test_tools::tolerance(1e-14));
 
   hyper.step = 2;
-  BOOST_REQUIRE(ops::adamw_step(p, host_buffer::of<double>({1}, {g2}), m, v, hyper).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, p, host_buffer::of<double>({1}, {g2}), m, v, hyper).is_ok());
   const double m2 = b1 * (1 - b1) * g1 + (1 - b1) * g2;
   const double v2 = b2 * (1 - b2) * g1 * g1 + (1 - b2) * g2 * g2;
   const double m_hat = m2 / (1 - b1 * b1), v_hat = v2 / (1 - b2 * b2);
@@ -82,7 +91,7 @@ BOOST_AUTO_TEST_CASE(weight_decay_is_decoupled_from_the_moments) {
   // A zero gradient: moments stay 0 (no L2 term leaks into them) and p shrinks by exactly 1 - lr*wd.
   const auto p = host_buffer::of<float>({3}, {1.0f, -2.5f, 0.375f});
   host_buffer m(dtype::float32, {3}), v(dtype::float32, {3}), g(dtype::float32, {3});
-  BOOST_REQUIRE(ops::adamw_step(p, g, m, v, hyper).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, p, g, m, v, hyper).is_ok());
   const float decay = static_cast<float>(1.0 - 0.1 * 0.5);
   BOOST_TEST(value_at(p, 0) == static_cast<double>(1.0f * decay));
   BOOST_TEST(value_at(p, 1) == static_cast<double>(-2.5f * decay));
@@ -93,8 +102,8 @@ BOOST_AUTO_TEST_CASE(weight_decay_is_decoupled_from_the_moments) {
   const auto pa = host_buffer::of<double>({1}, {5.0}), pb = host_buffer::of<double>({1}, {-3.0});
   host_buffer ma(dtype::float64, {1}), va(dtype::float64, {1}), mb(dtype::float64, {1}), vb(dtype::float64, {1});
   const auto g1 = host_buffer::of<double>({1}, {0.25});
-  BOOST_REQUIRE(ops::adamw_step(pa, g1, ma, va, hyper).is_ok());
-  BOOST_REQUIRE(ops::adamw_step(pb, g1, mb, vb, hyper).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, pa, g1, ma, va, hyper).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, pb, g1, mb, vb, hyper).is_ok());
   BOOST_TEST(value_at(ma, 0) == value_at(mb, 0));
   BOOST_TEST(value_at(va, 0) == value_at(vb, 0));
 }
@@ -108,8 +117,8 @@ BOOST_AUTO_TEST_CASE(bfloat16_moments_equal_the_float32_run_rounded_after_every_
   adamw_hyper hyper{.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .step = 1};
   for (; hyper.step <= 5; ++hyper.step) {
     const auto g = random_in(dtype::float32, n, 100 + static_cast<std::uint64_t>(hyper.step), -0.5, 0.5);
-    BOOST_REQUIRE(ops::adamw_step(p_bf, g, m_bf, v_bf, hyper).is_ok());
-    BOOST_REQUIRE(ops::adamw_step(p_f32, g, m_f32, v_f32, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p_bf, g, m_bf, v_bf, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p_f32, g, m_f32, v_f32, hyper).is_ok());
     round_to_bfloat16(m_f32);
     round_to_bfloat16(v_f32);
   }
@@ -125,7 +134,7 @@ BOOST_AUTO_TEST_CASE(bfloat16_moments_equal_the_float32_run_rounded_after_every_
   host_buffer m_plain(dtype::float32, {n}), v_plain(dtype::float32, {n});
   for (hyper.step = 1; hyper.step <= 5; ++hyper.step) {
     const auto g = random_in(dtype::float32, n, 100 + static_cast<std::uint64_t>(hyper.step), -0.5, 0.5);
-    BOOST_REQUIRE(ops::adamw_step(p_plain, g, m_plain, v_plain, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p_plain, g, m_plain, v_plain, hyper).is_ok());
   }
   differ = 0;
   for (std::int64_t i = 0; i < n; ++i) differ += value_at(p_plain, i) != value_at(p_bf, i);
@@ -142,8 +151,8 @@ BOOST_AUTO_TEST_CASE(float32_steps_match_the_float64_reference) {
   adamw_hyper hyper{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1, .step = 4};
   for (; hyper.step <= 6; ++hyper.step) {
     const auto g = random_buffer(dtype::float64, {n}, 20 + static_cast<std::uint64_t>(hyper.step), -0.3, 0.3);
-    BOOST_REQUIRE(ops::adamw_step(p64, g, m64, v64, hyper).is_ok());
-    BOOST_REQUIRE(ops::adamw_step(p32, converted(g, dtype::float32), m32, v32, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p64, g, m64, v64, hyper).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p32, converted(g, dtype::float32), m32, v32, hyper).is_ok());
   }
   expect_close(p32, p64, tolerance_for(dtype::float32), "param");
   expect_close(m32, m64, tolerance_for(dtype::float32), "exp_avg");
@@ -161,8 +170,8 @@ BOOST_AUTO_TEST_CASE(bfloat16_master_weights_stay_within_bfloat16_tolerance_of_f
   adamw_hyper hyper{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1, .step = 1};
   for (; hyper.step <= 10; ++hyper.step) {
     const auto g = random_in(dtype::float32, n, 200 + static_cast<std::uint64_t>(hyper.step), -1, 1);
-    BOOST_REQUIRE(ops::adamw_step(p_bf, g, m_bf, v_bf, hyper, copy_bf).is_ok());
-    BOOST_REQUIRE(ops::adamw_step(p_f32, g, m_f32, v_f32, hyper, copy_f32).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p_bf, g, m_bf, v_bf, hyper, copy_bf).is_ok());
+    BOOST_REQUIRE(ops::adamw_step(ctx, p_f32, g, m_f32, v_f32, hyper, copy_f32).is_ok());
   }
   expect_close(p_bf, p_f32, tolerance_for(dtype::bfloat16), "bfloat16 master vs float32 master");
   // The moments do not depend on the weights, so both runs share them exactly.
@@ -182,13 +191,13 @@ BOOST_AUTO_TEST_CASE(the_model_copy_is_the_stored_master_value_converted_to_the_
   const auto p = random_buffer(dtype::float64, {33}, 40);
   const auto g = random_buffer(dtype::float64, {33}, 41);
   host_buffer m(dtype::float64, {33}), v(dtype::float64, {33}), copy(dtype::float32, {33});
-  BOOST_REQUIRE(ops::adamw_step(p, g, m, v, adamw_hyper{}, copy).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, p, g, m, v, adamw_hyper{}, copy).is_ok());
   for (std::int64_t i = 0; i < 33; ++i)
     BOOST_TEST_REQUIRE(copy.data<float>()[i] == static_cast<float>(p.data<double>()[i]));
   // A bfloat16 master's float32 copy holds the rounded master exactly, not the unrounded update.
   const auto p_bf = random_in(dtype::bfloat16, 33, 42, -1, 1);
   host_buffer m32(dtype::float32, {33}), v32(dtype::float32, {33}), copy32(dtype::float32, {33});
-  BOOST_REQUIRE(ops::adamw_step(p_bf, converted(g, dtype::float32), m32, v32, adamw_hyper{.lr = 1e-2}, copy32).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, p_bf, converted(g, dtype::float32), m32, v32, adamw_hyper{.lr = 1e-2}, copy32).is_ok());
   for (std::int64_t i = 0; i < 33; ++i) BOOST_TEST_REQUIRE(value_at(copy32, i) == value_at(p_bf, i));
 }
 
@@ -199,27 +208,27 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
     BOOST_TEST((s.code() == status_code::invalid_argument));
     return s.message();
   };
-  BOOST_TEST(message(ops::adamw_step(p, g, m, v, {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g, m, v, {})) ==
              "adamw_step: grad: expected 12 contiguous elements (like param), got F32 [3, 5] cpu");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, host_buffer(dtype::float32, {11}), {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, host_buffer(dtype::float32, {11}), {})) ==
              "adamw_step: exp_avg_sq: expected 12 contiguous elements (like param), got F32 [11] cpu");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, v, {}, host_buffer(dtype::bfloat16, {13}))) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, {}, host_buffer(dtype::bfloat16, {13}))) ==
              "adamw_step: model_copy: expected 12 contiguous elements (like param), got BF16 [13] cpu");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, v, adamw_hyper{.step = 0})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.step = 0})) ==
              "adamw_step: step must be >= 1, got 0");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, v, adamw_hyper{.lr = std::nan("")})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.lr = std::nan("")})) ==
              "adamw_step: lr must be finite, got nan");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, v, adamw_hyper{.lr = INFINITY})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.lr = INFINITY})) ==
              "adamw_step: lr must be finite, got inf");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m, v, adamw_hyper{.beta2 = 1.0})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.beta2 = 1.0})) ==
              "adamw_step: beta2 must be in [0, 1), got 1");
-  BOOST_TEST(message(ops::adamw_step(p, g12, m16, v, {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m16, v, {})) ==
              "adamw_step: exp_avg: expected dtype float32 or bfloat16, got F16 [12] cpu");
-  BOOST_TEST(message(ops::adamw_step(p, g64, m, v, {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g64, m, v, {})) ==
              "adamw_step: param: expected dtype float64 (grad is float64), got F32 [3, 4] cpu");
-  BOOST_TEST(message(ops::adamw_step(p, host_buffer(dtype::bfloat16, {12}), m, v, {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, p, host_buffer(dtype::bfloat16, {12}), m, v, {})) ==
              "adamw_step: grad: expected dtype float32 or float64, got BF16 [12] cpu");
-  BOOST_TEST(message(ops::adamw_step(tensor{}, g12, m, v, {})) ==
+  BOOST_TEST(message(ops::adamw_step(ctx, tensor{}, g12, m, v, {})) ==
              "adamw_step: param: expected a contiguous tensor, got no tensor");
   // Nothing was written by the refused calls.
   for (std::int64_t i = 0; i < 12; ++i) BOOST_TEST_REQUIRE(value_at(p, i) == 0.0);
@@ -228,11 +237,11 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
 BOOST_AUTO_TEST_CASE(tensors_on_a_cuda_device_are_refused_until_that_backend_exists) {
   host_buffer p(dtype::float32, {4}), g(dtype::float32, {4}), m(dtype::float32, {4}), v(dtype::float32, {4});
   auto on_cuda = [](const host_buffer& b) { return tensor(b.data<float>(), dtype::float32, {4}, device::cuda(0)); };
-  const status mixed = ops::adamw_step(p, on_cuda(g), m, v, {});
+  const status mixed = ops::adamw_step(ctx, p, on_cuda(g), m, v, {});
   BOOST_TEST(mixed.message() == "adamw_step: grad is on cuda:0, the other operands on cpu");
-  const status s = ops::adamw_step(on_cuda(p), on_cuda(g), on_cuda(m), on_cuda(v), {});
+  const status s = ops::adamw_step(cuda_ctx, on_cuda(p), on_cuda(g), on_cuda(m), on_cuda(v), {});
   BOOST_TEST((s.code() == status_code::unsupported));
-  BOOST_TEST(s.message() == "adamw_step: no CUDA implementation yet (tensor on cuda:0)");
+  BOOST_TEST(s.message() == "adamw_step: no CUDA implementation yet (the call runs on cuda:0)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,6 +13,15 @@
 #include "gpu/ops/attention.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+// A context on a GPU, for the checks that refuse what no backend runs yet.
+const tandem::gpu::exec_context cuda_ctx{tandem::gpu::device::cuda(0), {}, nullptr};
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 
@@ -50,7 +59,7 @@ dtype lse_type(dtype compute) { return compute == dtype::float64 ? dtype::float6
 forward_result forward(const host_buffer& q, const host_buffer& k, const host_buffer& v, const host_buffer& cu,
                        ops::attention_options options = {}) {
   forward_result r{host_buffer(q.type(), q.shape()), host_buffer(lse_type(q.type()), {q.shape()[0], q.shape()[1]})};
-  const status s = ops::attention_forward(q, k, v, cu, r.out, r.lse, options);
+  const status s = ops::attention_forward(ctx, q, k, v, cu, r.out, r.lse, options);
   BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
   return r;
 }
@@ -63,7 +72,7 @@ gradients backward(const host_buffer& q, const host_buffer& k, const host_buffer
                    const host_buffer& dout, ops::attention_options options = {}) {
   const forward_result f = forward(q, k, v, cu, options);
   gradients g{host_buffer(q.type(), q.shape()), host_buffer(k.type(), k.shape()), host_buffer(v.type(), v.shape())};
-  const status s = ops::attention_backward(q, k, v, cu, f.lse, dout, g.dq, g.dk, g.dv, options);
+  const status s = ops::attention_backward(ctx, q, k, v, cu, f.lse, dout, g.dq, g.dk, g.dv, options);
   BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
   return g;
 }
@@ -321,8 +330,8 @@ BOOST_AUTO_TEST_CASE(a_kv_source_shared_by_two_calls_accumulates_both_gradients_
   const host_buffer dk = converted(dk0, dtype::float64), dv = converted(dv0, dtype::float64);
   host_buffer dqa(dtype::float64, a.q.shape()), dqb(dtype::float64, qb.shape());
   const forward_result fa = forward(a, oa), fb = forward(qb, a.k, a.v, a.cu, ob);
-  BOOST_REQUIRE(ops::attention_backward(a.q, a.k, a.v, a.cu, fa.lse, ga, dqa, dk, dv, oa).is_ok());
-  BOOST_REQUIRE(ops::attention_backward(qb, a.k, a.v, a.cu, fb.lse, gb, dqb, dk, dv, ob).is_ok());
+  BOOST_REQUIRE(ops::attention_backward(ctx, a.q, a.k, a.v, a.cu, fa.lse, ga, dqa, dk, dv, oa).is_ok());
+  BOOST_REQUIRE(ops::attention_backward(ctx, qb, a.k, a.v, a.cu, fb.lse, gb, dqb, dk, dv, ob).is_ok());
   host_buffer dk_want(dtype::float64, a.k.shape()), dv_want(dtype::float64, a.v.shape());
   for (std::int64_t i = 0; i < dk.numel(); ++i) {
     set_value(dk_want, i, value_at(dk0, i) + value_at(sa.dk, i) + value_at(sb.dk, i));
@@ -353,10 +362,10 @@ BOOST_AUTO_TEST_CASE(dq_is_overwritten_by_default_and_accumulated_on_request) {
   const host_buffer start = random_buffer(dtype::float64, in.q.shape(), 102);
   const host_buffer dq = converted(start, dtype::float64);
   host_buffer dk(dtype::float64, in.k.shape()), dv(dtype::float64, in.v.shape());
-  BOOST_REQUIRE(ops::attention_backward(in.q, in.k, in.v, in.cu, f.lse, g, dq, dk, dv, {}, false).is_ok());
+  BOOST_REQUIRE(ops::attention_backward(ctx, in.q, in.k, in.v, in.cu, f.lse, g, dq, dk, dv, {}, false).is_ok());
   expect_close(dq, fresh.dq, exact, "dq written");
   const host_buffer dq_sum = converted(start, dtype::float64);
-  BOOST_REQUIRE(ops::attention_backward(in.q, in.k, in.v, in.cu, f.lse, g, dq_sum, dk, dv, {}, true).is_ok());
+  BOOST_REQUIRE(ops::attention_backward(ctx, in.q, in.k, in.v, in.cu, f.lse, g, dq_sum, dk, dv, {}, true).is_ok());
   host_buffer want(dtype::float64, in.q.shape());
   for (std::int64_t i = 0; i < want.numel(); ++i) set_value(want, i, value_at(start, i) + value_at(fresh.dq, i));
   expect_close(dq_sum, want, tolerance_for(dtype::float64), "dq accumulated");
@@ -396,34 +405,34 @@ BOOST_AUTO_TEST_CASE(malformed_arguments_are_refused_with_a_message_naming_the_p
     BOOST_TEST((s.code() == status_code::invalid_argument));
     return s.message();
   };
-  BOOST_REQUIRE(ops::attention_forward(q, k, v, cu, out, lse).is_ok());
+  BOOST_REQUIRE(ops::attention_forward(ctx, q, k, v, cu, out, lse).is_ok());
   host_buffer q3(dtype::float32, {4, 3, 2}), out3(dtype::float32, {4, 3, 2}), lse3(dtype::float32, {4, 3});
-  BOOST_TEST(message(ops::attention_forward(q3, k, v, cu, out3, lse3)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q3, k, v, cu, out3, lse3)) ==
              "attention_forward: q has 3 heads, not a multiple of the 2 kv heads of k and v");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, offsets_of({3, 2}), out, lse)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, offsets_of({3, 2}), out, lse)) ==
              "attention_forward: cu_seqlens: the last offset is 5, expected the token count 4");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, host_buffer::of<std::int32_t>({4}, {0, 3, 2, 4}), out, lse)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, host_buffer::of<std::int32_t>({4}, {0, 3, 2, 4}), out, lse)) ==
              "attention_forward: cu_seqlens: offsets decrease at index 2 (2 after 3)");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, host_buffer::of<std::int32_t>({2}, {1, 4}), out, lse)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, host_buffer::of<std::int32_t>({2}, {1, 4}), out, lse)) ==
              "attention_forward: cu_seqlens: the first offset is 1, expected 0");
-  BOOST_TEST(message(ops::attention_forward(q, host_buffer(dtype::float32, {4, 2, 3}), v, cu, out, lse)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, host_buffer(dtype::float32, {4, 2, 3}), v, cu, out, lse)) ==
              "attention_forward: k: expected [4, *, 2], got F32 [4, 2, 3] cpu");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, cu, out, host_buffer(dtype::float64, {4, 2}))) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, cu, out, host_buffer(dtype::float64, {4, 2}))) ==
              "attention_forward: lse: expected dtype float32, got F64 [4, 2] cpu");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, host_buffer(dtype::float32, {3}), out, lse)) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, host_buffer(dtype::float32, {3}), out, lse)) ==
              "attention_forward: cu_seqlens: expected dtype int32, got F32 [3] cpu");
-  BOOST_TEST(message(ops::attention_forward(q, k, v, cu, out, lse, {1.0, -1})) ==
+  BOOST_TEST(message(ops::attention_forward(ctx, q, k, v, cu, out, lse, {1.0, -1})) ==
              "attention_forward: sliding_window must be >= 0, got -1");
   host_buffer dq(dtype::float32, {4, 2, 2}), dk(dtype::float32, {4, 2, 2}), dv(dtype::float32, {4, 2, 2});
-  BOOST_REQUIRE(ops::attention_backward(q, k, v, cu, lse, out, dq, dk, dv).is_ok());
-  BOOST_TEST(message(ops::attention_backward(q, k, v, cu, lse, out, dq, host_buffer(dtype::float32, {4, 1, 2}), dv)) ==
+  BOOST_REQUIRE(ops::attention_backward(ctx, q, k, v, cu, lse, out, dq, dk, dv).is_ok());
+  BOOST_TEST(message(ops::attention_backward(ctx, q, k, v, cu, lse, out, dq, host_buffer(dtype::float32, {4, 1, 2}), dv)) ==
              "attention_backward: dk: expected [4, 2, 2], got F32 [4, 1, 2] cpu");
-  BOOST_TEST(message(ops::attention_backward(q3, k, v, cu, lse3, out3, out3, dk, dv)) ==
+  BOOST_TEST(message(ops::attention_backward(ctx, q3, k, v, cu, lse3, out3, out3, dk, dv)) ==
              "attention_backward: q has 3 heads, not a multiple of the 2 kv heads of k and v");
   BOOST_TEST(
-      message(ops::attention_backward(q, k, v, host_buffer::of<std::int32_t>({3}, {0, 4, 3}), lse, out, dq, dk, dv)) ==
+      message(ops::attention_backward(ctx, q, k, v, host_buffer::of<std::int32_t>({3}, {0, 4, 3}), lse, out, dq, dk, dv)) ==
       "attention_backward: cu_seqlens: offsets decrease at index 2 (3 after 4)");
-  BOOST_TEST(message(ops::attention_backward(q, k, v, offsets_of({3}), lse, out, dq, dk, dv)) ==
+  BOOST_TEST(message(ops::attention_backward(ctx, q, k, v, offsets_of({3}), lse, out, dq, dk, dv)) ==
              "attention_backward: cu_seqlens: the last offset is 3, expected the token count 4");
 }
 
@@ -436,10 +445,10 @@ BOOST_AUTO_TEST_CASE(tensors_on_a_cuda_device_are_refused_until_that_backend_exi
   };
   const tensor qc = on_cuda(q, {2, 1, 2}), kc = on_cuda(k, {2, 1, 2}), vc = on_cuda(v, {2, 1, 2});
   const tensor cuc = on_cuda(cu, {2}), oc = on_cuda(out, {2, 1, 2}), lc = on_cuda(lse, {2, 1});
-  const status s = ops::attention_forward(qc, kc, vc, cuc, oc, lc);
+  const status s = ops::attention_forward(cuda_ctx, qc, kc, vc, cuc, oc, lc);
   BOOST_TEST((s.code() == status_code::unsupported));
-  BOOST_TEST(s.message() == "attention_forward: no CUDA implementation yet (tensor on cuda:0)");
-  const status mixed = ops::attention_forward(qc, kc, vc, cu, oc, lc);
+  BOOST_TEST(s.message() == "attention_forward: no CUDA implementation yet (the call runs on cuda:0)");
+  const status mixed = ops::attention_forward(ctx, qc, kc, vc, cu, oc, lc);
   BOOST_TEST(mixed.message() == "attention_forward: cu_seqlens is on cpu, the other operands on cuda:0");
 }
 

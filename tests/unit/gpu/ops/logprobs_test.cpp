@@ -12,6 +12,15 @@
 #include "gpu/ops/logprobs.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+// A context on a GPU, for the checks that refuse what no backend runs yet.
+const tandem::gpu::exec_context cuda_ctx{tandem::gpu::device::cuda(0), {}, nullptr};
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 
@@ -47,7 +56,7 @@ std::vector<double> all_logprobs(const std::vector<double>& row, const ops::samp
     std::copy(row.begin(), row.end(), logits.data<double>() + r * v);
     targets.data<std::int32_t>()[r] = static_cast<std::int32_t>(r);
   }
-  BOOST_REQUIRE(ops::logprobs_forward(logits, targets, params, lp).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, logits, targets, params, lp).is_ok());
   return lp.to_vector<double>();
 }
 
@@ -80,8 +89,8 @@ BOOST_AUTO_TEST_CASE(float32_logprobs_and_entropy_match_the_float64_reference_wi
                                             ops::sampling_params{0.7, 10, 0.9}, ops::sampling_params{1.3, 0, 0.8}}) {
     host_buffer lp64(dtype::float64, {6}), h64(dtype::float64, {6});
     host_buffer lp32(dtype::float32, {6}), h32(dtype::float32, {6});
-    BOOST_REQUIRE(ops::logprobs_forward(x, targets, params, lp64, h64).is_ok());
-    BOOST_REQUIRE(ops::logprobs_forward(converted(x, dtype::float32), targets, params, lp32, h32).is_ok());
+    BOOST_REQUIRE(ops::logprobs_forward(ctx, x, targets, params, lp64, h64).is_ok());
+    BOOST_REQUIRE(ops::logprobs_forward(ctx, converted(x, dtype::float32), targets, params, lp32, h32).is_ok());
     for (std::int64_t r = 0; r < 6; ++r) BOOST_REQUIRE(std::isfinite(value_at(lp64, r)));
     expect_close(lp32, lp64, tolerance_for(dtype::float32), "logprobs");
     expect_close(h32, h64, tolerance_for(dtype::float32), "entropy");
@@ -94,7 +103,7 @@ BOOST_AUTO_TEST_CASE(without_filtering_logprobs_and_entropy_equal_a_naive_log_so
   for (double t : {1.0, 0.7, 2.5}) {
     host_buffer lp(dtype::float64, {4}), h(dtype::float64, {4});
     host_buffer want_lp(dtype::float64, {4}), want_h(dtype::float64, {4});
-    BOOST_REQUIRE(ops::logprobs_forward(x, targets, {t, 0, 1.0}, lp, h).is_ok());
+    BOOST_REQUIRE(ops::logprobs_forward(ctx, x, targets, {t, 0, 1.0}, lp, h).is_ok());
     for (std::int64_t r = 0; r < 4; ++r) {
       long double z = 0;
       for (int j = 0; j < 37; ++j) z += std::exp(static_cast<long double>(value_at(x, r * 37 + j)) / t);
@@ -118,8 +127,8 @@ BOOST_AUTO_TEST_CASE(huge_logits_are_safe_because_the_row_maximum_is_subtracted_
   for (std::int64_t i = 0; i < x.numel(); ++i) set_value(shifted, i, value_at(x, i) + 2000.0);  // exp(2000/0.5) = inf
   const auto targets = random_indices({3}, 15, 0, 20);
   host_buffer lp(dtype::float64, {3}), lp_shifted(dtype::float64, {3});
-  BOOST_REQUIRE(ops::logprobs_forward(x, targets, {0.5, 0, 1.0}, lp).is_ok());
-  BOOST_REQUIRE(ops::logprobs_forward(shifted, targets, {0.5, 0, 1.0}, lp_shifted).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, x, targets, {0.5, 0, 1.0}, lp).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, shifted, targets, {0.5, 0, 1.0}, lp_shifted).is_ok());
   expect_close(lp_shifted, lp, {1e-9, 1e-9}, "logprobs of shifted logits");
 }
 
@@ -140,11 +149,11 @@ BOOST_AUTO_TEST_CASE(a_tiny_dyadic_case_gives_hand_computed_logprobs_and_entropy
   // Entropy: (1/2)ln2 + (1/4)2ln2 + 2 (1/8)3ln2 = 1.75 ln2; of the top-p set: ln3 - (2/3)ln2.
   host_buffer x = host_buffer::of<double>({1, 4}, row), t = host_buffer::of<std::int32_t>({1}, {0});
   host_buffer lp(dtype::float64, {1}), h(dtype::float64, {1});
-  BOOST_REQUIRE(ops::logprobs_forward(x, t, {1.0, 0, 1.0}, lp, h).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, x, t, {1.0, 0, 1.0}, lp, h).is_ok());
   BOOST_TEST(value_at(h, 0) == 1.75 * ln2, boost::test_tools::tolerance(1e-15));
-  BOOST_REQUIRE(ops::logprobs_forward(x, t, {1.0, 0, 0.75}, lp, h).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, x, t, {1.0, 0, 0.75}, lp, h).is_ok());
   BOOST_TEST(value_at(h, 0) == std::log(3.0) - 2.0 / 3.0 * ln2, boost::test_tools::tolerance(1e-15));
-  BOOST_REQUIRE(ops::logprobs_forward(x, t, {1.0, 1, 1.0}, lp, h).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, x, t, {1.0, 1, 1.0}, lp, h).is_ok());
   BOOST_TEST(value_at(lp, 0) == 0.0);
   BOOST_TEST(value_at(h, 0) == 0.0);
 }
@@ -200,11 +209,11 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences_with_and_without_temper
     BOOST_TEST_CONTEXT("T " << params.temperature << " top_k " << params.top_k << " top_p " << params.top_p) {
       host_buffer lp(dtype::float64, {5}), dx(dtype::float64, {5, 12});
       auto loss = [&] {
-        BOOST_REQUIRE(ops::logprobs_forward(x, targets, params, lp).is_ok());
+        BOOST_REQUIRE(ops::logprobs_forward(ctx, x, targets, params, lp).is_ok());
         return weighted_sum(lp, g);
       };
       BOOST_REQUIRE(std::isfinite(loss()));
-      BOOST_REQUIRE(ops::logprobs_backward(x, targets, params, g, dx).is_ok());
+      BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, params, g, dx).is_ok());
       check_gradient("dlogits", x, loss, dx);
       // Masked tokens get exactly 0; a row's gradient sums to 0 over its kept set.
       for (std::int64_t r = 0; r < 5; ++r) {
@@ -227,10 +236,10 @@ BOOST_AUTO_TEST_CASE(a_masked_target_scores_minus_infinity_and_gets_no_gradient)
   const auto targets = host_buffer::of<std::int32_t>({2}, {0, 1});
   const auto g = host_buffer::of<double>({2}, {1.0, 1.0});
   host_buffer lp(dtype::float64, {2}), dx(dtype::float64, {2, 4});
-  BOOST_REQUIRE(ops::logprobs_forward(x, targets, {1.0, 2, 1.0}, lp).is_ok());
+  BOOST_REQUIRE(ops::logprobs_forward(ctx, x, targets, {1.0, 2, 1.0}, lp).is_ok());
   BOOST_TEST(value_at(lp, 0) == -inf);
   BOOST_TEST(std::isfinite(value_at(lp, 1)));
-  BOOST_REQUIRE(ops::logprobs_backward(x, targets, {1.0, 2, 1.0}, g, dx).is_ok());
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, {1.0, 2, 1.0}, g, dx).is_ok());
   for (int j = 0; j < 4; ++j) BOOST_TEST(value_at(dx, j) == 0.0);
   BOOST_TEST(value_at(dx, 4) != 0.0);
 }
@@ -241,17 +250,17 @@ BOOST_AUTO_TEST_CASE(backward_writes_or_accumulates_and_float32_matches_float64)
   const auto targets = ranked_targets(x);
   const ops::sampling_params params{0.8, 10, 0.95};
   host_buffer dx(dtype::float64, {3, 30});
-  BOOST_REQUIRE(ops::logprobs_backward(x, targets, params, g, dx).is_ok());
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, params, g, dx).is_ok());
   const auto once = converted(dx, dtype::float64);
-  BOOST_REQUIRE(ops::logprobs_backward(x, targets, params, g, dx).is_ok());  // written again: unchanged
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, params, g, dx).is_ok());  // written again: unchanged
   expect_close(dx, once, {0, 0}, "dlogits written twice");
-  BOOST_REQUIRE(ops::logprobs_backward(x, targets, params, g, dx, true).is_ok());
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, params, g, dx, true).is_ok());
   for (std::int64_t i = 0; i < once.numel(); ++i) set_value(once, i, 2 * value_at(once, i));
   expect_close(dx, once, tolerance_for(dtype::float64), "dlogits accumulated");
   host_buffer dx32(dtype::float32, {3, 30});
-  BOOST_REQUIRE(ops::logprobs_backward(converted(x, dtype::float32), targets, params, converted(g, dtype::float32),
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, converted(x, dtype::float32), targets, params, converted(g, dtype::float32),
                                        dx32).is_ok());
-  BOOST_REQUIRE(ops::logprobs_backward(x, targets, params, g, dx).is_ok());
+  BOOST_REQUIRE(ops::logprobs_backward(ctx, x, targets, params, g, dx).is_ok());
   expect_close(dx32, dx, tolerance_for(dtype::float32), "dlogits float32");
 }
 
@@ -262,40 +271,40 @@ BOOST_AUTO_TEST_CASE(argument_errors_are_refused_with_exact_messages) {
     BOOST_TEST((s.code() == status_code::invalid_argument));
     return s.message();
   };
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {}, lp)) ==
              "logprobs_forward: targets: id 300 at row 1 is outside [0, 300)");
   t.data<std::int32_t>()[1] = -1;
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {}, lp)) ==
              "logprobs_forward: targets: id -1 at row 1 is outside [0, 300)");
   t.data<std::int32_t>()[1] = 1;
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {0.0, 0, 1.0}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {0.0, 0, 1.0}, lp)) ==
              "logprobs_forward: temperature must be > 0, got 0");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {-0.5, 0, 1.0}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {-0.5, 0, 1.0}, lp)) ==
              "logprobs_forward: temperature must be > 0, got -0.5");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {inf, 0, 1.0}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {inf, 0, 1.0}, lp)) ==
              "logprobs_forward: temperature must be > 0, got inf");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {1.0, 0, 0.0}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {1.0, 0, 0.0}, lp)) ==
              "logprobs_forward: top_p must be in (0, 1], got 0");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {1.0, 0, 1.5}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {1.0, 0, 1.5}, lp)) ==
              "logprobs_forward: top_p must be in (0, 1], got 1.5");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {1.0, -1, 1.0}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {1.0, -1, 1.0}, lp)) ==
              "logprobs_forward: top_k must be >= 0 (0: no top-k), got -1");
-  BOOST_TEST(message(ops::logprobs_backward(x, t, {}, lp, dx)) ==
+  BOOST_TEST(message(ops::logprobs_backward(ctx, x, t, {}, lp, dx)) ==
              "logprobs_backward: dlogits: expected [4, 300], got F32 [4, 299] cpu");
-  BOOST_TEST(message(ops::logprobs_forward(x, host_buffer(dtype::int32, {5}), {}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, host_buffer(dtype::int32, {5}), {}, lp)) ==
              "logprobs_forward: targets: expected [4], got I32 [5] cpu");
-  BOOST_TEST(message(ops::logprobs_forward(x, host_buffer(dtype::float32, {4}), {}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, host_buffer(dtype::float32, {4}), {}, lp)) ==
              "logprobs_forward: targets: expected dtype int32, got F32 [4] cpu");
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {}, host_buffer(dtype::float64, {4}))) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {}, host_buffer(dtype::float64, {4}))) ==
              "logprobs_forward: logprobs: expected dtype float32, got F64 [4] cpu");
   x.data<float>()[2 * 300 + 7] = std::numeric_limits<float>::quiet_NaN();
-  BOOST_TEST(message(ops::logprobs_forward(x, t, {}, lp)) ==
+  BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {}, lp)) ==
              "logprobs_forward: logits: row 2 holds a non-finite value");
   const tensor xc(x.data<float>(), dtype::float32, {4, 300}, device::cuda(0));
-  const status s = ops::logprobs_forward(xc, tensor(t.data<std::int32_t>(), dtype::int32, {4}, device::cuda(0)), {},
+  const status s = ops::logprobs_forward(cuda_ctx, xc, tensor(t.data<std::int32_t>(), dtype::int32, {4}, device::cuda(0)), {},
                                          tensor(lp.data<float>(), dtype::float32, {4}, device::cuda(0)));
   BOOST_TEST((s.code() == status_code::unsupported));
-  BOOST_TEST(s.message() == "logprobs_forward: no CUDA implementation yet (tensor on cuda:0)");
+  BOOST_TEST(s.message() == "logprobs_forward: no CUDA implementation yet (the call runs on cuda:0)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,6 +12,15 @@
 
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+// A context on a GPU, for the checks that refuse what no backend runs yet.
+const tandem::gpu::exec_context cuda_ctx{tandem::gpu::device::cuda(0), {}, nullptr};
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 
@@ -39,7 +48,7 @@ router_outputs run_router(const router_inputs& in, dtype type, std::int64_t k, d
   const std::int64_t n = in.x.shape()[0];
   router_outputs o{host_buffer(type, {n, k}), host_buffer(dtype::int32, {n, k}), host_buffer(type, {n, k}),
                    host_buffer(type, {n})};
-  const status s = ops::moe_router_forward(converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
+  const status s = ops::moe_router_forward(ctx, converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
                                            converted(in.per_expert_scale, type), o.weights, o.indices, o.renormalized,
                                            o.inv_rms, eps);
   BOOST_TEST_REQUIRE(s.is_ok(), s.message());
@@ -106,7 +115,7 @@ experts_inputs random_experts(std::int64_t n, std::int32_t usable, std::uint64_t
 host_buffer run_experts(const experts_inputs& in, dtype type) {
   host_buffer out(type, {in.y.shape()[0], in.y.shape()[1]});
   for (std::int64_t i = 0; i < out.numel(); ++i) set_value(out, i, 7.0);  // out is written, not added to
-  const status s = ops::moe_experts_forward(converted(in.y, type), converted(in.gate_up, type),
+  const status s = ops::moe_experts_forward(ctx, converted(in.y, type), converted(in.gate_up, type),
                                             converted(in.down, type), converted(in.weights, type), in.indices, out);
   BOOST_TEST_REQUIRE(s.is_ok(), s.message());
   return out;
@@ -221,7 +230,7 @@ BOOST_AUTO_TEST_CASE(router_tiny_case_matches_hand_computed_values) {
   host_buffer dx(dtype::float64, {1, 2}), dproj(dtype::float64, {3, 2}), dscale(dtype::float64, {2}),
       dpes(dtype::float64, {3});
   const auto dw = host_buffer::of<double>({1, 2}, {1, 0});
-  BOOST_REQUIRE(ops::moe_router_backward(in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
+  BOOST_REQUIRE(ops::moe_router_backward(ctx, in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
                                          r.inv_rms, dw, dx, dproj, dscale, dpes)
                     .is_ok());
   const double ab = a * b;
@@ -240,7 +249,7 @@ BOOST_AUTO_TEST_CASE(equal_probabilities_go_to_the_lower_expert_index_first) {
   for (const dtype type : {dtype::float64, dtype::float32})
     for (const std::int64_t k : {1, 2, 3}) {
       host_buffer w(type, {1, k}), idx(dtype::int32, {1, k});  // saved outputs skipped (inference)
-      BOOST_REQUIRE(ops::moe_router_forward(converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
+      BOOST_REQUIRE(ops::moe_router_forward(ctx, converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
                                             converted(in.per_expert_scale, type), w, idx, tensor{}, tensor{})
                         .is_ok());
       const std::vector<std::int32_t> expected{1, 3, 0};
@@ -261,7 +270,7 @@ BOOST_AUTO_TEST_CASE(router_backward_matches_finite_differences_for_every_input)
   };
   host_buffer dx(dtype::float64, {n_tokens, hidden}), dproj(dtype::float64, {n_experts, hidden}),
       dscale(dtype::float64, {hidden}), dpes(dtype::float64, {n_experts});
-  BOOST_REQUIRE(ops::moe_router_backward(in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
+  BOOST_REQUIRE(ops::moe_router_backward(ctx, in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
                                          r.inv_rms, g, dx, dproj, dscale, dpes)
                     .is_ok());
   check_gradient("dx", in.x, loss, dx);
@@ -277,7 +286,7 @@ BOOST_AUTO_TEST_CASE(router_backward_accumulates_parameter_gradients_and_dx_on_r
   host_buffer dx(dtype::float64, {n_tokens, hidden}), dproj(dtype::float64, {n_experts, hidden}),
       dscale(dtype::float64, {hidden}), dpes(dtype::float64, {n_experts});
   const auto backward = [&](bool accumulate_dx) {
-    BOOST_REQUIRE(ops::moe_router_backward(in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
+    BOOST_REQUIRE(ops::moe_router_backward(ctx, in.x, in.scale, in.proj, in.per_expert_scale, r.indices, r.renormalized,
                                            r.inv_rms, g, dx, dproj, dscale, dpes, accumulate_dx)
                       .is_ok());
   };
@@ -301,7 +310,7 @@ BOOST_AUTO_TEST_CASE(router_backward_in_float32_matches_the_float64_reference) {
     const auto r = run_router(in, type, top_k);
     host_buffer dx(type, {n_tokens, hidden}), dproj(type, {n_experts, hidden}), dscale(type, {hidden}),
         dpes(type, {n_experts});
-    BOOST_REQUIRE(ops::moe_router_backward(converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
+    BOOST_REQUIRE(ops::moe_router_backward(ctx, converted(in.x, type), converted(in.scale, type), converted(in.proj, type),
                                            converted(in.per_expert_scale, type), r.indices, r.renormalized, r.inv_rms,
                                            converted(g, type), dx, dproj, dscale, dpes)
                       .is_ok());
@@ -332,7 +341,7 @@ BOOST_AUTO_TEST_CASE(experts_tiny_case_matches_hand_computed_values) {
   expect_close(out, host_buffer::of<double>({1, 2}, {1.5 * gm1 + 1.5 * g1, 1.5 * gm1 + 3 * g1}), {1e-14, 1e-14}, "out");
   // dout [1, 0]: dweights = [gelu(-1) · 2 · 3, gelu(1) · 2 · 1]; ddown[e0] += 0.75 · [1, 0]ᵀ · gelu(1) · 2.
   host_buffer dweights(dtype::float64, {1, 2}), ddown(dtype::float64, {3, 2, 1});
-  BOOST_REQUIRE(ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices,
+  BOOST_REQUIRE(ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices,
                                           host_buffer::of<double>({1, 2}, {1, 0}), tensor{}, tensor{}, ddown, dweights)
                     .is_ok());
   expect_close(dweights, host_buffer::of<double>({1, 2}, {6 * gm1, 2 * g1}), {1e-14, 1e-14}, "dweights");
@@ -346,7 +355,7 @@ BOOST_AUTO_TEST_CASE(experts_backward_matches_finite_differences_for_every_input
   host_buffer dy(dtype::float64, {n_tokens, hidden}), dgu(dtype::float64, {n_experts, 2 * inter, hidden}),
       ddown(dtype::float64, {n_experts, hidden, inter}), dw(dtype::float64, {n_tokens, top_k});
   BOOST_REQUIRE(
-      ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw).is_ok());
+      ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw).is_ok());
   check_gradient("dy", in.y, loss, dy);
   check_gradient("dgate_up", in.gate_up, loss, dgu);
   check_gradient("ddown", in.down, loss, ddown);
@@ -360,7 +369,7 @@ BOOST_AUTO_TEST_CASE(experts_backward_in_float32_matches_float64_and_accumulates
   for (const dtype type : {dtype::float64, dtype::float32}) {
     host_buffer dy(type, {n_tokens, hidden}), dgu(type, {n_experts, 2 * inter, hidden}),
         ddown(type, {n_experts, hidden, inter}), dw(type, {n_tokens, top_k});
-    BOOST_REQUIRE(ops::moe_experts_backward(converted(in.y, type), converted(in.gate_up, type),
+    BOOST_REQUIRE(ops::moe_experts_backward(ctx, converted(in.y, type), converted(in.gate_up, type),
                                             converted(in.down, type), converted(in.weights, type), in.indices,
                                             converted(g, type), dy, dgu, ddown, dw)
                       .is_ok());
@@ -372,14 +381,14 @@ BOOST_AUTO_TEST_CASE(experts_backward_in_float32_matches_float64_and_accumulates
   const host_buffer dy = grads[0][0], dgu = grads[0][1], ddown = grads[0][2], dw = grads[0][3];  // shared storage
   const auto dy2 = doubled(dy), dgu2 = doubled(dgu), ddown2 = doubled(ddown), dw1 = converted(dw, dtype::float64);
   BOOST_REQUIRE(
-      ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw, true)
+      ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw, true)
           .is_ok());
   expect_close(dy, dy2, tolerance_for(dtype::float64), "dy accumulated");
   expect_close(dgu, dgu2, tolerance_for(dtype::float64), "dgate_up twice");
   expect_close(ddown, ddown2, tolerance_for(dtype::float64), "ddown twice");
   expect_close(dw, dw1, tolerance_for(dtype::float64), "dweights written");
   BOOST_REQUIRE(
-      ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, tensor{}, tensor{}, tensor{})
+      ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, tensor{}, tensor{}, tensor{})
           .is_ok());
   for (std::int64_t i = 0; i < dy.numel(); ++i) set_value(dy2, i, value_at(dy2, i) / 2);
   expect_close(dy, dy2, tolerance_for(dtype::float64), "dy written");
@@ -394,15 +403,15 @@ BOOST_AUTO_TEST_CASE(tokens_routed_to_the_same_expert_each_get_their_own_output_
   host_buffer dy(dtype::float64, {3, hidden}), dgu(dtype::float64, {n_experts, 2 * inter, hidden}),
       ddown(dtype::float64, {n_experts, hidden, inter}), dw(dtype::float64, {3, top_k});
   BOOST_REQUIRE(
-      ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw).is_ok());
+      ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, g, dy, dgu, ddown, dw).is_ok());
   host_buffer dgu_sum(dtype::float64, {n_experts, 2 * inter, hidden}),
       ddown_sum(dtype::float64, {n_experts, hidden, inter});
   for (std::int64_t t = 0; t < 3; ++t) {
     const auto row = [&](const host_buffer& b) { return tensor(b).rows(t, t + 1); };
     host_buffer out1(dtype::float64, {1, hidden}), dy1(dtype::float64, {1, hidden}), dw1(dtype::float64, {1, top_k});
     BOOST_REQUIRE(
-        ops::moe_experts_forward(row(in.y), in.gate_up, in.down, row(in.weights), row(in.indices), out1).is_ok());
-    BOOST_REQUIRE(ops::moe_experts_backward(row(in.y), in.gate_up, in.down, row(in.weights), row(in.indices), row(g),
+        ops::moe_experts_forward(ctx, row(in.y), in.gate_up, in.down, row(in.weights), row(in.indices), out1).is_ok());
+    BOOST_REQUIRE(ops::moe_experts_backward(ctx, row(in.y), in.gate_up, in.down, row(in.weights), row(in.indices), row(g),
                                             dy1, dgu_sum, ddown_sum, dw1)
                       .is_ok());
     for (std::int64_t i = 0; i < hidden; ++i) {
@@ -426,7 +435,7 @@ BOOST_AUTO_TEST_CASE(a_token_listing_an_expert_twice_gets_both_weighted_terms) {
 BOOST_AUTO_TEST_CASE(top_k_above_the_expert_count_is_refused) {
   const auto in = random_router(3, hidden, n_experts, 110);
   host_buffer w(dtype::float64, {3, 5}), idx(dtype::int32, {3, 5});
-  const status s = ops::moe_router_forward(in.x, in.scale, in.proj, in.per_expert_scale, w, idx, tensor{}, tensor{});
+  const status s = ops::moe_router_forward(ctx, in.x, in.scale, in.proj, in.per_expert_scale, w, idx, tensor{}, tensor{});
   BOOST_TEST((s.code() == status_code::invalid_argument));
   BOOST_TEST(s.message() == "moe_router_forward: top_k K = 5 must lie in [1, E = 4]");
 }
@@ -435,16 +444,16 @@ BOOST_AUTO_TEST_CASE(expert_indices_out_of_range_are_refused_naming_the_position
   auto in = random_experts(3, n_experts, 120);
   host_buffer out(dtype::float64, {3, hidden});
   in.indices.data<std::int32_t>()[3] = 4;
-  status s = ops::moe_experts_forward(in.y, in.gate_up, in.down, in.weights, in.indices, out);
+  status s = ops::moe_experts_forward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, out);
   BOOST_TEST((s.code() == status_code::invalid_argument));
   BOOST_TEST(s.message() == "moe_experts_forward: indices: value 4 at [1, 1] is out of range [0, 4)");
   in.indices.data<std::int32_t>()[3] = -1;
-  s = ops::moe_experts_backward(in.y, in.gate_up, in.down, in.weights, in.indices, out, out, tensor{}, tensor{},
+  s = ops::moe_experts_backward(ctx, in.y, in.gate_up, in.down, in.weights, in.indices, out, out, tensor{}, tensor{},
                                 tensor{});
   BOOST_TEST(s.message() == "moe_experts_backward: indices: value -1 at [1, 1] is out of range [0, 4)");
   const auto r = random_router(3, hidden, n_experts, 125);
   host_buffer ren(dtype::float64, {3, 2}), inv(dtype::float64, {3});
-  s = ops::moe_router_backward(r.x, r.scale, r.proj, r.per_expert_scale, in.indices, ren, inv, ren, tensor{}, tensor{},
+  s = ops::moe_router_backward(ctx, r.x, r.scale, r.proj, r.per_expert_scale, in.indices, ren, inv, ren, tensor{}, tensor{},
                                tensor{}, tensor{});
   BOOST_TEST(s.message() == "moe_router_backward: indices: value -1 at [1, 1] is out of range [0, 4)");
 }
@@ -453,16 +462,16 @@ BOOST_AUTO_TEST_CASE(wrong_dtypes_and_shapes_are_refused_naming_the_tensor) {
   const auto in = random_experts(3, n_experts, 130);
   host_buffer out(dtype::float64, {3, hidden});
   status s =
-      ops::moe_experts_forward(in.y, in.gate_up, in.down, in.weights, converted(in.weights, dtype::float32), out);
+      ops::moe_experts_forward(ctx, in.y, in.gate_up, in.down, in.weights, converted(in.weights, dtype::float32), out);
   BOOST_TEST(s.message() == "moe_experts_forward: indices: expected dtype int32, got F32 [3, 2] cpu");
   host_buffer odd(dtype::float64, {n_experts, 11, hidden});
-  s = ops::moe_experts_forward(in.y, odd, in.down, in.weights, in.indices, out);
+  s = ops::moe_experts_forward(ctx, in.y, odd, in.down, in.weights, in.indices, out);
   BOOST_TEST(s.message() == "moe_experts_forward: gate_up: expected an even row count 2 * Im, got F64 [4, 11, 8] cpu");
-  s = ops::moe_experts_forward(in.y, in.gate_up, in.down, converted(in.weights, dtype::float32), in.indices, out);
+  s = ops::moe_experts_forward(ctx, in.y, in.gate_up, in.down, converted(in.weights, dtype::float32), in.indices, out);
   BOOST_TEST(s.message() == "moe_experts_forward: weights: expected dtype float64, got F32 [3, 2] cpu");
   const auto r = random_router(3, hidden, n_experts, 135);
   host_buffer w(dtype::float64, {3, 2}), idx(dtype::int32, {3, 2}), scale7(dtype::float64, {7});
-  s = ops::moe_router_forward(r.x, scale7, r.proj, r.per_expert_scale, w, idx, tensor{}, tensor{});
+  s = ops::moe_router_forward(ctx, r.x, scale7, r.proj, r.per_expert_scale, w, idx, tensor{}, tensor{});
   BOOST_TEST(s.message() == "moe_router_forward: router_scale: expected [8], got F64 [7] cpu");
 }
 
@@ -472,10 +481,10 @@ BOOST_AUTO_TEST_CASE(a_tensor_on_a_cuda_device_is_refused_until_that_backend_exi
   const auto on_cuda = [](const host_buffer& b) {
     return tensor::contiguous(b.data<void>(), b.type(), b.shape(), device::cuda(0));
   };
-  const status s = ops::moe_experts_forward(on_cuda(in.y), on_cuda(in.gate_up), on_cuda(in.down), on_cuda(in.weights),
+  const status s = ops::moe_experts_forward(cuda_ctx, on_cuda(in.y), on_cuda(in.gate_up), on_cuda(in.down), on_cuda(in.weights),
                                             on_cuda(in.indices), on_cuda(out));
   BOOST_TEST((s.code() == status_code::unsupported));
-  BOOST_TEST(s.message() == "moe_experts_forward: no CUDA implementation yet (tensor on cuda:0)");
+  BOOST_TEST(s.message() == "moe_experts_forward: no CUDA implementation yet (the call runs on cuda:0)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -12,6 +12,15 @@
 #include "gpu/ops/pg_loss.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+// A context on a GPU, for the checks that refuse what no backend runs yet.
+const tandem::gpu::exec_context cuda_ctx{tandem::gpu::device::cuda(0), {}, nullptr};
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 using tandem::gpu::ops::importance_correction;
@@ -95,14 +104,14 @@ batch slice(const batch& b, std::int64_t s0, std::int64_t s1) {
 
 double loss_of(const batch& b, const pg_loss_settings& s, pg_loss_metrics* metrics = nullptr) {
   host_buffer loss(b.lp_cur.type(), {1});
-  const status st = ops::pg_loss_forward(b.inputs(), s, loss, metrics);
+  const status st = ops::pg_loss_forward(ctx, b.inputs(), s, loss, metrics);
   BOOST_REQUIRE_MESSAGE(st.is_ok(), st.message());
   return value_at(loss, 0);
 }
 
 host_buffer gradient_of(const batch& b, const pg_loss_settings& s, double dloss = 1.0) {
   host_buffer d(b.lp_cur.type(), {b.size()});
-  const status st = ops::pg_loss_backward(b.inputs(), s, dloss, d);
+  const status st = ops::pg_loss_backward(ctx, b.inputs(), s, dloss, d);
   BOOST_REQUIRE_MESSAGE(st.is_ok(), st.message());
   return d;
 }
@@ -462,7 +471,7 @@ BOOST_AUTO_TEST_CASE(the_backward_scales_by_dloss_and_accumulates_on_request) {
   const pg_loss_settings s = plain_settings();
   const host_buffer once = gradient_of(b, s, 1.0), thrice = gradient_of(b, s, 3.0);
   const host_buffer acc = gradient_of(b, s, 1.0);
-  BOOST_REQUIRE(ops::pg_loss_backward(b.inputs(), s, 2.0, acc, true).is_ok());
+  BOOST_REQUIRE(ops::pg_loss_backward(ctx, b.inputs(), s, 2.0, acc, true).is_ok());
   for (std::int64_t i = 0; i < b.size(); ++i) {
     BOOST_TEST(value_at(thrice, i) == 3 * value_at(once, i), boost::test_tools::tolerance(1e-14));
     BOOST_TEST(value_at(acc, i) == 3 * value_at(once, i), boost::test_tools::tolerance(1e-14));
@@ -473,7 +482,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
   const batch good = random_batch({3, 5}, 150);
   host_buffer loss(dtype::float64, {1}), d(dtype::float64, {8});
   auto forward = [&](const batch& b, const pg_loss_settings& s) {
-    const status st = ops::pg_loss_forward(b.inputs(), s, loss);
+    const status st = ops::pg_loss_forward(ctx, b.inputs(), s, loss);
     BOOST_TEST((st.code() == status_code::invalid_argument));
     return st.message();
   };
@@ -504,7 +513,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
   b = good;
   b.mask = converted(good.mask, dtype::float64);
   set_value(b.mask, 3, 0.5);
-  const status masked = ops::pg_loss_backward(b.inputs(), s, 1.0, d);
+  const status masked = ops::pg_loss_backward(ctx, b.inputs(), s, 1.0, d);
   BOOST_TEST(masked.message() == "pg_loss_backward: mask: values must be 0 or 1, got 0.5 at token 3");
   pg_loss_settings bad = s;
   bad.ratio_clip_c = 0.5;
@@ -522,11 +531,11 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
   b.sequences_global = std::nan("");
   BOOST_TEST(forward(b, bad) ==
              "pg_loss_forward: global_sequence_count must be finite and > 0 for a sequence-level loss, got nan");
-  BOOST_TEST(ops::pg_loss_backward(good.inputs(), s, std::nan(""), d).message() ==
+  BOOST_TEST(ops::pg_loss_backward(ctx, good.inputs(), s, std::nan(""), d).message() ==
              "pg_loss_backward: dloss must be finite, got nan");
-  BOOST_TEST(ops::pg_loss_backward(good.inputs(), s, 1.0, host_buffer(dtype::float64, {9})).message() ==
+  BOOST_TEST(ops::pg_loss_backward(ctx, good.inputs(), s, 1.0, host_buffer(dtype::float64, {9})).message() ==
              "pg_loss_backward: d_lp_cur: expected [8], got F64 [9] cpu");
-  BOOST_TEST(ops::pg_loss_forward(good.inputs(), s, host_buffer(dtype::float32, {1})).message() ==
+  BOOST_TEST(ops::pg_loss_forward(ctx, good.inputs(), s, host_buffer(dtype::float32, {1})).message() ==
              "pg_loss_forward: loss: expected dtype float64, got F32 [1] cpu");
 }
 
@@ -538,15 +547,15 @@ BOOST_AUTO_TEST_CASE(tensors_on_a_cuda_device_are_refused_until_that_backend_exi
   ops::pg_loss_inputs in = b.inputs();
   in.lp_cur = on_cuda(b.lp_cur);
   host_buffer loss(dtype::float64, {1});
-  BOOST_TEST(ops::pg_loss_forward(in, plain_settings(), loss).message() ==
+  BOOST_TEST(ops::pg_loss_forward(ctx, in, plain_settings(), loss).message() ==
              "pg_loss_forward: lp_prev is on cpu, the other operands on cuda:0");
   for (tensor* t : {&in.lp_prev, &in.lp_gen, &in.advantages, &in.mask, &in.lp_ref, &in.seq_offsets}) {
     *t = tensor::contiguous(t->data(), t->type(), std::vector<std::int64_t>{t->dim(0)}, device::cuda(0));
   }
   const tensor loss_cuda = tensor::contiguous(loss.data<void>(), dtype::float64, loss.shape(), device::cuda(0));
-  const status st = ops::pg_loss_forward(in, plain_settings(), loss_cuda);
+  const status st = ops::pg_loss_forward(cuda_ctx, in, plain_settings(), loss_cuda);
   BOOST_TEST((st.code() == status_code::unsupported));
-  BOOST_TEST(st.message() == "pg_loss_forward: no CUDA implementation yet (tensor on cuda:0)");
+  BOOST_TEST(st.message() == "pg_loss_forward: no CUDA implementation yet (the call runs on cuda:0)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,6 +10,13 @@
 #include "gpu/ops/rope.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 
@@ -18,7 +25,7 @@ namespace {
 // inv_freq [d/2] for `p`, required to succeed.
 host_buffer inv_freq_of(const ops::rope_parameters& p, std::int64_t d) {
   host_buffer inv(dtype::float32, {d / 2});
-  BOOST_REQUIRE(ops::rope_inv_freq(p, d, inv).is_ok());
+  BOOST_REQUIRE(ops::rope_inv_freq(ctx, p, d, inv).is_ok());
   return inv;
 }
 
@@ -29,7 +36,7 @@ struct tables {
 tables tables_of(const host_buffer& positions, const host_buffer& inv, dtype type) {
   const std::int64_t n = positions.numel(), d = 2 * inv.numel();
   tables t{host_buffer(type, {n, d}), host_buffer(type, {n, d})};
-  BOOST_REQUIRE(ops::rope_tables(positions, inv, t.cos, t.sin).is_ok());
+  BOOST_REQUIRE(ops::rope_tables(ctx, positions, inv, t.cos, t.sin).is_ok());
   return t;
 }
 
@@ -94,7 +101,7 @@ BOOST_AUTO_TEST_CASE(the_rotation_pairs_dimension_j_with_j_plus_half) {
   const auto cos = host_buffer::of<double>({1, 4}, {0.6, 1, 0.6, 1});
   const auto sin = host_buffer::of<double>({1, 4}, {0.8, 0, 0.8, 0});
   host_buffer y(dtype::float64, {1, 1, 4});
-  BOOST_REQUIRE(ops::rope_forward(x, cos, sin, y).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, cos, sin, y).is_ok());
   // y0 = 1·0.6 − 3·0.8, y2 = 3·0.6 + 1·0.8; the zero-angle pair (1, 3) is unchanged.
   const std::vector<double> want = {0.6 - 2.4, 2, 1.8 + 0.8, 4};
   expect_close(y, host_buffer::of<double>({1, 1, 4}, want), {1e-15, 1e-15}, "y");
@@ -106,8 +113,8 @@ BOOST_AUTO_TEST_CASE(forward_in_float32_matches_the_float64_reference) {
   const auto t64 = tables_of(positions, inv, dtype::float64), t32 = tables_of(positions, inv, dtype::float32);
   const auto x = random_buffer(dtype::float64, {5, 3, 16}, 2);
   host_buffer y64(dtype::float64, {5, 3, 16}), y32(dtype::float32, {5, 3, 16});
-  BOOST_REQUIRE(ops::rope_forward(x, t64.cos, t64.sin, y64).is_ok());
-  BOOST_REQUIRE(ops::rope_forward(converted(x, dtype::float32), t32.cos, t32.sin, y32).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, t64.cos, t64.sin, y64).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, converted(x, dtype::float32), t32.cos, t32.sin, y32).is_ok());
   expect_close(y32, y64, tolerance_for(dtype::float32), "y");
 }
 
@@ -118,14 +125,14 @@ BOOST_AUTO_TEST_CASE(backward_is_the_inverse_rotation_and_matches_finite_differe
   const auto x = random_buffer(dtype::float64, {4, 2, 12}, 3);
   const auto g = random_buffer(dtype::float64, {4, 2, 12}, 4);
   host_buffer y(dtype::float64, {4, 2, 12}), back(dtype::float64, {4, 2, 12}), dx(dtype::float64, {4, 2, 12});
-  BOOST_REQUIRE(ops::rope_forward(x, t.cos, t.sin, y).is_ok());
-  BOOST_REQUIRE(ops::rope_backward(y, t.cos, t.sin, back).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, t.cos, t.sin, y).is_ok());
+  BOOST_REQUIRE(ops::rope_backward(ctx, y, t.cos, t.sin, back).is_ok());
   expect_close(back, x, {1e-14, 1e-14}, "backward(forward(x))");
   auto loss = [&] {
-    BOOST_REQUIRE(ops::rope_forward(x, t.cos, t.sin, y).is_ok());
+    BOOST_REQUIRE(ops::rope_forward(ctx, x, t.cos, t.sin, y).is_ok());
     return weighted_sum(y, g);
   };
-  BOOST_REQUIRE(ops::rope_backward(g, t.cos, t.sin, dx).is_ok());
+  BOOST_REQUIRE(ops::rope_backward(ctx, g, t.cos, t.sin, dx).is_ok());
   check_gradient("dx", x, loss, dx);
 }
 
@@ -134,12 +141,12 @@ BOOST_AUTO_TEST_CASE(in_place_rotation_gives_the_out_of_place_result) {
   const auto t = tables_of(positions, inv_freq_of(sliding, 8), dtype::float32);
   const auto x = random_buffer(dtype::float32, {2, 3, 8}, 5);
   host_buffer y(dtype::float32, {2, 3, 8}), dx(dtype::float32, {2, 3, 8});
-  BOOST_REQUIRE(ops::rope_forward(x, t.cos, t.sin, y).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, t.cos, t.sin, y).is_ok());
   const auto original = converted(x, dtype::float32);
-  BOOST_REQUIRE(ops::rope_forward(x, t.cos, t.sin, x).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, t.cos, t.sin, x).is_ok());
   expect_close(x, y, {0, 0}, "forward in place");
-  BOOST_REQUIRE(ops::rope_backward(y, t.cos, t.sin, dx).is_ok());
-  BOOST_REQUIRE(ops::rope_backward(x, t.cos, t.sin, x).is_ok());
+  BOOST_REQUIRE(ops::rope_backward(ctx, y, t.cos, t.sin, dx).is_ok());
+  BOOST_REQUIRE(ops::rope_backward(ctx, x, t.cos, t.sin, x).is_ok());
   expect_close(x, dx, {0, 0}, "backward in place");
   expect_close(x, original, {1e-6, 1e-6}, "round trip");
 }
@@ -150,8 +157,8 @@ BOOST_AUTO_TEST_CASE(zero_frequency_dimensions_of_proportional_rope_pass_through
   const auto t = tables_of(positions, inv, dtype::float64);
   const auto x = random_buffer(dtype::float64, {3, 2, 32}, 6);
   host_buffer y(dtype::float64, {3, 2, 32}), dx(dtype::float64, {3, 2, 32});
-  BOOST_REQUIRE(ops::rope_forward(x, t.cos, t.sin, y).is_ok());
-  BOOST_REQUIRE(ops::rope_backward(x, t.cos, t.sin, dx).is_ok());
+  BOOST_REQUIRE(ops::rope_forward(ctx, x, t.cos, t.sin, y).is_ok());
+  BOOST_REQUIRE(ops::rope_backward(ctx, x, t.cos, t.sin, dx).is_ok());
   for (std::int64_t row = 0; row < 6; ++row)
     for (std::int64_t k = 0; k < 32; ++k) {
       const std::int64_t i = row * 32 + k;
@@ -167,25 +174,25 @@ BOOST_AUTO_TEST_CASE(zero_frequency_dimensions_of_proportional_rope_pass_through
 
 BOOST_AUTO_TEST_CASE(wrong_parameters_shapes_and_values_are_refused_naming_the_tensor) {
   host_buffer inv(dtype::float32, {4});
-  BOOST_TEST(ops::rope_inv_freq(sliding, 7, inv).message() ==
+  BOOST_TEST(ops::rope_inv_freq(ctx, sliding, 7, inv).message() ==
              "rope_inv_freq: head_dim must be even and positive, got 7");
-  BOOST_TEST(ops::rope_inv_freq(sliding, 10, inv).message() ==
+  BOOST_TEST(ops::rope_inv_freq(ctx, sliding, 10, inv).message() ==
              "rope_inv_freq: inv_freq: expected [5], got F32 [4] cpu");
-  BOOST_TEST(ops::rope_inv_freq({ops::rope_kind::proportional, 1e6, 1.5, 1.0}, 8, inv).message() ==
+  BOOST_TEST(ops::rope_inv_freq(ctx, {ops::rope_kind::proportional, 1e6, 1.5, 1.0}, 8, inv).message() ==
              "rope_inv_freq: partial_rotary_factor must lie in [0, 1], got 1.5");
   host_buffer cos(dtype::float32, {2, 8}), sin(dtype::float32, {2, 8}), sin64(dtype::float64, {2, 8});
   const auto negative = host_buffer::of<std::int32_t>({2}, {4, -3});
-  BOOST_REQUIRE(ops::rope_inv_freq(sliding, 8, inv).is_ok());
-  BOOST_TEST(ops::rope_tables(negative, inv, cos, sin).message() ==
+  BOOST_REQUIRE(ops::rope_inv_freq(ctx, sliding, 8, inv).is_ok());
+  BOOST_TEST(ops::rope_tables(ctx, negative, inv, cos, sin).message() ==
              "rope_tables: positions: entry 1 holds -3, expected >= 0");
-  BOOST_TEST(ops::rope_tables(host_buffer::of<std::int32_t>({2}, {0, 1}), inv, cos, sin64).message() ==
+  BOOST_TEST(ops::rope_tables(ctx, host_buffer::of<std::int32_t>({2}, {0, 1}), inv, cos, sin64).message() ==
              "rope_tables: sin: expected dtype float32, got F64 [2, 8] cpu");
   host_buffer x(dtype::float32, {2, 3, 8}), y(dtype::float32, {2, 3, 8}), odd(dtype::float32, {2, 3, 7});
   host_buffer short_cos(dtype::float32, {1, 8});
-  const status s = ops::rope_forward(x, short_cos, sin, y);
+  const status s = ops::rope_forward(ctx, x, short_cos, sin, y);
   BOOST_TEST((s.code() == status_code::invalid_argument));
   BOOST_TEST(s.message() == "rope_forward: cos: expected [2, 8], got F32 [1, 8] cpu");
-  BOOST_TEST(ops::rope_backward(odd, cos, sin, odd).message() ==
+  BOOST_TEST(ops::rope_backward(ctx, odd, cos, sin, odd).message() ==
              "rope_backward: dy: head dim 7 is odd (the half-split rotation pairs j with j + d/2)");
 }
 

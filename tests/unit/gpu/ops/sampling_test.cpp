@@ -13,6 +13,13 @@
 #include "gpu/ops/sampling.h"
 #include "support/op_harness.h"
 
+#include "gpu/core/exec_context.h"
+
+namespace {
+// Every op of this file runs on the CPU, on the calling thread.
+const tandem::gpu::exec_context ctx = tandem::gpu::exec_context::cpu();
+}  // namespace
+
 using namespace tandem::gpu;
 using namespace tandem::test;
 
@@ -41,7 +48,7 @@ struct samples {
 samples sample(const host_buffer& logits, const ops::sampling_params& params, const std::vector<rng_coordinates>& at) {
   const std::int64_t rows = logits.shape()[0];
   samples s{host_buffer(dtype::int32, {rows}), host_buffer(logits.type(), {rows})};
-  BOOST_REQUIRE(ops::sampling_forward(logits, params, at, s.tokens, s.logprobs).is_ok());
+  BOOST_REQUIRE(ops::sampling_forward(ctx, logits, params, at, s.tokens, s.logprobs).is_ok());
   return s;
 }
 
@@ -82,7 +89,7 @@ BOOST_AUTO_TEST_CASE(the_sampled_logprob_equals_logprobs_forward_of_the_sampled_
     for (std::uint32_t step = 0; step < 16; ++step) {
       const auto s = sample(logits, params, per_position(64, {99, step, 0, 4, 1, 0}));
       host_buffer scored(type, {64});
-      BOOST_REQUIRE(ops::logprobs_forward(logits, s.tokens, params, scored).is_ok());
+      BOOST_REQUIRE(ops::logprobs_forward(ctx, logits, s.tokens, params, scored).is_ok());
       BOOST_TEST(std::memcmp(scored.data<char>(), s.logprobs.data<char>(), 64 * size_of(type)) == 0);
       for (std::int64_t r = 0; r < 64; ++r) {
         BOOST_TEST(std::isfinite(value_at(s.logprobs, r)));
@@ -95,7 +102,7 @@ BOOST_AUTO_TEST_CASE(the_sampled_logprob_equals_logprobs_forward_of_the_sampled_
     BOOST_TEST(compared == 1024);
     // The filters matter: top-p drops the 20th-ranked token, and the draws are not all argmax.
     host_buffer lp20(type, {64});
-    BOOST_REQUIRE(ops::logprobs_forward(logits, twentieth, params, lp20).is_ok());
+    BOOST_REQUIRE(ops::logprobs_forward(ctx, logits, twentieth, params, lp20).is_ok());
     int dropped = 0;
     for (std::int64_t r = 0; r < 64; ++r) dropped += std::isinf(value_at(lp20, r)) ? 1 : 0;
     BOOST_TEST(dropped > 0);
@@ -187,7 +194,7 @@ BOOST_AUTO_TEST_CASE(greedy_takes_the_argmax_with_the_lowest_id_on_ties_and_repo
       BOOST_TEST(s.tokens.data<std::int32_t>()[r] == best);
     }
     host_buffer scored(dtype::float32, {8});
-    BOOST_REQUIRE(ops::logprobs_forward(logits, s.tokens, {1.0, params.top_k, params.top_p}, scored).is_ok());
+    BOOST_REQUIRE(ops::logprobs_forward(ctx, logits, s.tokens, {1.0, params.top_k, params.top_p}, scored).is_ok());
     BOOST_TEST(std::memcmp(scored.data<float>(), s.logprobs.data<float>(), 8 * sizeof(float)) == 0);
   }
   // Row 0 with top-k 5: 5.0 twice among the kept set, so the logprob is below log(1/2).
@@ -201,22 +208,22 @@ BOOST_AUTO_TEST_CASE(argument_errors_are_refused_with_exact_messages) {
     BOOST_TEST((s.code() == status_code::invalid_argument));
     return s.message();
   };
-  BOOST_TEST(message(ops::sampling_forward(x, {-0.5, 0, 1.0}, at, tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {-0.5, 0, 1.0}, at, tokens, lp)) ==
              "sampling_forward: temperature must be >= 0 (0: greedy), got -0.5");
-  BOOST_TEST(message(ops::sampling_forward(x, {1.0, 0, 0.0}, at, tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {1.0, 0, 0.0}, at, tokens, lp)) ==
              "sampling_forward: top_p must be in (0, 1], got 0");
-  BOOST_TEST(message(ops::sampling_forward(x, {1.0, 0, 1.01}, at, tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {1.0, 0, 1.01}, at, tokens, lp)) ==
              "sampling_forward: top_p must be in (0, 1], got 1.01");
-  BOOST_TEST(message(ops::sampling_forward(x, {1.0, -3, 1.0}, at, tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {1.0, -3, 1.0}, at, tokens, lp)) ==
              "sampling_forward: top_k must be >= 0 (0: no top-k), got -3");
-  BOOST_TEST(message(ops::sampling_forward(x, {}, per_position(3), tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {}, per_position(3), tokens, lp)) ==
              "sampling_forward: coordinates: expected 4 entries (one per row), got 3");
-  BOOST_TEST(message(ops::sampling_forward(x, {}, at, host_buffer(dtype::float32, {4}), lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {}, at, host_buffer(dtype::float32, {4}), lp)) ==
              "sampling_forward: tokens: expected dtype int32, got F32 [4] cpu");
-  BOOST_TEST(message(ops::sampling_forward(x, {}, at, tokens, host_buffer(dtype::float32, {5}))) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {}, at, tokens, host_buffer(dtype::float32, {5}))) ==
              "sampling_forward: logprobs: expected [4], got F32 [5] cpu");
   x.data<float>()[3 * 10 + 1] = std::numeric_limits<float>::infinity();
-  BOOST_TEST(message(ops::sampling_forward(x, {}, at, tokens, lp)) ==
+  BOOST_TEST(message(ops::sampling_forward(ctx, x, {}, at, tokens, lp)) ==
              "sampling_forward: logits: row 3 holds a non-finite value");
 }
 

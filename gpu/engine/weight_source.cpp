@@ -1,0 +1,29 @@
+// The colocated weight view's digest and checks (weight_source.h).
+#include "gpu/engine/weight_source.h"
+
+#include <span>
+#include <string>
+
+namespace tandem::gpu {
+
+std::uint64_t weight_source::digest() const {
+  std::uint64_t h = fnv1a_64({});
+  for (std::size_t i = 0; i < tensors.size() && i < manifest.size(); ++i)
+    h = fnv1a_64(std::span<const std::byte>(tensors[i], static_cast<std::size_t>(manifest[i].bytes())), h);
+  return h;
+}
+
+status check_weight_source(const char* who, const weight_source& source, const weight_manifest& expected) {
+  const std::string w(who);
+  if (source.tensors.size() != source.manifest.size())
+    return {status_code::invalid_argument, w + ": the shared weights give " + std::to_string(source.tensors.size()) +
+                                               " addresses for " + std::to_string(source.manifest.size()) + " tensors"};
+  for (std::size_t i = 0; i < source.tensors.size(); ++i)
+    if (!source.tensors[i])
+      return {status_code::invalid_argument, w + ": the shared weights have no address for " + source.manifest[i].name};
+  if (status s = check_manifest(expected, source.manifest); !s)
+    return {s.code(), w + ": the shared weights are not this engine's model: " + s.message()};
+  return status::ok();
+}
+
+}  // namespace tandem::gpu
