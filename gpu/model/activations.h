@@ -14,6 +14,7 @@
 
 #include "gpu/core/host_buffer.h"
 #include "gpu/model/config.h"
+#include "gpu/ops/paged_attention.h"
 
 namespace tandem::gpu {
 
@@ -37,12 +38,21 @@ struct kv_activations {
   host_buffer v;       // [T, g, d]  after the scale-less v_norm
 };
 
+/// Decoding and chunked prefill: the K/V a layer attends to live in the paged cache. A non-shared
+/// layer first writes its new rows' K/V into k_cache / v_cache (its own), a KV-shared layer reads
+/// its store layer's.
+struct cached_kv {
+  tensor k_cache, v_cache;  // [blocks, B, g, d]  of the layer whose K/V are read
+  ops::paged_rows rows;     // the new rows: block tables of the layer's type, offsets, positions
+};
+
 /// Everything a decoder layer reads besides its input and weights.
 struct layer_args {
   const rope_table* q_rope = nullptr;         ///< the queries' rotary table; null: no RoPE on q
   const rope_table* k_rope = nullptr;         ///< the keys' rotary table; null: no RoPE on k
   const kv_activations* shared_kv = nullptr;  ///< KV-shared layers: the store layer's K/V
   tensor ple;                                 ///< [T, L, P] per-layer inputs of every layer, or empty
+  const cached_kv* cache = nullptr;           ///< inference over a KV cache; null: the packed batch is everything
 };
 
 struct layer_activations {

@@ -54,8 +54,10 @@ status check_batch(const model_config& c, const model_weights& w, const packed_b
 
 // The one forward: `keep` null for inference (each layer's activations dropped once it ran,
 // K/V only while a later layer reads them), else what `mode` keeps.
+// `cached` (inference only): each layer's route through the paged KV cache.
 status run_forward(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
-                   const tracer& trace, model_activations* keep, recompute_mode mode, const layer_args_hook& hook) {
+                   const tracer& trace, model_activations* keep, recompute_mode mode, const layer_args_hook& hook,
+                   const std::vector<cached_kv>* cached = nullptr) {
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, batch, hidden));
   const std::int64_t T = batch.tokens.dim(0), H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const std::int64_t L = c.num_hidden_layers;
@@ -103,7 +105,9 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
     s.h_in = h;
     const rope_table* rope = &act.rope.at(layer.type);
     s.args = layer_args{rope, rope, nullptr, act.ple.view()};
-    if (layer.is_kv_shared) {
+    if (cached) {
+      s.args.cache = &(*cached)[static_cast<std::size_t>(l)];
+    } else if (layer.is_kv_shared) {
       const auto source = act.kv.find(layer.kv_source_layer);
       if (source == act.kv.end())
         return status(status_code::invalid_argument, "layer " + std::to_string(l) + " reads the K/V of layer " +
@@ -117,7 +121,7 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
                                   h, trace));
     if (!layer.is_kv_shared) act.kv[l] = std::move(own);
     // What survives the layer.
-    const bool read_again = layer.is_kv_store;
+    const bool read_again = layer.is_kv_store && !cached;  // over a cache, readers read the cache
     if (!keep || mode == recompute_mode::full) {
       if (!layer.is_kv_shared && !read_again) act.kv.erase(l);
       layer_activations bundle;  // full: the input and the argument bundle only
@@ -193,6 +197,26 @@ status head_logprobs(const exec_context& ctx, const model_config& c, const model
     TANDEM_RETURN_IF_ERROR(logprobs_forward(ctx, rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
   }
   return status::ok();
+}
+
+status forward_cached(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
+                      const cached_batch& batch, const tensor& hidden, const tracer& trace) {
+  constexpr const char* op = "forward_cached";
+  TANDEM_RETURN_IF_ERROR(expect_shape(batch.cu_rows, op, "cu_rows", {static_cast<std::int64_t>(batch.sequences.size()) + 1}));
+  TANDEM_RETURN_IF_ERROR(expect_type(batch.cu_rows, op, "cu_rows", dtype::int32));
+  for (const kv_cache::sequence_id s : batch.sequences)
+    TANDEM_RETURN_IF_ERROR(require(cache.has(s), op, "sequence " + std::to_string(s) + " is not in the cache"));
+  const packed_batch packed{batch.tokens, batch.positions, batch.cu_rows};
+  TANDEM_RETURN_IF_ERROR(check_batch(c, w, packed, hidden));
+  host_buffer tables[2] = {cache.block_table(layer_type::sliding, batch.sequences),
+                           cache.block_table(layer_type::full, batch.sequences)};
+  std::vector<cached_kv> routes(static_cast<std::size_t>(c.num_hidden_layers));
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const layer_config& L = c.layers[static_cast<std::size_t>(l)];
+    routes[static_cast<std::size_t>(l)] = {cache.k(L.kv_source_layer), cache.v(L.kv_source_layer),
+                                           {tables[static_cast<int>(L.type)], batch.cu_rows, batch.positions}};
+  }
+  return run_forward(ctx, c, w, packed, hidden, trace, nullptr, recompute_mode::none, {}, &routes);
 }
 
 status forward_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,

@@ -17,6 +17,7 @@
 #include "gpu/core/trace.h"
 #include "gpu/model/activations.h"
 #include "gpu/model/config.h"
+#include "gpu/model/kv_cache.h"
 #include "gpu/model/model_weights.h"
 #include "gpu/ops/logprobs.h"
 
@@ -54,6 +55,25 @@ using layer_args_hook = std::function<void(int layer, layer_args& args)>;
 status forward_for_backward(const exec_context& ctx, const model_config& config, const model_weights& w, const packed_batch& batch,
                             const tensor& hidden, model_activations& act, recompute_mode mode,
                             const tracer& trace = {}, const layer_args_hook& hook = {});
+
+/// New rows of sequences whose earlier positions are in a KV cache: decoding (one row per
+/// sequence) and chunked prefill (several). Sequence s's rows are [cu_rows[s], cu_rows[s + 1]),
+/// at consecutive positions ending at most at cache.length(sequences[s]) - 1: the caller reserved
+/// them (kv_cache::reserve) before the call.
+struct cached_batch {
+  tensor tokens;     // I32 [n]
+  tensor positions;  // I32 [n]
+  tensor cu_rows;    // I32 [S + 1]
+  std::vector<kv_cache::sequence_id> sequences;  // [S]
+};
+
+/// The final normed hidden state of every new row, hidden [n, H]; each non-shared layer writes
+/// the rows' K/V into the cache at their positions, then every layer attends over the cache. A
+/// row's result equals, bit for bit, what forward_hidden gives the same position of its whole
+/// sequence (the ops are row-invariant and paged attention shares the packed kernel's row
+/// arithmetic). On failure `hidden` and the cache's slots of these rows are unspecified.
+status forward_cached(const exec_context& ctx, const model_config& config, const model_weights& w, kv_cache& cache,
+                      const cached_batch& batch, const tensor& hidden, const tracer& trace = {});
 
 /// Logits of rows of normed hidden states: logits F32 [rows, V] = hidden_rows F32 [rows, H] ·
 /// lm_headᵀ, softcapped when the config says so.

@@ -9,6 +9,7 @@
 #include "gpu/ops/linear.h"
 #include "gpu/ops/moe.h"
 #include "gpu/ops/op_check.h"
+#include "gpu/ops/paged_attention.h"
 #include "gpu/ops/per_layer_input.h"
 #include "gpu/ops/rmsnorm.h"
 #include "gpu/ops/rope.h"
@@ -96,10 +97,22 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
     TANDEM_RETURN_IF_ERROR(kv_forward(ctx, c, L, w, s, *own_kv));
     kv = own_kv;
   }
-  if (!kv) return status(status_code::invalid_argument, "a KV-shared layer without the K/V of its store layer");
-  trace(kv->k, "k", l);
-  trace(kv->v, "v", l);
-  TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, *kv, s.attn, s.lse));
+  if (const cached_kv* cache = s.args.cache) {  // the K/V of every earlier position are in the cache
+    if (kv) {
+      trace(kv->k, "k", l);
+      trace(kv->v, "v", l);
+      TANDEM_RETURN_IF_ERROR(paged_kv_write(ctx, kv->k, kv->v, cache->rows, cache->k_cache, cache->v_cache));
+    }
+    s.attn = like(s.a, {T, nh * d});
+    s.lse = like(s.a, {T, nh});
+    TANDEM_RETURN_IF_ERROR(paged_attention_forward(ctx, s.q, cache->k_cache, cache->v_cache, cache->rows,
+                                                   s.attn.view().reshaped({T, nh, d}), s.lse, attention_of(c, L)));
+  } else {
+    if (!kv) return status(status_code::invalid_argument, "a KV-shared layer without the K/V of its store layer");
+    trace(kv->k, "k", l);
+    trace(kv->v, "v", l);
+    TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, *kv, s.attn, s.lse));
+  }
   trace(s.attn, "attn_core", l);
   s.o = like(s.a, {T, c.hidden_size});
   return linear_forward(ctx, s.attn, w.o_proj, s.o);

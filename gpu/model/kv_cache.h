@@ -1,0 +1,103 @@
+// The paged KV cache of one model: K and V of every non-shared layer in blocks of B positions,
+// one pool of blocks per attention type (sliding, full), and per sequence one block table per type
+// mapping its logical block i (positions [i·B, (i+1)·B)) to a physical block of that type's pool.
+// KV-shared layers have no cache: they read their store layer's. Blocks are reference-counted, so
+// the n generations of a GRPO group share their prompt's blocks (fork); a sliding-type table frees
+// the blocks that fell out of the window (trim_window), a full-type table keeps every block.
+//
+// A sequence's life:
+//
+//   add_sequence() --> empty --reserve(n)--> positions [length, length + n) mapped, length += n
+//        ^                 \--fork()--> a child sharing every full block, with its own copy of
+//        |                              the last partial one
+//        +-- release(): every block's reference dropped; a block with none returns to its pool
+//
+// reserve() takes every block it needs or none (out_of_memory when a pool runs dry, so the caller
+// preempts a sequence and tries again); nothing else allocates. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "gpu/core/exec_context.h"
+#include "gpu/core/host_buffer.h"
+#include "gpu/core/status.h"
+#include "gpu/model/config.h"
+#include "gpu/ops/paged_attention.h"
+
+namespace tandem::gpu {
+
+struct kv_cache_options {
+  std::int64_t block_size = 16;      ///< positions per block, > 0
+  std::int64_t full_blocks = 0;      ///< blocks in the full-attention pool (>= 1 when the model has full layers)
+  std::int64_t sliding_blocks = 0;   ///< blocks in the sliding pool (>= 1 when it has sliding layers)
+};
+
+/// Pools sized to `bytes` in total: both pools get the same share of positions (a sequence needs
+/// as many full blocks as positions / B, and at most window / B + 2 sliding ones), so the split
+/// follows the bytes per block of each type.
+kv_cache_options kv_cache_options_for(const model_config& c, dtype type, std::int64_t block_size, std::int64_t bytes);
+
+class kv_cache {
+ public:
+  using sequence_id = std::int64_t;
+
+  /// Storage for every non-shared layer of `c` in `type` (float32 on the CPU; float64 for
+  /// references). invalid_argument naming the option that does not fit the model.
+  static result<kv_cache> create(const model_config& c, dtype type, const kv_cache_options& options);
+
+  sequence_id add_sequence();
+  /// A new sequence holding `parent`'s positions: full blocks shared, the last partial block of
+  /// each type copied into a block of its own (so both may append). out_of_memory leaves nothing.
+  result<sequence_id> fork(sequence_id parent);
+  /// Maps positions [length, length + n) and advances the length; all or nothing.
+  status reserve(sequence_id s, std::int64_t n);
+  /// Frees the sliding blocks no later row can see (every position < length - window + 1).
+  void trim_window(sequence_id s);
+  /// Drops the sequence and its references.
+  void release(sequence_id s);
+
+  std::int64_t length(sequence_id s) const;
+  bool has(sequence_id s) const { return sequences_.count(s) != 0; }
+  std::int64_t block_size() const { return options_.block_size; }
+  /// Free blocks of a pool, and blocks held (by any sequence) from it.
+  std::int64_t free_blocks(layer_type t) const;
+  std::int64_t used_blocks(layer_type t) const;
+  /// Blocks of type t mapped in s's table (trimmed ones excluded).
+  std::int64_t mapped_blocks(sequence_id s, layer_type t) const;
+
+  /// The cache of non-shared layer l: F32 [blocks of its type, B, g_l, d_l].
+  tensor k(int layer) const;
+  tensor v(int layer) const;
+
+  /// The block tables of `sequences` for type t: I32 [S, M] with M the longest table, -1 where
+  /// nothing is mapped.
+  host_buffer block_table(layer_type t, const std::vector<sequence_id>& sequences) const;
+
+ private:
+  struct pool {
+    std::int64_t blocks = 0;
+    std::vector<std::int32_t> free;    // a stack of free block ids
+    std::vector<std::int32_t> refs;    // per block
+  };
+  struct sequence {
+    std::int64_t length = 0;
+    std::vector<std::int32_t> table[2];  // by layer_type; -1 once trimmed
+  };
+
+  pool& pool_of(layer_type t) { return pools_[static_cast<int>(t)]; }
+  const pool& pool_of(layer_type t) const { return pools_[static_cast<int>(t)]; }
+  bool has_type(layer_type t) const { return pool_of(t).blocks > 0; }
+  void drop(layer_type t, std::int32_t block);
+  void copy_block(layer_type t, std::int32_t from, std::int32_t to);
+
+  model_config config_;
+  kv_cache_options options_;
+  pool pools_[2];
+  std::map<int, host_buffer> k_, v_;  // by non-shared layer
+  std::map<sequence_id, sequence> sequences_;
+  sequence_id next_ = 0;
+};
+
+}  // namespace tandem::gpu
