@@ -158,6 +158,27 @@ result<kv_cache::sequence_id> kv_cache::fork(sequence_id parent) {
   return id;
 }
 
+std::int64_t kv_cache::blocks_to_reserve(sequence_id s, std::int64_t n, layer_type t) const {
+  if (!has_type(t)) return 0;
+  const auto it = sequences_.find(s);
+  const std::int64_t length = it == sequences_.end() ? 0 : it->second.length;
+  const std::int64_t mapped = it == sequences_.end() ? 0 : static_cast<std::int64_t>(it->second.table[static_cast<int>(t)].size());
+  return std::max<std::int64_t>(0, blocks_for(length + n, options_.block_size) - mapped);
+}
+
+std::int64_t kv_cache::blocks_to_fork(sequence_id s, layer_type t) const {
+  const auto it = sequences_.find(s);
+  if (!has_type(t) || it == sequences_.end()) return 0;
+  return it->second.length % options_.block_size != 0 ? 1 : 0;
+}
+
+std::int64_t kv_cache::peak_blocks(layer_type t, std::int64_t length, std::int64_t chunk) const {
+  if (!has_type(t)) return 0;
+  const std::int64_t all = blocks_for(length, options_.block_size);
+  if (t == layer_type::full) return all;
+  return std::min(all, blocks_for(config_.sliding_window - 1 + std::min(chunk, length), options_.block_size) + 1);
+}
+
 void kv_cache::trim_window(sequence_id s) {
   auto it = sequences_.find(s);
   if (it == sequences_.end() || !has_type(layer_type::sliding)) return;

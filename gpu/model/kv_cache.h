@@ -53,6 +53,16 @@ class kv_cache {
   result<sequence_id> fork(sequence_id parent);
   /// Maps positions [length, length + n) and advances the length; all or nothing.
   status reserve(sequence_id s, std::int64_t n);
+  /// Blocks of type t that reserve(s, n) would take now (a sequence not in the cache counts from
+  /// length 0), and that fork(s) would take (1 per type when the last block is partial).
+  std::int64_t blocks_to_reserve(sequence_id s, std::int64_t n, layer_type t) const;
+  std::int64_t blocks_to_fork(sequence_id s, layer_type t) const;
+  /// The most blocks of type t one sequence of `length` positions ever holds at once when it is
+  /// computed in chunks of at most `chunk` rows and trimmed after each (all of them for full
+  /// layers; the window, the chunk and two partial blocks for sliding ones).
+  std::int64_t peak_blocks(layer_type t, std::int64_t length, std::int64_t chunk) const;
+  std::int64_t pool_blocks(layer_type t) const { return pool_of(t).blocks; }
+
   /// Frees the sliding blocks no later row can see (every position < length - window + 1).
   void trim_window(sequence_id s);
   /// Drops the sequence and its references.

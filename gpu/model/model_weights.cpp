@@ -3,18 +3,24 @@
 
 #include "gpu/model/slab_views.h"
 
+#include <functional>
+#include <string>
+#include <utility>
+
 namespace tandem::gpu {
 namespace {
 
-// Binds `name` (without the text prefix) when the layout has it; records the first failure.
+// Binds `name` (without the text prefix) when the layout has it, through `view` (the tensor of a
+// layout entry, by its index); records the first failure.
 class binder {
  public:
-  binder(const model_layout& layout, const slab& s) : layout_(layout), slab_(s) {}
+  using view_fn = std::function<result<tensor>(const tensor_entry&, std::size_t)>;
+  binder(const model_layout& layout, view_fn view) : layout_(layout), view_(std::move(view)) {}
 
   void operator()(tensor& field, const std::string& name) {
     const tensor_entry* e = layout_.find(name);
     if (!e || !error_.is_ok()) return;
-    auto v = view_in(slab_, *e, e->type);
+    auto v = view_(*e, static_cast<std::size_t>(e - layout_.tensors.data()));
     if (!v) error_ = status(v.error().code(), "bind_weights: " + name + ": " + v.error().message());
     else field = *v;
   }
@@ -22,7 +28,7 @@ class binder {
 
  private:
   const model_layout& layout_;
-  const slab& slab_;
+  view_fn view_;
   status error_;
 };
 
@@ -32,7 +38,22 @@ result<model_weights> bind_weights(const model_config& config, const model_layou
   if (s.bytes() < layout.total_bytes())
     return status(status_code::invalid_argument, "bind_weights: slab " + s.name() + " holds " + std::to_string(s.bytes()) +
                                                      " bytes, the layout needs " + std::to_string(layout.total_bytes()));
-  binder bind(layout, s);
+  return bind_with(config, layout, [&s](const tensor_entry& e, std::size_t) { return view_in(s, e, e.type); });
+}
+
+result<model_weights> bind_weights(const model_config& config, const model_layout& layout,
+                                   const std::vector<const std::byte*>& addresses, device dev) {
+  if (addresses.size() != layout.tensors.size())
+    return status(status_code::invalid_argument, "bind_weights: " + std::to_string(addresses.size()) + " addresses for the " +
+                                                     std::to_string(layout.tensors.size()) + " tensors of the layout");
+  return bind_with(config, layout, [&](const tensor_entry& e, std::size_t i) -> result<tensor> {
+    return tensor::contiguous(const_cast<std::byte*>(addresses[i]), e.type, e.shape, dev);
+  });
+}
+
+result<model_weights> bind_with(const model_config& config, const model_layout& layout,
+                                const std::function<result<tensor>(const tensor_entry&, std::size_t)>& view) {
+  binder bind(layout, view);
   model_weights w;
   bind(w.embed_tokens, "embed_tokens.weight");
   bind(w.embed_tokens_per_layer, "embed_tokens_per_layer.weight");

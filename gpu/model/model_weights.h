@@ -4,6 +4,8 @@
 // on a k_eq_v full layer, a tied head) are empty views.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "gpu/core/slab.h"
@@ -56,5 +58,14 @@ struct model_weights {
 /// Views of every tensor of `layout` inside `s` (resident, at least layout.total_bytes(), in the
 /// layout's dtype). invalid_argument when the slab is too small.
 result<model_weights> bind_weights(const model_config& config, const model_layout& layout, const slab& s);
+
+/// Views of every tensor of `layout` at its own address on `dev` (addresses[i] holds
+/// layout.tensors[i]): the weights a colocated generator reads in place from a train engine.
+result<model_weights> bind_weights(const model_config& config, const model_layout& layout,
+                                   const std::vector<const std::byte*>& addresses, device dev);
+
+/// The binding itself: `view` gives the tensor of a layout entry (and its index).
+result<model_weights> bind_with(const model_config& config, const model_layout& layout,
+                                const std::function<result<tensor>(const tensor_entry&, std::size_t)>& view);
 
 }  // namespace tandem::gpu

@@ -1,0 +1,530 @@
+// The CPU generate engine: scheduling, prompt sharing, preemption, sampling and refit
+// (cpu_generate_engine.h).
+#include "gpu/engine/cpu_generate_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "gpu/model/forward.h"
+#include "gpu/model/slab_views.h"
+#include "gpu/ops/logprobs.h"
+#include "gpu/ops/sampling.h"
+
+namespace tandem::gpu {
+namespace {
+
+constexpr layer_type both_types[] = {layer_type::sliding, layer_type::full};
+constexpr std::int64_t head_chunk_rows = 256;
+
+status fail(status_code code, const std::string& what) { return {code, "cpu_generate_engine: " + what}; }
+
+std::string request_name(const generation_request& r) { return "request " + std::to_string(r.id); }
+
+}  // namespace
+
+result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const exec_context& ctx, checkpoint source,
+                                                                         const cpu_generate_options& options) {
+  if (!ctx.dev.is_cpu()) return fail(status_code::invalid_argument, "runs on the CPU, the context is " + ctx.dev.to_string());
+  if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
+    return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
+  const auto positive = [](const char* name, std::int64_t v, std::int64_t least) -> status {
+    if (v >= least) return status::ok();
+    return fail(status_code::invalid_argument, std::string(name) + " must be >= " + std::to_string(least) + ", got " + std::to_string(v));
+  };
+  for (const status& s : {positive("max_num_sequences", options.max_num_sequences, 1),
+                          positive("max_sequence_length", options.max_sequence_length, 2),
+                          positive("prefill_token_budget", options.prefill_token_budget, 1),
+                          positive("kv_block_size", options.kv_block_size, 1), positive("bucket_bytes", options.bucket_bytes, 1)})
+    if (!s) return s;
+  const kv_cache_options kv = kv_cache_options_for(source.config, dtype::float32, options.kv_block_size, options.kv_cache_bytes);
+  auto cache = kv_cache::create(source.config, dtype::float32, kv);
+  if (!cache)
+    return fail(status_code::invalid_argument, "kv_cache_bytes " + std::to_string(options.kv_cache_bytes) +
+                                                   " does not hold one block of " + std::to_string(options.kv_block_size) +
+                                                   " positions per pool (" + cache.error().message() + ")");
+  std::unique_ptr<cpu_generate_engine> e(new cpu_generate_engine());
+  auto weights = load_checkpoint(source, device::cpu());
+  if (!weights) return weights.error();
+  e->weights_ = std::move(*weights);
+  e->source_ = std::move(source);
+  e->options_ = options;
+  e->cache_ = std::move(*cache);
+  e->scratch_ = std::make_unique<workspace>(ctx.dev);
+  e->ctx_ = ctx;
+  e->ctx_.scratch = e->scratch_.get();
+  std::vector<std::string> names(e->source_.layout.tensors.size());
+  for (std::size_t i = 0; i < names.size(); ++i) names[i] = hf_full_name(e->source_.config, e->source_.layout.tensors[i]);
+  for (const planned_tensor& p : e->source_.plan.tensors)
+    if (p.role == tensor_role::text) names[p.layout_index] = p.name;
+  for (std::size_t i = 0; i < names.size(); ++i) e->manifest_.push_back({names[i], e->source_.layout.tensors[i].shape, dtype::float32});
+  e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
+  if (auto s = e->rebind(e->slab_addresses(e->weights_)); !s) return s;
+  return e;
+}
+
+std::vector<const std::byte*> cpu_generate_engine::slab_addresses(const slab& s) const {
+  std::vector<const std::byte*> out;
+  for (const tensor_entry& e : source_.layout.tensors) out.push_back(static_cast<const std::byte*>(view_in(s, e, dtype::float32)->data()));
+  return out;
+}
+
+status cpu_generate_engine::rebind(const std::vector<const std::byte*>& addresses) {
+  auto w = bind_weights(source_.config, source_.layout, addresses, device::cpu());
+  if (!w) return w.error();
+  w_ = std::move(*w);
+  return status::ok();
+}
+
+std::uint64_t cpu_generate_engine::weights_digest() const {
+  weight_source live;
+  live.manifest = manifest_;
+  live.tensors = shared_ ? source_weights_.tensors : slab_addresses(weights_);
+  return live.digest();
+}
+
+// --- requests ------------------------------------------------------------------------------------
+
+status cpu_generate_engine::check_request(const generation_request& r) const {
+  const model_config& c = source_.config;
+  const std::string who = "submit: " + request_name(r) + ": ";
+  if (r.prompt.empty()) return fail(status_code::invalid_argument, who + "the prompt is empty");
+  if (r.max_new_tokens <= 0)
+    return fail(status_code::invalid_argument, who + "max_new_tokens must be > 0, got " + std::to_string(r.max_new_tokens));
+  for (std::size_t t = 0; t < r.prompt.size(); ++t)
+    if (r.prompt[t] < 0 || r.prompt[t] >= c.vocab_size)
+      return fail(status_code::invalid_argument, who + "prompt token " + std::to_string(t) + " is " + std::to_string(r.prompt[t]) +
+                                                     ", outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+  for (const std::int32_t s : r.stop_tokens)
+    if (s < 0 || s >= c.vocab_size)
+      return fail(status_code::invalid_argument, who + "stop token " + std::to_string(s) + " is outside the vocabulary [0, " +
+                                                     std::to_string(c.vocab_size) + ")");
+  if (auto s = ops::check_sampling_params(who + "sampling", r.sampling, true); !s) return fail(s.code(), s.message());
+  const std::int64_t length = static_cast<std::int64_t>(r.prompt.size()) + r.max_new_tokens;
+  if (length > options_.max_sequence_length)
+    return fail(status_code::invalid_argument, who + "prompt (" + std::to_string(r.prompt.size()) + ") plus max_new_tokens (" +
+                                                   std::to_string(r.max_new_tokens) + ") exceeds max_sequence_length " +
+                                                   std::to_string(options_.max_sequence_length));
+  if (cache_)
+    for (const layer_type t : both_types) {
+      const std::int64_t peak = cache_->peak_blocks(t, length, options_.prefill_token_budget);
+      if (peak > cache_->pool_blocks(t))
+        return fail(status_code::invalid_argument, who + std::to_string(length) + " positions need " + std::to_string(peak) + " " +
+                                                       std::string(to_string(t)) + " KV blocks, the pool has " +
+                                                       std::to_string(cache_->pool_blocks(t)) + " (raise kv_cache_bytes)");
+    }
+  return status::ok();
+}
+
+status cpu_generate_engine::submit(std::span<const generation_request> requests) {
+  if (pending_)
+    return fail(status_code::invalid_argument, "submit: refused while the update to version " + std::to_string(*pending_) + " is staged");
+  std::unordered_set<std::uint64_t> batch;
+  for (const generation_request& r : requests) {
+    if (auto s = check_request(r); !s) return s;
+    if (ids_.count(r.id) || !batch.insert(r.id).second)
+      return fail(status_code::invalid_argument, "submit: " + request_name(r) + ": the id is already in use");
+  }
+  for (const generation_request& r : requests) {
+    sequence s;
+    s.request = r;
+    s.tokens = r.prompt;
+    if (options_.share_prompts && r.prompt.size() >= 2) {
+      std::vector<std::int32_t> key(r.prompt.begin(), r.prompt.end() - 1);
+      auto [it, fresh] = prefixes_.try_emplace(std::move(key));
+      if (fresh) it->second.tokens = it->first;
+      ++it->second.users;
+      s.prefix_key = &it->first;
+    }
+    ids_.insert(r.id);
+    waiting_.push_back(std::move(s));
+  }
+  return status::ok();
+}
+
+std::vector<finished_sequence> cpu_generate_engine::collect() {
+  std::vector<finished_sequence> out;
+  out.swap(finished_);
+  for (const finished_sequence& f : out) ids_.erase(f.id);
+  return out;
+}
+
+// --- prefix holders --------------------------------------------------------------------------------
+
+void cpu_generate_engine::release_holder(prefix& p) {
+  if (p.cache && cache_) cache_->release(*p.cache);
+  p.cache.reset();
+  p.computed = 0;
+}
+
+void cpu_generate_engine::detach_prefix(sequence& s) {
+  if (!s.prefix_key) return;
+  auto it = prefixes_.find(*s.prefix_key);
+  s.prefix_key = nullptr;
+  if (it == prefixes_.end()) return;
+  if (--it->second.users == 0) {
+    release_holder(it->second);
+    prefixes_.erase(it);
+  }
+}
+
+bool cpu_generate_engine::fork_ready(sequence& s) {
+  if (!s.prefix_key || s.cache) return false;
+  prefix& p = prefixes_.at(*s.prefix_key);
+  if (!p.cache || p.computed != static_cast<std::int64_t>(p.tokens.size())) return false;
+  for (const layer_type t : both_types)
+    if (cache_->blocks_to_fork(*p.cache, t) > cache_->free_blocks(t)) return false;
+  auto child = cache_->fork(*p.cache);
+  if (!child) return false;
+  s.cache = *child;
+  s.computed = p.computed;
+  if (++p.forks == 2) ++shared_prefills_;
+  detach_prefix(s);
+  return true;
+}
+
+// --- one step --------------------------------------------------------------------------------------
+
+std::vector<cpu_generate_engine::planned> cpu_generate_engine::plan_step() {
+  std::vector<planned> plan;
+  for (auto& s : running_)  // decoding rows first: one per sequence whose last token waits
+    if (!s->prefix_key && s->computed + 1 == static_cast<std::int64_t>(s->tokens.size())) plan.push_back({s.get(), nullptr, 1});
+  std::int64_t budget = options_.prefill_token_budget;
+  std::vector<prefix*> holders;
+  for (auto& s : running_) {
+    if (budget <= 0) break;
+    if (s->prefix_key) {
+      prefix& p = prefixes_.at(*s->prefix_key);
+      const auto left = static_cast<std::int64_t>(p.tokens.size()) - p.computed;
+      if (left > 0 && std::find(holders.begin(), holders.end(), &p) == holders.end()) {
+        holders.push_back(&p);
+        const std::int64_t n = std::min(left, budget);
+        plan.push_back({nullptr, &p, n});
+        budget -= n;
+      }
+      continue;
+    }
+    const auto left = static_cast<std::int64_t>(s->tokens.size()) - s->computed;
+    if (left > 1) {
+      const std::int64_t n = std::min(left, budget);
+      plan.push_back({s.get(), nullptr, n});
+      budget -= n;
+    }
+  }
+  return plan;
+}
+
+bool cpu_generate_engine::fits(const std::vector<planned>& plan) const {
+  for (const layer_type t : both_types) {
+    std::int64_t need = 0;
+    for (const planned& p : plan) {
+      const std::optional<kv_cache::sequence_id>& id = p.seq ? p.seq->cache : p.pre->cache;
+      need += cache_->blocks_to_reserve(id.value_or(-1), p.rows, t);
+    }
+    if (need > cache_->free_blocks(t)) return false;
+  }
+  return true;
+}
+
+bool cpu_generate_engine::preempt_one(const std::vector<planned>& plan) {
+  (void)plan;
+  if (running_.size() > 1) {
+    auto newest = std::max_element(running_.begin(), running_.end(),
+                                   [](const auto& a, const auto& b) { return a->admitted < b->admitted; });
+    std::unique_ptr<sequence> victim = std::move(*newest);
+    running_.erase(newest);
+    if (victim->cache) cache_->release(*victim->cache);
+    victim->cache.reset();
+    victim->computed = 0;
+    detach_prefix(*victim);  // readmitted, it computes every token it has alone
+    waiting_.push_front(std::move(*victim));
+    ++preemptions_;
+    return true;
+  }
+  bool released = false;  // one sequence left: holders go, their requests compute alone
+  for (auto& [key, p] : prefixes_)
+    if (p.cache) {
+      release_holder(p);
+      released = true;
+    }
+  if (released) {
+    for (auto& s : running_) detach_prefix(*s);
+    for (auto& s : waiting_) detach_prefix(s);
+  }
+  return released;
+}
+
+result<std::int64_t> cpu_generate_engine::step() {
+  const auto work = [this] { return static_cast<std::int64_t>(waiting_.size() + running_.size()); };
+  if (!cache_) {
+    if (!waiting_.empty())
+      return fail(status_code::invalid_argument, "step: the KV cache is released (restore_cache() first); " +
+                                                     std::to_string(waiting_.size()) + " sequences stay queued");
+    return work();
+  }
+  while (static_cast<std::int64_t>(running_.size()) < options_.max_num_sequences && !waiting_.empty()) {
+    auto s = std::make_unique<sequence>(std::move(waiting_.front()));
+    waiting_.pop_front();
+    s->admitted = ++admissions_;
+    running_.push_back(std::move(s));
+  }
+  if (running_.empty()) return work();
+  std::vector<planned> plan;
+  for (;;) {
+    for (auto& s : running_) fork_ready(*s);
+    plan = plan_step();
+    if (!plan.empty() && fits(plan)) break;
+    if (!preempt_one(plan))
+      return fail(status_code::device_error, "step: the KV pools cannot hold the rows of one sequence (a request the submit "
+                                             "check should have refused)");
+  }
+  if (auto s = run(plan); !s) {
+    reset_after_failure();
+    return s;
+  }
+  return work();
+}
+
+status cpu_generate_engine::run(const std::vector<planned>& plan) {
+  const model_config& c = source_.config;
+  std::vector<std::int32_t> tokens, positions, cu{0};
+  std::vector<kv_cache::sequence_id> ids;
+  for (const planned& p : plan) {
+    std::optional<kv_cache::sequence_id>& id = p.seq ? p.seq->cache : p.pre->cache;
+    if (!id) id = cache_->add_sequence();
+    const std::vector<std::int32_t>& all = p.seq ? p.seq->tokens : p.pre->tokens;
+    const std::int64_t start = cache_->length(*id);
+    if (auto s = cache_->reserve(*id, p.rows); !s) return fail(s.code(), "step: " + s.message());
+    for (std::int64_t i = 0; i < p.rows; ++i) {
+      tokens.push_back(all[static_cast<std::size_t>(start + i)]);
+      positions.push_back(static_cast<std::int32_t>(start + i));
+    }
+    cu.push_back(static_cast<std::int32_t>(tokens.size()));
+    ids.push_back(*id);
+  }
+  const auto n = static_cast<std::int64_t>(tokens.size());
+  const host_buffer t = host_buffer::of<std::int32_t>({n}, tokens), pos = host_buffer::of<std::int32_t>({n}, positions);
+  const host_buffer offsets = host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
+  host_buffer hidden(dtype::float32, {n, c.hidden_size});
+  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids}, hidden, options_.trace); !s)
+    return fail(s.code(), "step: " + s.message());
+
+  // Rows whose chunk reached their sequence's last known token sample the next one, grouped by
+  // sampling parameters (one sampler call per group).
+  using key = std::tuple<double, std::int32_t, double>;
+  std::map<key, std::vector<std::size_t>> groups;  // plan indices
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    const planned& p = plan[i];
+    if (p.pre) {
+      p.pre->computed += p.rows;
+      continue;
+    }
+    p.seq->computed += p.rows;
+    if (p.seq->computed == static_cast<std::int64_t>(p.seq->tokens.size())) {
+      const ops::sampling_params& sp = p.seq->request.sampling;
+      groups[{sp.temperature, sp.top_k, sp.top_p}].push_back(i);
+    }
+  }
+  for (const auto& [k, members] : groups) {
+    const ops::sampling_params params{std::get<0>(k), std::get<1>(k), std::get<2>(k)};
+    for (std::size_t begin = 0; begin < members.size(); begin += head_chunk_rows) {
+      const std::size_t end = std::min(members.size(), begin + static_cast<std::size_t>(head_chunk_rows));
+      const auto m = static_cast<std::int64_t>(end - begin);
+      host_buffer rows(dtype::float32, {m, c.hidden_size}), logits(dtype::float32, {m, c.vocab_size});
+      host_buffer sampled(dtype::int32, {m}), lp(dtype::float32, {m});
+      std::vector<rng_coordinates> coords;
+      for (std::size_t j = begin; j < end; ++j) {
+        const std::size_t i = members[j];
+        const std::int64_t last = cu[i + 1] - 1;
+        std::memcpy(rows.data<float>() + static_cast<std::int64_t>(j - begin) * c.hidden_size,
+                    hidden.data<float>() + last * c.hidden_size, static_cast<std::size_t>(c.hidden_size) * 4);
+        rng_coordinates r = plan[i].seq->request.rng;
+        r.position = static_cast<std::uint32_t>(plan[i].seq->tokens.size());
+        coords.push_back(r);
+      }
+      if (auto s = head_logits(ctx_, c, w_, rows, logits); !s) return fail(s.code(), "step: head: " + s.message());
+      if (auto s = ops::sampling_forward(ctx_, logits, params, coords, sampled, lp); !s)
+        return fail(s.code(), "step: sampling: " + s.message());
+      for (std::size_t j = begin; j < end; ++j) {
+        sequence& s = *plan[members[j]].seq;
+        s.tokens.push_back(sampled.data<std::int32_t>()[j - begin]);
+        s.logprobs.push_back(lp.data<float>()[j - begin]);
+      }
+    }
+  }
+  // Finished sequences leave at once; every cache sequence drops what its window no longer needs.
+  for (std::size_t i = running_.size(); i-- > 0;) {
+    sequence& s = *running_[i];
+    if (s.logprobs.empty() || s.computed + 1 != static_cast<std::int64_t>(s.tokens.size())) continue;
+    const std::int32_t last = s.tokens.back();
+    if (std::find(s.request.stop_tokens.begin(), s.request.stop_tokens.end(), last) != s.request.stop_tokens.end())
+      finish(i, finish_reason::stop_token);
+    else if (static_cast<std::int64_t>(s.logprobs.size()) == s.request.max_new_tokens)
+      finish(i, finish_reason::length);
+  }
+  for (const auto& s : running_)
+    if (s->cache) cache_->trim_window(*s->cache);
+  for (auto& [k, p] : prefixes_)
+    if (p.cache) cache_->trim_window(*p.cache);
+  return status::ok();
+}
+
+void cpu_generate_engine::finish(std::size_t running_index, finish_reason why) {
+  std::unique_ptr<sequence> s = std::move(running_[running_index]);
+  running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
+  if (s->cache) cache_->release(*s->cache);
+  finished_sequence f;
+  f.id = s->request.id;
+  f.tokens.assign(s->tokens.begin() + static_cast<std::ptrdiff_t>(s->request.prompt.size()), s->tokens.end());
+  f.logprobs = std::move(s->logprobs);
+  f.reason = why;
+  f.weight_version = version_;
+  finished_.push_back(std::move(f));
+}
+
+void cpu_generate_engine::reset_after_failure() {
+  for (auto& s : running_) {
+    detach_prefix(*s);
+    ids_.erase(s->request.id);
+  }
+  running_.clear();
+  for (auto& [k, p] : prefixes_) {
+    p.cache.reset();
+    p.computed = 0;
+  }
+  auto fresh = kv_cache::create(source_.config, dtype::float32,
+                                kv_cache_options_for(source_.config, dtype::float32, options_.kv_block_size, options_.kv_cache_bytes));
+  if (fresh) cache_ = std::move(*fresh);
+  else cache_.reset();
+}
+
+// --- weights ---------------------------------------------------------------------------------------
+
+status cpu_generate_engine::begin_weight_update(std::uint64_t version) {
+  const std::string which = "begin_weight_update(" + std::to_string(version) + "): ";
+  if (pending_)
+    return fail(status_code::invalid_argument, which + "the update to version " + std::to_string(*pending_) +
+                                                   " is still staged (commit or abort it first)");
+  if (!waiting_.empty() || !running_.empty())
+    return fail(status_code::invalid_argument, which + "refused while " + std::to_string(waiting_.size()) + " sequences wait and " +
+                                                   std::to_string(running_.size()) + " run");
+  if (shared_) return fail(status_code::invalid_argument, which + "the weights are shared in place: a refit is bump_weight_version");
+  if (version <= version_)
+    return fail(status_code::invalid_argument, which + "not newer than the live version " + std::to_string(version_));
+  auto staging = slab::create("refit staging", source_.layout.total_bytes(), device::cpu());
+  if (!staging) return fail(staging.error().code(), which + staging.error().message());
+  staging_ = std::move(*staging);
+  pending_ = version;
+  received_.assign(plan_.bucket_count(), false);
+  received_count_ = 0;
+  return status::ok();
+}
+
+status cpu_generate_engine::import_bucket(std::size_t index, std::span<const std::byte> bytes) {
+  if (!pending_) return fail(status_code::invalid_argument, "import_bucket: no weight update in progress");
+  const std::string which = "import_bucket: bucket " + std::to_string(index) + " of version " + std::to_string(*pending_) + ": ";
+  const auto refuse = [this](const std::string& why) {
+    abort_weight_update();
+    return fail(status_code::invalid_argument, why + "; version " + std::to_string(version_) + " stays live");
+  };
+  if (index >= plan_.bucket_count()) return refuse(which + "the plan has " + std::to_string(plan_.bucket_count()) + " buckets");
+  if (static_cast<std::int64_t>(bytes.size()) != plan_.bucket_size(index))
+    return refuse(which + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(plan_.bucket_size(index)));
+  if (received_[index]) return refuse(which + "arrived twice");
+  auto* base = static_cast<std::byte*>(staging_.view_of(0, dtype::float32, std::vector<std::int64_t>{1})->data());
+  for (const bucket_piece& piece : plan_.pieces(index))
+    std::memcpy(base + source_.layout.tensors[piece.entry].offset_elements * 4 + piece.entry_offset,
+                bytes.data() + piece.bucket_offset, static_cast<std::size_t>(piece.bytes));
+  received_[index] = true;
+  ++received_count_;
+  return status::ok();
+}
+
+status cpu_generate_engine::commit_weight_update() {
+  if (!pending_) return fail(status_code::invalid_argument, "commit_weight_update: no weight update in progress");
+  if (received_count_ != received_.size()) {
+    const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
+    const std::string why = "commit_weight_update(" + std::to_string(*pending_) + "): " +
+                            std::to_string(received_.size() - received_count_) + " of " + std::to_string(received_.size()) +
+                            " buckets missing (first: bucket " + std::to_string(missing) + "); version " +
+                            std::to_string(version_) + " stays live";
+    abort_weight_update();
+    return fail(status_code::invalid_argument, why);
+  }
+  std::swap(weights_, staging_);
+  if (auto s = rebind(slab_addresses(weights_)); !s) {  // cannot fail for a slab of the layout's size
+    std::swap(weights_, staging_);
+    (void)rebind(slab_addresses(weights_));
+    abort_weight_update();
+    return s;
+  }
+  staging_ = slab{};
+  version_ = *pending_;
+  pending_.reset();
+  received_.clear();
+  received_count_ = 0;
+  return status::ok();
+}
+
+void cpu_generate_engine::abort_weight_update() {
+  pending_.reset();
+  received_.clear();
+  received_count_ = 0;
+  staging_ = slab{};
+}
+
+status cpu_generate_engine::share_weights(const weight_source& source) {
+  if (pending_) return fail(status_code::invalid_argument, "share_weights: refused while an update is staged");
+  if (!waiting_.empty() || !running_.empty())
+    return fail(status_code::invalid_argument, "share_weights: refused while sequences wait or run");
+  if (auto s = check_weight_source("cpu_generate_engine: share_weights", source, manifest_); !s) return s;
+  if (source.dev != ctx_.dev)
+    return fail(status_code::invalid_argument, "share_weights: the weights are on " + source.dev.to_string() + ", the engine on " +
+                                                   ctx_.dev.to_string());
+  if (auto s = rebind(source.tensors); !s) return s;
+  source_weights_ = source;
+  shared_ = true;
+  weights_ = slab{};
+  return status::ok();
+}
+
+status cpu_generate_engine::bump_weight_version(std::uint64_t version) {
+  const std::string which = "bump_weight_version(" + std::to_string(version) + "): ";
+  if (!shared_)
+    return fail(status_code::invalid_argument, which + "the weights are the engine's own copy: a refit is begin_weight_update, "
+                                                       "import_bucket, commit_weight_update");
+  if (pending_) return fail(status_code::invalid_argument, which + "refused while an update is staged");
+  if (!waiting_.empty() || !running_.empty())
+    return fail(status_code::invalid_argument, which + "refused while " + std::to_string(waiting_.size()) + " sequences wait and " +
+                                                   std::to_string(running_.size()) + " run");
+  if (version <= version_)
+    return fail(status_code::invalid_argument, which + "not newer than the live version " + std::to_string(version_));
+  version_ = version;
+  return status::ok();
+}
+
+// --- memory ----------------------------------------------------------------------------------------
+
+status cpu_generate_engine::release_cache() {
+  if (!cache_) return status::ok();
+  if (!waiting_.empty() || !running_.empty())
+    return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +
+                                                   " sequences wait and " + std::to_string(running_.size()) + " run");
+  prefixes_.clear();  // no request references one
+  cache_.reset();
+  scratch_->trim();
+  return status::ok();
+}
+
+status cpu_generate_engine::restore_cache() {
+  if (cache_) return status::ok();
+  auto fresh = kv_cache::create(source_.config, dtype::float32,
+                                kv_cache_options_for(source_.config, dtype::float32, options_.kv_block_size, options_.kv_cache_bytes));
+  if (!fresh) return fail(fresh.error().code(), "restore_cache: " + fresh.error().message());
+  cache_ = std::move(*fresh);
+  return status::ok();
+}
+
+}  // namespace tandem::gpu

@@ -1,0 +1,165 @@
+// The CPU generate engine: the Gemma 4 model of gpu/model/ behind the generate_engine contract,
+// in float32, over a paged KV cache (gpu/model/kv_cache.h). The CUDA engine keeps this structure.
+//
+// Scheduling, once per step():
+//
+//   submit() --> waiting --(admitted in submission order while fewer than max_num_sequences run)-->
+//   running: its rows (prompt, then one per generated token) go through forward_cached, the
+//            prompt in chunks of at most prefill_token_budget rows per step shared by every
+//            prefilling sequence, one row per decoding sequence (decoding rows come first)
+//   running --(stop token emitted, or max_new_tokens)--> finished: blocks freed at once
+//   running --(the KV pools cannot hold this step's rows: the newest running sequence is
+//             preempted)--> waiting (front), its tokens kept, its blocks freed; recomputed when
+//             readmitted, so step() never fails for lack of blocks and nothing is reserved for
+//             worst-case lengths
+//
+// Shared prompts: requests whose prompts are equal (the n samples of a GRPO group) share one
+// prefix holder, a cache sequence holding the prompt but its last token, prefilled once; each
+// request forks it (sharing its full blocks) and computes its last prompt token itself, whose
+// logits it samples. A holder lives while a request still has to fork it, and is released first
+// when blocks run short (its requests then compute their prompt alone).
+//
+// Sampling: the row of a sequence's last known token gives the logits of the next one, sampled by
+// ops::sampling_forward with the request's coordinates (position = the new token's index in the
+// whole sequence) and scored under the distribution sampled from: what the train engine's
+// logprobs() gives the same token. With the row-invariant ops, a request's tokens and logprobs
+// are the same bits whatever else runs beside it, admitted in any order, preempted or not.
+//
+// Weights: the engine's own float32 slab, replaced by begin / import_bucket / commit (a staging
+// slab, swapped in at commit), or a train engine's weights read in place (share_weights; a
+// refit is then bump_weight_version).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_set>
+#include <vector>
+
+#include "gpu/core/exec_context.h"
+#include "gpu/core/slab.h"
+#include "gpu/core/trace.h"
+#include "gpu/engine/generate_engine.h"
+#include "gpu/engine/weight_manifest.h"
+#include "gpu/model/checkpoint.h"
+#include "gpu/model/kv_cache.h"
+#include "gpu/model/model_weights.h"
+
+namespace tandem::gpu {
+
+struct cpu_generate_options {
+  std::int64_t max_num_sequences = 8;        ///< running sequences at once, >= 1
+  std::int64_t max_sequence_length = 4096;   ///< prompt plus generated tokens, >= 2
+  std::int64_t prefill_token_budget = 256;   ///< prompt rows per step over all sequences, >= 1
+  std::int64_t kv_block_size = 16;           ///< positions per KV block, >= 1
+  std::int64_t kv_cache_bytes = 64 << 20;    ///< the KV pools' budget (kv_cache_options_for)
+  std::int64_t bucket_bytes = 1 << 20;       ///< refit bucket size, >= 1
+  bool share_prompts = true;                 ///< equal prompts share a prefilled prefix
+  tracer trace;                              ///< forward_cached's trace hook of every step (tests)
+};
+
+class cpu_generate_engine final : public generate_engine {
+ public:
+  /// Loads the checkpoint's text stack (open_checkpoint with float32) on `ctx`'s device, which
+  /// must be the CPU; invalid_argument naming the option that cannot work (a KV budget too small
+  /// for one block of each pool, ...).
+  static result<std::unique_ptr<cpu_generate_engine>> create(const exec_context& ctx, checkpoint source,
+                                                             const cpu_generate_options& options);
+
+  /// Also refuses token ids outside the vocabulary, stop tokens outside it, invalid sampling
+  /// parameters, and a request whose prompt plus max_new_tokens the KV pools could not hold
+  /// alone, each naming the request.
+  status submit(std::span<const generation_request> requests) override;
+  result<std::int64_t> step() override;
+  std::vector<finished_sequence> collect() override;
+  std::uint64_t weight_version() const override { return version_; }
+  status begin_weight_update(std::uint64_t version) override;
+  status import_bucket(std::size_t index, std::span<const std::byte> bytes) override;
+  status commit_weight_update() override;
+  void abort_weight_update() override;
+  status share_weights(const weight_source& source) override;
+  bool shares_weights() const override { return shared_; }
+  status bump_weight_version(std::uint64_t version) override;
+  status release_cache() override;
+  status restore_cache() override;
+  bool cache_resident() const override { return cache_.has_value(); }
+
+  const weight_manifest& manifest() const { return manifest_; }
+  const bucket_plan& plan() const { return plan_; }
+  const model_config& config() const { return source_.config; }
+  /// FNV-1a 64 of the live weights in manifest order (a train engine's weights_digest()).
+  std::uint64_t weights_digest() const;
+  /// The KV cache (for tests and the benchmark); empty while released.
+  const kv_cache* cache() const { return cache_ ? &*cache_ : nullptr; }
+  std::int64_t waiting_count() const { return static_cast<std::int64_t>(waiting_.size()); }
+  std::int64_t running_count() const { return static_cast<std::int64_t>(running_.size()); }
+  /// Sequences preempted so far, and prompt prefixes computed once for several requests.
+  std::int64_t preemptions() const { return preemptions_; }
+  std::int64_t shared_prefills() const { return shared_prefills_; }
+
+ private:
+  struct prefix {                            // a prompt minus its last token, shared by requests
+    std::vector<std::int32_t> tokens;
+    std::optional<kv_cache::sequence_id> cache;
+    std::int64_t computed = 0;               // positions of it in the cache
+    std::int64_t users = 0;                  // requests that still have to fork it
+    std::int64_t forks = 0;                  // requests that forked it
+  };
+  struct sequence {
+    generation_request request;
+    std::vector<std::int32_t> tokens;        // prompt, then generated
+    std::vector<float> logprobs;             // per generated token
+    std::optional<kv_cache::sequence_id> cache;
+    std::int64_t computed = 0;               // positions in its cache
+    const std::vector<std::int32_t>* prefix_key = nullptr;  // the prefix it will fork, if any
+    std::uint64_t admitted = 0;              // admission order (preemption takes the newest)
+  };
+  struct planned {                           // rows of one step for a sequence or a prefix holder
+    sequence* seq = nullptr;
+    prefix* pre = nullptr;
+    std::int64_t rows = 0;
+  };
+
+  cpu_generate_engine() = default;
+  status check_request(const generation_request& r) const;
+  status rebind(const std::vector<const std::byte*>& addresses);
+  std::vector<const std::byte*> slab_addresses(const slab& s) const;
+  void detach_prefix(sequence& s);
+  void release_holder(prefix& p);
+  bool fork_ready(sequence& s);
+  std::vector<planned> plan_step();
+  bool fits(const std::vector<planned>& plan) const;
+  bool preempt_one(const std::vector<planned>& plan);
+  status run(const std::vector<planned>& plan);
+  void finish(std::size_t running_index, finish_reason why);
+  void reset_after_failure();
+
+  checkpoint source_;
+  cpu_generate_options options_;
+  std::unique_ptr<workspace> scratch_;
+  exec_context ctx_;
+  weight_manifest manifest_;
+  bucket_plan plan_{{}, 1};
+  slab weights_;                  // F32 [layout.total_elements], unless shared
+  slab staging_;                  // F32 [layout.total_elements] while an update is staged
+  model_weights w_;
+  bool shared_ = false;
+  weight_source source_weights_;  // when shared
+  std::uint64_t version_ = 0;
+  std::optional<std::uint64_t> pending_;
+  std::vector<bool> received_;
+  std::size_t received_count_ = 0;
+  std::optional<kv_cache> cache_;
+  std::deque<sequence> waiting_;
+  std::vector<std::unique_ptr<sequence>> running_;
+  std::map<std::vector<std::int32_t>, prefix> prefixes_;
+  std::vector<finished_sequence> finished_;
+  std::unordered_set<std::uint64_t> ids_;  // waiting, running, or finished and not yet collected
+  std::uint64_t admissions_ = 0;
+  std::int64_t preemptions_ = 0;
+  std::int64_t shared_prefills_ = 0;
+};
+
+}  // namespace tandem::gpu

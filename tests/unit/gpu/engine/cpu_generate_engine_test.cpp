@@ -1,0 +1,363 @@
+// The CPU generate engine (gpu/engine/cpu_generate_engine.h): greedy continuations equal
+// transformers' on every fixture, sampled tokens are scored bit for bit by the train engine,
+// thousands of random requests under preemption each equal the request alone, one row per
+// decoding sequence per step, sliding blocks bounded by the window, refits that fail leave the old
+// version generating, and bad requests are refused by name.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/ops/pg_loss.h"
+#include "support/temp_dir.h"
+
+namespace tg = tandem::gpu;
+namespace fs = std::filesystem;
+using tandem::test::temp_dir;
+
+namespace {
+
+const fs::path fixtures = fs::path(TANDEM_SOURCE_DIR) / "tests/data/reference";
+
+tg::checkpoint open(const fs::path& dir) {
+  auto c = tg::open_checkpoint(dir, tg::dtype::float32);
+  BOOST_REQUIRE_MESSAGE(c.has_value(), (c.has_value() ? "" : c.error().message()));
+  return std::move(*c);
+}
+
+std::unique_ptr<tg::cpu_generate_engine> engine(const fs::path& dir, tg::cpu_generate_options o = {}) {
+  auto e = tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(dir), o);
+  BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
+  return std::move(*e);
+}
+
+std::unique_ptr<tg::cpu_train_engine> train_engine(const fs::path& dir) {
+  auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), open(dir), {});
+  BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
+  return std::move(*e);
+}
+
+tg::generation_request request(std::uint64_t id, std::vector<std::int32_t> prompt, std::int32_t max_new,
+                               tg::ops::sampling_params sampling = {0.0, 0, 1.0}) {
+  tg::generation_request r;
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.max_new_tokens = max_new;
+  r.sampling = sampling;
+  r.rng = {7, 1, 0, static_cast<std::uint32_t>(id), 0, 0};
+  return r;
+}
+
+std::map<std::uint64_t, tg::finished_sequence> run_all(tg::cpu_generate_engine& e, int max_steps = 100000) {
+  std::map<std::uint64_t, tg::finished_sequence> out;
+  for (int i = 0; i < max_steps; ++i) {
+    auto left = e.step();
+    BOOST_REQUIRE_MESSAGE(left.has_value(), (left.has_value() ? "" : left.error().message()));
+    for (auto& f : e.collect()) out[f.id] = std::move(f);
+    if (*left == 0) return out;
+  }
+  BOOST_FAIL("the engine did not finish");
+  return out;
+}
+
+tg::finished_sequence alone(const fs::path& dir, const tg::generation_request& r) {
+  auto e = engine(dir);
+  BOOST_REQUIRE(e->submit(std::span(&r, 1)).is_ok());
+  auto done = run_all(*e);
+  BOOST_REQUIRE(done.size() == 1u);
+  return done.begin()->second;
+}
+
+std::vector<std::vector<std::int32_t>> read_sequences(const nlohmann::json& ref) {
+  return ref.at("sequences").get<std::vector<std::vector<std::int32_t>>>();
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+/// Counts the rows of "embed" (one per new row of a step) the forward is shown.
+struct row_counter final : tg::trace_sink {
+  std::vector<std::int64_t> rows;
+  void record(std::string_view name, int, const tg::tensor& value) override {
+    if (name == "embed") rows.push_back(value.dim(0));
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cpu_generate_engine_test)
+
+BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_on_every_fixture_in_both_config_forms) {
+  std::size_t fixtures_seen = 0;
+  for (const auto& entry : fs::directory_iterator(fixtures)) {
+    const fs::path dir = entry.path();
+    if (!fs::is_regular_file(dir / "reference.json")) continue;
+    ++fixtures_seen;
+    const nlohmann::json ref = read_json(dir / "reference.json");
+    const auto prompts = read_sequences(ref);
+    const auto& greedy = ref.at("greedy");
+    temp_dir t;
+    const fs::path alt = t.path() / dir.filename();
+    fs::create_directories(alt);
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), alt / e.path().filename());
+    fs::copy_file(dir / "config.alt.json", alt / "config.json");
+    for (const fs::path& form : {dir, alt}) {
+      auto e = engine(form);
+      std::vector<tg::generation_request> requests;
+      for (std::size_t s = 0; s < greedy.size(); ++s)
+        requests.push_back(request(s, prompts.at(s), static_cast<std::int32_t>(greedy.at(s).size())));
+      BOOST_REQUIRE(e->submit(requests).is_ok());
+      const auto done = run_all(*e);
+      for (std::size_t s = 0; s < greedy.size(); ++s)
+        BOOST_TEST(done.at(s).tokens == greedy.at(s).get<std::vector<std::int32_t>>(),
+                   dir.filename().string() << " (" << (form == dir ? "config.json" : "config.alt.json") << "), sequence " << s);
+    }
+  }
+  BOOST_TEST(fixtures_seen >= 7u);
+}
+
+BOOST_AUTO_TEST_CASE(sampled_tokens_are_scored_bit_for_bit_by_the_train_engine) {
+  const fs::path dir = fixtures / "all_features";
+  const tg::ops::sampling_params params{0.7, 20, 0.9};
+  auto gen = engine(dir);
+  std::vector<tg::generation_request> requests;
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    auto r = request(i, {static_cast<std::int32_t>(3 + i % 4), 17, static_cast<std::int32_t>(40 + i / 4)}, 14, params);
+    r.rng.prompt = static_cast<std::uint32_t>(i / 4);  // groups of 4 samples of one prompt
+    r.rng.sample = static_cast<std::uint32_t>(i % 4);
+    requests.push_back(r);
+  }
+  BOOST_REQUIRE(gen->submit(requests).is_ok());
+  const auto done = run_all(*gen);
+  auto trainer = tg::cpu_train_engine::create(tg::exec_context::cpu(), open(dir), {});
+  BOOST_REQUIRE(trainer.has_value());
+  tg::packed_sequences batch{{}, {0}};
+  std::vector<float> lp_gen, mask;
+  for (const auto& r : requests) {
+    const auto& f = done.at(r.id);
+    batch.tokens.insert(batch.tokens.end(), r.prompt.begin(), r.prompt.end());
+    batch.tokens.insert(batch.tokens.end(), f.tokens.begin(), f.tokens.end());
+    batch.offsets.push_back(static_cast<std::int32_t>(batch.tokens.size()));
+    lp_gen.insert(lp_gen.end(), r.prompt.size(), 0.0f);
+    lp_gen.insert(lp_gen.end(), f.logprobs.begin(), f.logprobs.end());
+    mask.insert(mask.end(), r.prompt.size(), 0.0f);
+    mask.insert(mask.end(), f.tokens.size(), 1.0f);
+  }
+  const auto lp_train = (*trainer)->logprobs(batch, params);
+  BOOST_REQUIRE(lp_train.has_value());
+  std::size_t differ = 0;
+  for (std::size_t t = 0; t < mask.size(); ++t)
+    if (mask[t] != 0 && std::memcmp(&(*lp_train)[t], &lp_gen[t], 4) != 0) ++differ;
+  BOOST_TEST(differ == 0u, differ << " generated tokens score other bits in the train engine");
+  // token_mult_prob_error as the loss reports it.
+  tg::train_micro_batch_data mb;
+  mb.sequences = batch;
+  mb.lp_prev = *lp_train;
+  mb.lp_gen = lp_gen;
+  mb.mask = mask;
+  mb.advantages.assign(mask.size(), 1.0f);
+  std::int64_t tokens = 0;
+  for (float m : mask) tokens += m != 0;
+  float loss = 0;
+  tg::ops::pg_loss_metrics metrics;
+  const auto in = tg::pg_loss_inputs_of(mb, *lp_train, {tokens, static_cast<std::int64_t>(requests.size())});
+  BOOST_REQUIRE(tg::ops::pg_loss_forward(tg::exec_context::cpu(), in, {}, tg::tensor(&loss, tg::dtype::float32, {1}), &metrics).is_ok());
+  BOOST_TEST(metrics.mult_prob_error_sum / static_cast<double>(metrics.token_count) == 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alone_and_every_block_returns) {
+  const fs::path dir = fixtures / "all_features";
+  std::mt19937 rng(11);
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<tg::generation_request> requests;
+  std::vector<std::vector<std::int32_t>> shared_prompts;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<std::int32_t> p(static_cast<std::size_t>(pick(2, 14)));
+    for (auto& x : p) x = pick(0, 255);
+    shared_prompts.push_back(p);
+  }
+  const std::vector<tg::ops::sampling_params> samplings = {{0.0, 0, 1.0}, {1.0, 0, 1.0}, {0.7, 20, 0.9}, {1.3, 5, 1.0}};
+  for (std::uint64_t id = 0; id < 1000; ++id) {
+    std::vector<std::int32_t> prompt;
+    if (pick(0, 2) == 0) {
+      prompt = shared_prompts[static_cast<std::size_t>(pick(0, 5))];  // GRPO groups
+    } else {
+      prompt.resize(static_cast<std::size_t>(pick(1, 20)));
+      for (auto& x : prompt) x = pick(0, 255);
+    }
+    auto r = request(id, prompt, pick(1, 12), samplings[static_cast<std::size_t>(pick(0, 3))]);
+    r.rng.sample = static_cast<std::uint32_t>(pick(0, 7));
+    if (pick(0, 3) == 0) r.stop_tokens = {pick(0, 255), pick(0, 255)};
+    requests.push_back(r);
+  }
+  std::shuffle(requests.begin(), requests.end(), rng);
+  tg::cpu_generate_options o;
+  o.max_num_sequences = 24;
+  o.kv_block_size = 4;
+  o.prefill_token_budget = 37;
+  o.kv_cache_bytes = 0;  // set below: a pool far smaller than 24 sequences need
+  {
+    auto probe = engine(dir);
+    const auto full = tg::kv_cache_options_for(probe->config(), tg::dtype::float32, 4, 1 << 20);
+    o.kv_cache_bytes = (1 << 20) / full.full_blocks * 40;  // 40 blocks of each pool
+  }
+  auto e = engine(dir, o);
+  for (std::size_t at = 0; at < requests.size(); at += 250)  // in waves, as a rollout worker submits
+    BOOST_REQUIRE(e->submit(std::span(requests).subspan(at, std::min<std::size_t>(250, requests.size() - at))).is_ok());
+  const auto done = run_all(*e);
+  BOOST_TEST(done.size() == requests.size());
+  BOOST_TEST(e->preemptions() > 0, "the pool should have forced preemption");
+  BOOST_TEST(e->shared_prefills() > 0, "groups should have shared their prompt");
+  BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
+  BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
+  // Each equals the request alone in a fresh engine, bit for bit (a sample of them: every 7th).
+  std::size_t checked = 0;
+  for (std::size_t i = 0; i < requests.size(); i += 7) {
+    const auto& r = requests[i];
+    const auto want = alone(dir, r);
+    const auto& got = done.at(r.id);
+    BOOST_TEST((got.tokens == want.tokens), "request " << r.id);
+    BOOST_TEST(std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0, "request " << r.id);
+    BOOST_TEST((got.reason == want.reason));
+    ++checked;
+  }
+  BOOST_TEST(checked > 100u);
+}
+
+BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sliding_blocks_stay_in_the_window) {
+  const fs::path dir = fixtures / "all_features";
+  row_counter rows;
+  tg::cpu_generate_options o;
+  o.trace = tg::tracer(&rows);
+  o.kv_block_size = 4;
+  o.share_prompts = false;
+  auto e = engine(dir, o);
+  std::vector<tg::generation_request> requests;
+  for (std::uint64_t i = 0; i < 3; ++i) requests.push_back(request(i, {5, 6, 7, static_cast<std::int32_t>(i)}, 40, {1.0, 0, 1.0}));
+  requests.push_back(request(3, {9, 9}, 3000, {1.0, 0, 1.0}));
+  BOOST_REQUIRE(e->submit(requests).is_ok());
+  const std::int64_t window = e->config().sliding_window;
+  std::int64_t steps = 0;
+  for (;;) {
+    const std::int64_t running = e->running_count() + e->waiting_count();
+    const std::size_t before = rows.rows.size();
+    auto left = e->step();
+    BOOST_REQUIRE(left.has_value());
+    BOOST_REQUIRE(rows.rows.size() == before + 1);  // one forward per step
+    if (steps > 0) BOOST_TEST(rows.rows.back() == running, "step " << steps);  // prompts fit the first step
+    // Every running sequence holds at most its window plus two partial blocks of sliding KV.
+    BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) <= e->running_count() * ((window - 1) / 4 + 2));
+    (void)e->collect();
+    ++steps;
+    if (*left == 0) break;
+  }
+  BOOST_TEST(steps == 3000);
+}
+
+BOOST_AUTO_TEST_CASE(a_refit_that_fails_midway_leaves_the_old_version_generating_and_a_complete_one_takes_over) {
+  const fs::path dir = fixtures / "all_features";
+  tg::cpu_generate_options o;
+  o.bucket_bytes = 4096;
+  auto gen = engine(dir, o);
+  auto trainer = train_engine(dir);
+  BOOST_TEST(gen->weights_digest() == trainer->weights_digest());
+  BOOST_REQUIRE(trainer->train_cross_entropy({{1, 2, 3, 4, 5, 6}, {0, 6}}, 5).has_value());
+  BOOST_REQUIRE(trainer->optimizer_step().has_value());
+  const std::uint64_t old_digest = gen->weights_digest();
+  const auto r = request(1, {4, 5, 6}, 6);
+  const auto before = alone(dir, r);
+
+  const tg::bucket_plan& plan = gen->plan();
+  BOOST_REQUIRE(plan.bucket_count() > 2u);
+  const auto bucket = [&](std::size_t i) {
+    std::vector<std::byte> b(static_cast<std::size_t>(plan.bucket_size(i)));
+    BOOST_REQUIRE(trainer->export_bucket(plan, i, b).is_ok());
+    return b;
+  };
+  BOOST_REQUIRE(gen->begin_weight_update(1).is_ok());
+  BOOST_REQUIRE(gen->import_bucket(0, bucket(0)).is_ok());
+  auto bad = bucket(1);
+  bad.pop_back();
+  const tg::status refused = gen->import_bucket(1, bad);
+  BOOST_TEST(refused.message().find("version 0 stays live") != std::string::npos, refused.message());
+  BOOST_TEST(!gen->commit_weight_update().is_ok());  // the update is gone
+  BOOST_TEST(gen->weight_version() == 0u);
+  BOOST_TEST(gen->weights_digest() == old_digest);
+  BOOST_REQUIRE(gen->submit(std::span(&r, 1)).is_ok());
+  auto done = run_all(*gen);
+  BOOST_TEST((done.at(1).tokens == before.tokens));
+
+  BOOST_REQUIRE(gen->begin_weight_update(1).is_ok());
+  for (std::size_t i = 0; i + 1 < plan.bucket_count(); ++i) BOOST_REQUIRE(gen->import_bucket(i, bucket(i)).is_ok());
+  const tg::status early = gen->commit_weight_update();
+  BOOST_TEST(early.message().find("1 of " + std::to_string(plan.bucket_count()) + " buckets missing") != std::string::npos,
+             early.message());
+  BOOST_TEST(gen->weight_version() == 0u);
+  BOOST_REQUIRE(gen->begin_weight_update(1).is_ok());
+  for (std::size_t i = 0; i < plan.bucket_count(); ++i) BOOST_REQUIRE(gen->import_bucket(i, bucket(i)).is_ok());
+  BOOST_REQUIRE(gen->commit_weight_update().is_ok());
+  BOOST_TEST(gen->weight_version() == 1u);
+  BOOST_TEST(gen->weights_digest() == trainer->weights_digest());
+}
+
+BOOST_AUTO_TEST_CASE(a_colocated_generator_reads_the_trainers_weights_in_place_and_a_refit_is_a_bump) {
+  const fs::path dir = fixtures / "sliding_only";
+  auto gen = engine(dir);
+  auto trainer = train_engine(dir);
+  BOOST_REQUIRE(gen->share_weights(trainer->shared_weights()).is_ok());
+  BOOST_REQUIRE(trainer->train_cross_entropy({{1, 2, 3, 4, 5, 6}, {0, 6}}, 5).has_value());
+  BOOST_REQUIRE(trainer->optimizer_step().has_value());
+  BOOST_TEST(gen->weights_digest() == trainer->weights_digest());
+  BOOST_TEST(!gen->begin_weight_update(1).is_ok());
+  BOOST_REQUIRE(gen->bump_weight_version(1).is_ok());
+  const auto r = request(2, {8, 9, 10}, 5, {1.0, 0, 1.0});
+  BOOST_REQUIRE(gen->submit(std::span(&r, 1)).is_ok());
+  const auto done = run_all(*gen);
+  const auto& f = done.at(2);
+  BOOST_TEST(f.weight_version == 1u);
+  std::vector<std::int32_t> all = r.prompt;
+  all.insert(all.end(), f.tokens.begin(), f.tokens.end());
+  const auto lp = trainer->logprobs({all, {0, static_cast<std::int32_t>(all.size())}}, r.sampling);
+  BOOST_REQUIRE(lp.has_value());
+  BOOST_TEST(std::memcmp(lp->data() + r.prompt.size(), f.logprobs.data(), 4 * f.logprobs.size()) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_are_refused_by_name_and_nothing_queued_is_lost) {
+  auto e = engine(fixtures / "full_only");
+  const auto good = request(1, {1, 2}, 3);
+  BOOST_REQUIRE(e->submit(std::span(&good, 1)).is_ok());
+  const auto refused = [&](const tg::generation_request& r) {
+    const std::vector<tg::generation_request> batch{request(50, {3}, 2), r};
+    const tg::status s = e->submit(batch);
+    BOOST_TEST(e->waiting_count() == 1);  // neither request of the batch was queued
+    return s.message();
+  };
+  BOOST_TEST(refused(request(2, {}, 3)) == "cpu_generate_engine: submit: request 2: the prompt is empty");
+  BOOST_TEST(refused(request(3, {1, 256}, 3)) ==
+             "cpu_generate_engine: submit: request 3: prompt token 1 is 256, outside the vocabulary [0, 256)");
+  BOOST_TEST(refused(request(4, {1}, 5000)) ==
+             "cpu_generate_engine: submit: request 4: prompt (1) plus max_new_tokens (5000) exceeds max_sequence_length 4096");
+  BOOST_TEST(refused(request(1, {1}, 2)) == "cpu_generate_engine: submit: request 1: the id is already in use");
+  BOOST_TEST(refused(request(5, {1}, 2, {-1.0, 0, 1.0})) ==
+             "cpu_generate_engine: submit: request 5: sampling: temperature must be >= 0 (0: greedy), got -1");
+  auto stop = request(6, {1}, 2);
+  stop.stop_tokens = {-3};
+  BOOST_TEST(refused(stop) == "cpu_generate_engine: submit: request 6: stop token -3 is outside the vocabulary [0, 256)");
+  tg::cpu_generate_options small;
+  small.kv_block_size = 4;
+  small.kv_cache_bytes = 1;
+  BOOST_TEST(!tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(fixtures / "full_only"), small).has_value());
+  const auto done = run_all(*e);
+  BOOST_TEST(done.at(1).tokens.size() == 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
