@@ -1,6 +1,7 @@
 // Argument splitting shared by the subcommands.
 #include "tools/cli/arguments.h"
 
+#include <exception>
 #include <map>
 
 namespace tandem::cli {
@@ -29,11 +30,11 @@ parsed_args parse_args(const std::vector<std::string>& a, const std::set<std::st
 }
 
 parsed_options parse_options(const std::vector<std::string>& a, const std::set<std::string>& valued,
-                             const std::set<std::string>& flags) {
+                             const std::set<std::string>& flags, const std::set<std::string>& repeatable) {
   parsed_options p;
   auto known = [&] {
     std::string list;
-    for (const auto* set : {&valued, &flags})
+    for (const auto* set : {&valued, &flags, &repeatable})
       for (const auto& k : *set) list += (list.empty() ? "" : ", ") + k;
     return list;
   };
@@ -52,7 +53,7 @@ parsed_options parse_options(const std::vector<std::string>& a, const std::set<s
       p.flags.insert(name);
       continue;
     }
-    if (!valued.count(name)) {
+    if (!valued.count(name) && !repeatable.count(name)) {
       p.problem = "unknown option '" + name + "' (options: " + known() + ")";
       return p;
     }
@@ -63,12 +64,36 @@ parsed_options parse_options(const std::vector<std::string>& a, const std::set<s
       }
       value = a[++i];
     }
+    if (repeatable.count(name)) {
+      p.repeated[name].push_back(value);
+      continue;
+    }
     if (!p.values.emplace(name, value).second) {
       p.problem = "option " + name + " given twice";
       return p;
     }
   }
   return p;
+}
+
+std::optional<long long> parse_integer(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+std::optional<double> parse_real(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
 }
 
 std::optional<long long> parse_byte_size(const std::string& text) {

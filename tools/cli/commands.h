@@ -28,6 +28,7 @@ int inspect_command(const args& a, std::ostream& out, std::ostream& err);
 int convert_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem logprobs --model DIR --tokens FILE ...` (logprobs_command.cpp).
 int logprobs_command(const args& a, std::ostream& out, std::ostream& err);
+int generate_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem loss --model DIR --tokens FILE ...` (loss_command.cpp).
 int loss_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);

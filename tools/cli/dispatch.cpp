@@ -17,10 +17,11 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "inspect") return inspect_command(rest, out, err);
   if (cmd == "convert") return convert_command(rest, out, err);
   if (cmd == "logprobs") return logprobs_command(rest, out, err);
+  if (cmd == "generate") return generate_command(rest, out, err);
   if (cmd == "loss") return loss_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, inspect, convert, logprobs, loss, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, inspect, convert, logprobs, loss, generate, help, --version)\n";
   return exit_usage;
 }
 

@@ -28,6 +28,9 @@ commands:
                                      per-token logprobs of the sequences in FILE (JSON), as JSON
   loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]
                                      mean next-token cross-entropy, and every gradient, as JSON
+  generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T --top-k K
+           --top-p P --seed S] [--stop ID ...]
+                                     continue every prompt of FILE on the CPU, as JSON
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -82,6 +85,23 @@ array per sequence: entry t is the logprob of token t+1 given tokens 0..t (a seq
 gives n-1 numbers) under the sampling distribution: temperature T (default 1), then top-k K (0:
 none), then top-p P on the renormalised top-k distribution (1: none); null where the masks
 exclude the token.
+
+exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
+)";
+
+constexpr const char* generate_help = R"(usage: tandem generate --model DIR --tokens FILE --max-new-tokens N
+                       [--greedy | --temperature T --top-k K --top-p P --seed S] [--stop ID ...]
+
+Continues every prompt of FILE (a JSON array of token-id arrays) by at most N tokens with the
+model in DIR, on the CPU in float32: all prompts in one continuous batch over a paged KV cache,
+prompts prefilled once, one token per sequence per step. Sampling: --greedy (the most likely
+token), or temperature T (default 1), then top-k K (0: none), then top-p P (1: none), drawn from
+a counter-based stream keyed by --seed S (default: a random seed) and the prompt's index, so the
+same seed gives the same output. Generation of a prompt ends after a --stop token (repeatable) is
+emitted, or after N tokens. Prints a JSON array with one object per prompt: {"tokens": [the
+generated ids], "logprobs": [each token's logprob under the distribution it was sampled from; at
+temperature 1 with the masks for --greedy], "finish": "stop" | "length"}. `tandem logprobs` with
+the same flags scores the same tokens with the same bits.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
@@ -175,6 +195,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "inspect") out << inspect_help;
   else if (a[0] == "convert") out << convert_help;
   else if (a[0] == "logprobs") out << logprobs_help;
+  else if (a[0] == "generate") out << generate_help;
   else if (a[0] == "loss") out << loss_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {

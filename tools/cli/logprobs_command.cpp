@@ -15,23 +15,6 @@
 #include "tools/cli/token_sequences.h"
 
 namespace tandem::cli {
-namespace {
-
-template <class T>
-std::optional<T> number_option(const parsed_options& p, const std::string& name, std::string& problem) {
-  auto it = p.values.find(name);
-  if (it == p.values.end()) return std::nullopt;
-  try {
-    std::size_t used = 0;
-    const T v = std::is_integral_v<T> ? static_cast<T>(std::stoll(it->second, &used)) : static_cast<T>(std::stod(it->second, &used));
-    if (used == it->second.size()) return v;
-  } catch (const std::exception&) {
-  }
-  problem = "option " + name + ": '" + it->second + "' is not a number";
-  return std::nullopt;
-}
-
-}  // namespace
 
 int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
   const parsed_options p = parse_options(a, {"--model", "--tokens", "--temperature", "--top-k", "--top-p"}, {});

@@ -1,6 +1,7 @@
-// `tandem logprobs` and `tandem loss` (tools/cli/logprobs_command.cpp, loss_command.cpp): their
-// JSON output on a small checkpoint, consistency between the two, recompute modes giving the same
-// bits, and one located error for bad token files.
+// `tandem logprobs`, `tandem loss` and `tandem generate` (tools/cli/*_command.cpp): their JSON
+// output on a small checkpoint, consistency between them (logprobs scores generated tokens with
+// the generator's bits), recompute modes giving the same bits, and one located error for bad
+// token files and options.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -109,4 +110,61 @@ BOOST_AUTO_TEST_CASE(bad_token_files_and_options_are_refused_with_one_located_er
   BOOST_TEST(cli({"loss", "--model", model, "--tokens", tokens_file(t, "[[1], []]")}).code == 1);
 }
 
+BOOST_AUTO_TEST_CASE(generate_is_reproducible_with_a_seed_and_logprobs_scores_its_tokens_with_the_same_bits) {
+  temp_dir t;
+  const std::string model = model_dir(t), prompts = tokens_file(t, "[[2, 17, 33], [5], [9, 9, 0, 4]]");
+  const std::vector<std::string> sampled = {"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "6",
+                                            "--temperature", "0.7", "--top-k", "20", "--top-p", "0.9", "--seed", "5"};
+  const cli_result a = cli(sampled), b = cli(sampled);
+  BOOST_TEST(a.code == 0, a.err);
+  BOOST_TEST(a.out == b.out);
+  const auto rows = nlohmann::json::parse(a.out);
+  BOOST_REQUIRE(rows.size() == 3u);
+  const std::vector<std::vector<int>> prompt_tokens = {{2, 17, 33}, {5}, {9, 9, 0, 4}};
+  nlohmann::json full = nlohmann::json::array();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    BOOST_TEST(rows[i]["finish"] == "length");
+    BOOST_TEST(rows[i]["tokens"].size() == 6u);
+    auto seq = prompt_tokens[i];
+    for (const auto& x : rows[i]["tokens"]) seq.push_back(x.get<int>());
+    full.push_back(seq);
+  }
+  const std::string full_file = t.write("full.json", full.dump());
+  const cli_result lp = cli({"logprobs", "--model", model, "--tokens", full_file, "--temperature", "0.7", "--top-k", "20",
+                             "--top-p", "0.9"});
+  BOOST_TEST(lp.code == 0, lp.err);
+  const auto scored = nlohmann::json::parse(lp.out);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t k = 0; k < 6; ++k)
+      BOOST_TEST(scored[i][prompt_tokens[i].size() - 1 + k].get<float>() == rows[i]["logprobs"][k].get<float>(),
+                 "prompt " << i << ", token " << k);
+  const cli_result other = cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "6", "--seed", "6"});
+  BOOST_TEST(other.code == 0, other.err);
+  BOOST_TEST(other.out != a.out);
+}
+
+BOOST_AUTO_TEST_CASE(generate_stops_after_a_stop_token_and_refuses_bad_options) {
+  temp_dir t;
+  const std::string model = model_dir(t), prompts = tokens_file(t, "[[2, 17, 33]]");
+  const cli_result greedy = cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "4", "--greedy"});
+  BOOST_TEST(greedy.code == 0, greedy.err);
+  const auto first = nlohmann::json::parse(greedy.out)[0]["tokens"][1].get<int>();
+  const cli_result stopped = cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "4", "--greedy",
+                                  "--stop", "250", "--stop", std::to_string(first)});
+  BOOST_TEST(stopped.code == 0, stopped.err);
+  const auto row = nlohmann::json::parse(stopped.out)[0];
+  BOOST_TEST(row["finish"] == "stop");
+  BOOST_TEST(row["tokens"].back().get<int>() == first);
+  BOOST_TEST(row["tokens"].size() <= 2u);
+  BOOST_TEST(cli({"generate", "--model", model, "--tokens", prompts}).code == 2);
+  BOOST_TEST(cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "0"}).code == 2);
+  BOOST_TEST(cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "3", "--greedy", "--top-k", "3"}).code == 2);
+  BOOST_TEST(cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "3", "--stop", "x"}).code == 2);
+  const cli_result vocab = cli({"generate", "--model", model, "--tokens", prompts, "--max-new-tokens", "3", "--stop", "256"});
+  BOOST_TEST(vocab.code == 1);
+  BOOST_TEST(vocab.err.find("request 0: stop token 256 is outside the vocabulary") != std::string::npos, vocab.err);
+  BOOST_TEST(cli({"generate", "--model", model, "--tokens", tokens_file(t, "[[1], []]"), "--max-new-tokens", "2"}).code == 1);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
+
