@@ -3,6 +3,7 @@
 #include "gpu/engine/cpu_generate_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -18,6 +19,9 @@ namespace {
 
 constexpr layer_type both_types[] = {layer_type::sliding, layer_type::full};
 constexpr std::int64_t head_chunk_rows = 256;
+
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 status fail(status_code code, const std::string& what) { return {code, "cpu_generate_engine: " + what}; }
 
@@ -271,6 +275,7 @@ result<std::int64_t> cpu_generate_engine::step() {
     running_.push_back(std::move(s));
   }
   if (running_.empty()) return work();
+  const auto started = clock_type::now();
   std::vector<planned> plan;
   for (;;) {
     for (auto& s : running_) fork_ready(*s);
@@ -284,6 +289,8 @@ result<std::int64_t> cpu_generate_engine::step() {
     reset_after_failure();
     return s;
   }
+  ++profile_.steps;
+  profile_.step_seconds += seconds_since(started);
   return work();
 }
 
@@ -308,8 +315,11 @@ status cpu_generate_engine::run(const std::vector<planned>& plan) {
   const host_buffer t = host_buffer::of<std::int32_t>({n}, tokens), pos = host_buffer::of<std::int32_t>({n}, positions);
   const host_buffer offsets = host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
   host_buffer hidden(dtype::float32, {n, c.hidden_size});
+  profile_.rows += n;
+  auto model_started = clock_type::now();
   if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids}, hidden, options_.trace); !s)
     return fail(s.code(), "step: " + s.message());
+  profile_.model_seconds += seconds_since(model_started);
 
   // Rows whose chunk reached their sequence's last known token sample the next one, grouped by
   // sampling parameters (one sampler call per group).
@@ -344,9 +354,12 @@ status cpu_generate_engine::run(const std::vector<planned>& plan) {
         r.position = static_cast<std::uint32_t>(plan[i].seq->tokens.size());
         coords.push_back(r);
       }
+      model_started = clock_type::now();
       if (auto s = head_logits(ctx_, c, w_, rows, logits); !s) return fail(s.code(), "step: head: " + s.message());
       if (auto s = ops::sampling_forward(ctx_, logits, params, coords, sampled, lp); !s)
         return fail(s.code(), "step: sampling: " + s.message());
+      profile_.model_seconds += seconds_since(model_started);
+      profile_.tokens += m;
       for (std::size_t j = begin; j < end; ++j) {
         sequence& s = *plan[members[j]].seq;
         s.tokens.push_back(sampled.data<std::int32_t>()[j - begin]);

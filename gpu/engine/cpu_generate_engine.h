@@ -60,6 +60,15 @@ struct cpu_generate_options {
   tracer trace;                              ///< forward_cached's trace hook of every step (tests)
 };
 
+/// Where step() spends its time, accumulated since creation.
+struct generate_profile {
+  std::int64_t steps = 0;      ///< step() calls that ran the model
+  std::int64_t rows = 0;       ///< rows through the model (prefill and decode)
+  std::int64_t tokens = 0;     ///< tokens sampled
+  double step_seconds = 0;     ///< inside step()
+  double model_seconds = 0;    ///< inside the model's ops (forward_cached, the head, sampling)
+};
+
 class cpu_generate_engine final : public generate_engine {
  public:
   /// Loads the checkpoint's text stack (open_checkpoint with float32) on `ctx`'s device, which
@@ -98,6 +107,7 @@ class cpu_generate_engine final : public generate_engine {
   /// Sequences preempted so far, and prompt prefixes computed once for several requests.
   std::int64_t preemptions() const { return preemptions_; }
   std::int64_t shared_prefills() const { return shared_prefills_; }
+  const generate_profile& profile() const { return profile_; }
 
  private:
   struct prefix {                            // a prompt minus its last token, shared by requests
@@ -160,6 +170,7 @@ class cpu_generate_engine final : public generate_engine {
   std::uint64_t admissions_ = 0;
   std::int64_t preemptions_ = 0;
   std::int64_t shared_prefills_ = 0;
+  generate_profile profile_;
 };
 
 }  // namespace tandem::gpu
