@@ -191,6 +191,17 @@ bool cpu_generate_engine::fork_ready(sequence& s) {
 
 // --- one step --------------------------------------------------------------------------------------
 
+bool cpu_generate_engine::room_for(const sequence& s) const {
+  const std::int64_t first_chunk = std::min<std::int64_t>(static_cast<std::int64_t>(s.tokens.size()), options_.prefill_token_budget);
+  for (const layer_type t : both_types) {
+    if (cache_->pool_blocks(t) == 0) continue;
+    // Its first chunk, plus one block of growth for every running sequence and for itself.
+    const std::int64_t need = cache_->blocks_to_reserve(-1, first_chunk, t) + static_cast<std::int64_t>(running_.size()) + 1;
+    if (need > cache_->free_blocks(t)) return false;
+  }
+  return true;
+}
+
 std::vector<cpu_generate_engine::planned> cpu_generate_engine::plan_step() {
   std::vector<planned> plan;
   for (auto& s : running_)  // decoding rows first: one per sequence whose last token waits
@@ -269,6 +280,7 @@ result<std::int64_t> cpu_generate_engine::step() {
     return work();
   }
   while (static_cast<std::int64_t>(running_.size()) < options_.max_num_sequences && !waiting_.empty()) {
+    if (!running_.empty() && !room_for(waiting_.front())) break;  // admitting it would only preempt someone
     auto s = std::make_unique<sequence>(std::move(waiting_.front()));
     waiting_.pop_front();
     s->admitted = ++admissions_;

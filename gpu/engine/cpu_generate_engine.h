@@ -3,7 +3,8 @@
 //
 // Scheduling, once per step():
 //
-//   submit() --> waiting --(admitted in submission order while fewer than max_num_sequences run)-->
+//   submit() --> waiting --(admitted in submission order while fewer than max_num_sequences run
+//                and the free blocks hold its first chunk plus a block of growth per running one)-->
 //   running: its rows (prompt, then one per generated token) go through forward_cached, the
 //            prompt in chunks of at most prefill_token_budget rows per step shared by every
 //            prefilling sequence, one row per decoding sequence (decoding rows come first)
@@ -139,6 +140,8 @@ class cpu_generate_engine final : public generate_engine {
   void detach_prefix(sequence& s);
   void release_holder(prefix& p);
   bool fork_ready(sequence& s);
+  /// True when the pools hold s's first chunk and a block of growth for every running sequence.
+  bool room_for(const sequence& s) const;
   std::vector<planned> plan_step();
   bool fits(const std::vector<planned>& plan) const;
   bool preempt_one(const std::vector<planned>& plan);

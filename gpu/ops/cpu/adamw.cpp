@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "gpu/core/half.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
@@ -49,7 +50,7 @@ void adamw_step(const tensor& param, const tensor& grad, const tensor& exp_avg, 
   const bool copy = !model_copy.empty();
   const std::int64_t n = param.numel();
 
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n * 8))
   for (std::int64_t i = 0; i < n; ++i) {
     const T g = load<T>(grad, i);
     const T m = beta1 * load<T>(exp_avg, i) + one_minus_beta1 * g;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/ops/cpu/attention_row.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
@@ -54,7 +55,7 @@ void attention_forward(const T* q, const T* k, const T* v, const std::int32_t* c
   for (std::int64_t s = 0; s < dims.num_seqs; ++s)
     for (std::int64_t t = cu_seqlens[s]; t < cu_seqlens[s + 1]; ++t) start[static_cast<std::size_t>(t)] = cu_seqlens[s];
   const std::int64_t rows = dims.tokens * heads;
-#pragma omp parallel num_threads(plan.threads)
+#pragma omp parallel num_threads(plan.threads) if (parallel_worth(rows * std::max<std::int64_t>(dims.longest, 1) * d))
   {
     std::byte* mine = scratch + static_cast<std::size_t>(omp_get_thread_num()) * plan.stride;
     T* const e = reinterpret_cast<T*>(mine);  // scores, then exp(score - max), of the visible keys
@@ -78,7 +79,7 @@ void attention_backward(const T* q, const T* k, const T* v, const std::int32_t* 
   const std::int64_t pairs = dims.num_seqs * kv_heads;
   const auto at = [](std::int64_t i) { return static_cast<std::size_t>(i); };
   const std::size_t n_max = static_cast<std::size_t>(std::max<std::int64_t>(dims.longest, 1));
-#pragma omp parallel num_threads(plan.threads)
+#pragma omp parallel num_threads(plan.threads) if (parallel_worth(dims.tokens * heads * static_cast<std::int64_t>(n_max) * d))
   {
     std::byte* mine = scratch + static_cast<std::size_t>(omp_get_thread_num()) * plan.stride;
     const auto take = [&mine](std::size_t count) {

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 
+#include "gpu/ops/cpu/parallel.h"
+
 namespace tandem::gpu::ops::cpu {
 
 template <class T>
 void embedding_forward(const std::int32_t* ids, std::int64_t tokens, const T* table, std::int64_t table_width,
                        std::int64_t column_begin, std::int64_t width, T scale, T* out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(tokens * width))
   for (std::int64_t t = 0; t < tokens; ++t) {
     const T* row = table + static_cast<std::int64_t>(ids[t]) * table_width + column_begin;
     T* o = out + t * width;
@@ -23,7 +25,7 @@ void embedding_backward(const std::int32_t* ids, std::int64_t tokens, const T* d
   // sums its contributions in token order, the same on any thread count.
   constexpr std::int64_t block = 256;
   const std::int64_t blocks = (width + block - 1) / block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(tokens * width))
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = b * block, end = std::min(width, begin + block);
     for (std::int64_t t = 0; t < tokens; ++t) {

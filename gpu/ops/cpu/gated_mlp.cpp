@@ -1,17 +1,18 @@
 // The gated GELU activation on the CPU, element-wise in the kernel's type.
 #include "gpu/ops/cpu/gated_mlp.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 
 template <class T>
 void gelu_tanh_forward(const T* x, std::int64_t n, T* y) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
   for (std::int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(x[i]);
 }
 
 template <class T>
 void gelu_tanh_backward(const T* x, const T* dy, std::int64_t n, T* dx, bool accumulate) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
   for (std::int64_t i = 0; i < n; ++i) {
     const T g = gelu_tanh_derivative(x[i]) * dy[i];
     dx[i] = accumulate ? dx[i] + g : g;
@@ -21,7 +22,7 @@ void gelu_tanh_backward(const T* x, const T* dy, std::int64_t n, T* dx, bool acc
 template <class T>
 void gated_gelu_forward(const T* gate, const T* up, std::int64_t in_stride, std::int64_t rows, std::int64_t cols,
                         T* h) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * cols))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* g = gate + r * in_stride;
     const T* u = up + r * in_stride;
@@ -33,7 +34,7 @@ void gated_gelu_forward(const T* gate, const T* up, std::int64_t in_stride, std:
 template <class T>
 void gated_gelu_backward(const T* gate, const T* up, std::int64_t in_stride, const T* dh, std::int64_t rows,
                          std::int64_t cols, T* dgate, T* dup, std::int64_t grad_stride) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * cols))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* g = gate + r * in_stride;
     const T* u = up + r * in_stride;

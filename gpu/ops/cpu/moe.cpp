@@ -11,6 +11,7 @@
 
 #include "gpu/ops/cpu/gated_mlp.h"  // gelu_tanh, gelu_tanh_derivative: one definition for dense and experts
 #include "gpu/ops/cpu/gemm.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
@@ -23,7 +24,7 @@ void router_input(const moe_dims& d, const T* x, const T* router_scale, T eps, c
                   T* u) {
   const std::int64_t h = d.hidden;
   const T root = T(1.0 / std::sqrt(static_cast<double>(h)));
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(d.tokens * h))
   for (std::int64_t t = 0; t < d.tokens; ++t) {
     const T* xr = x + t * h;
     T r;
@@ -62,7 +63,7 @@ template <class T>
 void add_slots_in_expert_order(const moe_dims& d, const std::int32_t* indices, const std::vector<T>& rows, T* dst,
                                bool accumulate) {
   const std::int64_t h = d.hidden, k = d.top_k;
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(d.tokens * h))
   for (std::int64_t t = 0; t < d.tokens; ++t) {
     std::vector<std::int64_t> order(static_cast<std::size_t>(k));
     std::iota(order.begin(), order.end(), 0);
@@ -90,10 +91,10 @@ void expert_activations(const moe_dims& d, const T* y, const T* gate_up_e, const
   r.y.resize(static_cast<std::size_t>(c * h));
   r.gu.resize(static_cast<std::size_t>(c * 2 * im));
   r.a.resize(static_cast<std::size_t>(c * im));
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * h))
   for (std::int64_t j = 0; j < c; ++j) std::copy_n(y + (slots[j] / d.top_k) * h, h, r.y.data() + j * h);
   gemm<T>(false, true, c, 2 * im, h, T(1), r.y.data(), h, gate_up_e, h, T(0), r.gu.data(), 2 * im);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * im))
   for (std::int64_t j = 0; j < c; ++j)
     for (std::int64_t i = 0; i < im; ++i) r.a[j * im + i] = gelu_tanh(r.gu[j * 2 * im + i]) * r.gu[j * 2 * im + im + i];
 }
@@ -107,7 +108,7 @@ void moe_router_forward(const moe_dims& d, const T* x, const T* router_scale, co
   std::vector<T> u(static_cast<std::size_t>(n * h)), probs(static_cast<std::size_t>(n * e));
   router_input<T>(d, x, router_scale, eps, nullptr, inv_rms, u.data());
   gemm<T>(false, true, n, e, h, T(1), u.data(), h, proj, h, T(0), probs.data(), e);  // logits
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(n * e))
   for (std::int64_t t = 0; t < n; ++t) {
     T* p = probs.data() + t * e;
     const T max = *std::max_element(p, p + e);
@@ -141,7 +142,7 @@ void moe_router_backward(const moe_dims& d, const T* x, const T* router_scale, c
   const std::int64_t n = d.tokens, h = d.hidden, e = d.experts, k = d.top_k;
   // dlogit[e_k] = r_k (g_k - Σ_j r_j g_j), g_k = per_expert_scale[e_k] · dweights_k (softmax over the selected).
   std::vector<T> dlogit(static_cast<std::size_t>(n * e), T(0));
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(n * e * h))
   for (std::int64_t t = 0; t < n; ++t) {
     const std::int32_t* idx = indices + t * k;
     double mean_g = 0;
@@ -169,7 +170,7 @@ void moe_router_backward(const moe_dims& d, const T* x, const T* router_scale, c
   std::vector<T> du(static_cast<std::size_t>(n * h));  // du = dlogit · proj
   gemm<T>(false, false, n, h, e, T(1), dlogit.data(), e, proj, h, T(0), du.data(), h);
   if (drouter_scale) {  // d scale_i += Σ_t du_ti · n_ti · H^(-1/2), n = x · inv_rms
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(h * n))
     for (std::int64_t i = 0; i < h; ++i) {
       double acc = 0;
       for (std::int64_t t = 0; t < n; ++t) acc += static_cast<double>(du[t * h + i]) * (x[t * h + i] * inv_rms[t]);
@@ -177,7 +178,7 @@ void moe_router_backward(const moe_dims& d, const T* x, const T* router_scale, c
     }
   }
   if (dx) {  // scale-less RMSNorm backward: dx = r (dn - n · (dn·n) / H), dn = du · scale · H^(-1/2)
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(n * h))
     for (std::int64_t t = 0; t < n; ++t) {
       const double r = inv_rms[t];
       double dot = 0;
@@ -207,7 +208,7 @@ void moe_experts_forward(const moe_dims& d, const T* y, const T* gate_up, const 
     expert_activations<T>(d, y, gate_up + ex * 2 * im * h, slots, c, rows);
     o.resize(static_cast<std::size_t>(c * h));
     gemm<T>(false, true, c, h, im, T(1), rows.a.data(), im, down + ex * h * im, im, T(0), o.data(), h);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * h))
     for (std::int64_t j = 0; j < c; ++j)
       for (std::int64_t i = 0; i < h; ++i)
         slot_out[static_cast<std::size_t>(slots[j] * h + i)] = weights[slots[j]] * o[j * h + i];
@@ -234,7 +235,7 @@ void moe_experts_backward(const moe_dims& d, const T* y, const T* gate_up, const
     if (dweights) {  // dweights[t, k] = dout[t] · o_e(y[t])
       o.resize(static_cast<std::size_t>(c * h));
       gemm<T>(false, true, c, h, im, T(1), rows.a.data(), im, down_e, im, T(0), o.data(), h);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * h))
       for (std::int64_t j = 0; j < c; ++j) {
         double acc = 0;
         for (std::int64_t i = 0; i < h; ++i) acc += static_cast<double>(dout[(slots[j] / k) * h + i]) * o[j * h + i];
@@ -243,7 +244,7 @@ void moe_experts_backward(const moe_dims& d, const T* y, const T* gate_up, const
     }
     if (!ddown && !dgate_up && !dy) continue;
     d_o.resize(static_cast<std::size_t>(c * h));  // d o_e = weight · dout[t]
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * h))
     for (std::int64_t j = 0; j < c; ++j)
       for (std::int64_t i = 0; i < h; ++i) d_o[j * h + i] = weights[slots[j]] * dout[(slots[j] / k) * h + i];
     if (ddown) gemm<T>(true, false, h, im, c, T(1), d_o.data(), h, rows.a.data(), im, T(1), ddown + ex * h * im, im);
@@ -251,7 +252,7 @@ void moe_experts_backward(const moe_dims& d, const T* y, const T* gate_up, const
     d_a.resize(static_cast<std::size_t>(c * im));
     gemm<T>(false, false, c, im, h, T(1), d_o.data(), h, down_e, im, T(0), d_a.data(), im);
     d_gu.resize(static_cast<std::size_t>(c * 2 * im));  // d gate = da ⊙ up ⊙ gelu'(gate), d up = da ⊙ gelu(gate)
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * im))
     for (std::int64_t j = 0; j < c; ++j)
       for (std::int64_t i = 0; i < im; ++i) {
         const T g = rows.gu[j * 2 * im + i], u = rows.gu[j * 2 * im + im + i], da = d_a[j * im + i];
@@ -264,7 +265,7 @@ void moe_experts_backward(const moe_dims& d, const T* y, const T* gate_up, const
     if (dy) {
       d_y.resize(static_cast<std::size_t>(c * h));
       gemm<T>(false, false, c, h, 2 * im, T(1), d_gu.data(), 2 * im, gate_up_e, h, T(0), d_y.data(), h);
-#pragma omp parallel for
+#pragma omp parallel for if (parallel_worth(c * h))
       for (std::int64_t j = 0; j < c; ++j) std::copy_n(d_y.data() + j * h, h, slot_dy.data() + slots[j] * h);
     }
   }

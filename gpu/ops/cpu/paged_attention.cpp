@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/ops/cpu/attention_row.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
@@ -36,7 +37,7 @@ void paged_kv_write(const T* k, const T* v, const std::int32_t* block_table, con
                     const std::int32_t* positions, const paged_dims& dims, T* k_cache, T* v_cache) {
   const std::vector<std::int64_t> seq = sequence_of_rows(cu_rows, dims);
   const std::int64_t g_count = dims.kv_heads, d = dims.head_dim;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(dims.rows * g_count * d))
   for (std::int64_t r = 0; r < dims.rows; ++r) {
     const std::int64_t s = seq[static_cast<std::size_t>(r)], p = positions[r];
     for (std::int64_t g = 0; g < g_count; ++g) {
@@ -62,7 +63,7 @@ void paged_attention_forward(const T* q, const T* k_cache, const T* v_cache, con
   const std::int64_t heads = dims.heads, d = dims.head_dim, group = heads / dims.kv_heads;
   const std::int64_t pairs = dims.rows * heads;
   const std::size_t scores_bytes = aligned(static_cast<std::size_t>(std::max<std::int64_t>(dims.widest, 1)) * sizeof(T));
-#pragma omp parallel num_threads(plan.threads)
+#pragma omp parallel num_threads(plan.threads) if (parallel_worth(pairs * std::max<std::int64_t>(dims.widest, 1) * d))
   {
     std::byte* mine = scratch + static_cast<std::size_t>(omp_get_thread_num()) * plan.stride;
     T* const e = reinterpret_cast<T*>(mine);

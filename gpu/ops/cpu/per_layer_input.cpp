@@ -2,6 +2,7 @@
 #include "gpu/ops/cpu/per_layer_input.h"
 
 #include "gpu/ops/cpu/gated_mlp.h"
+#include "gpu/ops/cpu/parallel.h"
 
 namespace tandem::gpu::ops::cpu {
 namespace {
@@ -14,13 +15,13 @@ constexpr T inv_sqrt2 = static_cast<T>(0.70710678118654752440);
 
 template <class T>
 void ple_combine_forward(const T* c, const T* t, std::int64_t n, T* ple) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
   for (std::int64_t i = 0; i < n; ++i) ple[i] = (c[i] + t[i]) * inv_sqrt2<T>;
 }
 
 template <class T>
 void ple_combine_backward(const T* dple, std::int64_t n, T* dc, T* dt) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n))
   for (std::int64_t i = 0; i < n; ++i) {
     const T g = dple[i] * inv_sqrt2<T>;
     if (dc) dc[i] = g;
@@ -30,7 +31,7 @@ void ple_combine_backward(const T* dple, std::int64_t n, T* dc, T* dt) {
 
 template <class T>
 void ple_gate_forward(const T* a, const T* ple_l, std::int64_t ple_stride, std::int64_t rows, std::int64_t p, T* g) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * p))
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < p; ++j) g[r * p + j] = gelu_tanh(a[r * p + j]) * ple_l[r * ple_stride + j];
 }
@@ -38,7 +39,7 @@ void ple_gate_forward(const T* a, const T* ple_l, std::int64_t ple_stride, std::
 template <class T>
 void ple_gate_backward(const T* a, const T* ple_l, std::int64_t ple_stride, const T* dg, std::int64_t rows,
                        std::int64_t p, T* da, T* d_ple_l) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * p))
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t j = 0; j < p; ++j) {
       const T x = a[r * p + j], e = ple_l[r * ple_stride + j], d = dg[r * p + j];

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/ops/cpu/parallel.h"
+
 namespace tandem::gpu::ops::cpu {
 
 template <class T>
 void rmsnorm_forward(const T* x, const T* w, std::int64_t rows, std::int64_t d, T eps, T* y, T* inv_rms) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * d))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
@@ -33,7 +35,7 @@ void rmsnorm_backward(const T* x, const T* w, const T* inv_rms, const T* dy, std
     // Columns split across threads; each sums its rows in order, in double.
     constexpr std::int64_t block = 64;
     const std::int64_t blocks = (d + block - 1) / block;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * d))
     for (std::int64_t b = 0; b < blocks; ++b) {
       const std::int64_t begin = b * block, end = std::min(d, begin + block);
       double acc[block] = {};
@@ -46,7 +48,7 @@ void rmsnorm_backward(const T* x, const T* w, const T* inv_rms, const T* dy, std
     }
   }
   if (!dx) return;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(rows * d))
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     const T* gr = dy + r * d;

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "gpu/ops/cpu/parallel.h"
+
 namespace tandem::gpu::ops::cpu {
 
 void rope_inv_freq(std::int64_t half, std::int64_t head_dim, std::int64_t rotated, float theta, float factor,
@@ -22,7 +24,7 @@ template <class T>
 void rope_tables(const std::int32_t* positions, std::int64_t n, const float* inv_freq, std::int64_t half, T* cos,
                  T* sin) {
   const std::int64_t d = 2 * half;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(n * d))
   for (std::int64_t t = 0; t < n; ++t) {
     const float pos = static_cast<float>(positions[t]);
     for (std::int64_t j = 0; j < half; ++j) {
@@ -38,7 +40,7 @@ template <class T>
 void rope_rotate(const T* x, std::int64_t tokens, std::int64_t heads, std::int64_t d, const T* cos, const T* sin, T* y,
                  bool inverse) {
   const std::int64_t half = d / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_worth(tokens * heads * d))
   for (std::int64_t t = 0; t < tokens; ++t) {
     const T* c = cos + t * d;
     const T* s = sin + t * d;
