@@ -89,6 +89,10 @@ class engine_runner {
         .then([out, done](engine_done_atom) mutable { done(std::move(**out)); }, std::move(on_error));
   }
 
+  /// True when calls run inline: a call that waits for another actor (a collective) cannot
+  /// complete then, since that actor runs on the same thread only after this handler returns.
+  bool inline_calls() const { return mode_ == engine_execution::inline_calls; }
+
  private:
   engine_execution mode_ = engine_execution::off_scheduler;
   caf::actor executor_;

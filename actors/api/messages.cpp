@@ -16,11 +16,6 @@ std::string fmt(double x) {
 
 }  // namespace
 
-std::span<const std::byte> weight_bucket::view() const {
-  if (!bytes) return {};
-  return {bytes->data(), bytes->size()};
-}
-
 std::uint64_t bucket_checksum(std::span<const std::byte> bytes) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (std::byte b : bytes) {
@@ -81,11 +76,6 @@ std::string to_string(const manifest_reply& x) {
   return "manifest_reply(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.manifest.size()) + " tensors)";
 }
 
-std::string to_string(const export_job& x) {
-  return "export_job(" + v(x.version) + ", bucket " + std::to_string(x.index) + " of " +
-         std::to_string(x.bucket_bytes) + " bytes)";
-}
-
 std::string to_string(const stream_job& x) {
   return "stream_job(" + v(x.version) + ", " + std::to_string(x.bucket_count) + " buckets of " +
          std::to_string(x.bucket_bytes) + " bytes" + (x.checksums ? ", checksums" : "") + ")";
@@ -94,11 +84,6 @@ std::string to_string(const stream_job& x) {
 std::string to_string(const stream_report& x) {
   return "stream_report(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.buckets) + " buckets, " +
          std::to_string(x.bytes) + " bytes)";
-}
-
-std::string to_string(const weight_bucket& x) {
-  return "weight_bucket(" + v(x.version) + ", bucket " + std::to_string(x.index) + ", " +
-         std::to_string(x.view().size()) + " bytes" + (x.checksum ? ", checksum" : "") + ")";
 }
 
 std::string to_string(const manifest_check& x) {
@@ -112,18 +97,26 @@ std::string to_string(const manifest_accepted& x) {
 
 std::string to_string(refit_stage x) {
   switch (x) {
-    case refit_stage::begin: return "begin";
-    case refit_stage::bucket: return "bucket";
+    case refit_stage::stream: return "stream";
     case refit_stage::commit: return "commit";
     case refit_stage::bump: return "bump";
-    case refit_stage::stream: return "stream";
   }
   return "unknown";
 }
 
+std::string to_string(const stream_result& x) {
+  std::string out = x.aborted ? "aborted" : "staged";
+  if (x.aborted && x.failed_bucket) out += " at bucket " + std::to_string(*x.failed_bucket);
+  if (x.checksums) {
+    out += ", " + std::to_string(x.checksums_matched) + " checksums matched";
+    if (x.checksum_mismatch) out += ", bucket " + std::to_string(*x.checksum_mismatch) + " mismatched";
+  }
+  return out;
+}
+
 std::string to_string(const refit_ack& x) {
   std::string out = "refit_ack(" + x.worker + ", " + v(x.version) + ", " + to_string(x.stage);
-  if (x.stage == refit_stage::bucket) out += " " + std::to_string(x.bucket);
+  if (x.stage == refit_stage::stream) out += ": " + to_string(x.stream);
   if (!x.error.empty()) out += ", error: " + x.error;
   return out + ")";
 }
@@ -136,14 +129,6 @@ std::string to_string(refit_mode x) {
   return "unknown";
 }
 
-std::string to_string(bucket_route x) {
-  switch (x) {
-    case bucket_route::through_coordinator: return "through_coordinator";
-    case bucket_route::data_plane: return "data_plane";
-  }
-  return "unknown";
-}
-
 std::string to_string(const handshake_report& x) {
   return "handshake_report(" + to_string(x.mode) + ", " + v(x.version) + ", " +
          std::to_string(x.rollout_workers.size()) + " rollout workers, " + std::to_string(x.bucket_count) +
@@ -151,8 +136,8 @@ std::string to_string(const handshake_report& x) {
 }
 
 std::string to_string(const refit_report& x) {
-  return "refit_report(" + to_string(x.mode) + ", " + v(x.version) + ", " + std::to_string(x.buckets) +
-         " buckets, " + std::to_string(x.dropped_acks) + " dropped acks)";
+  return "refit_report(" + to_string(x.mode) + ", " + v(x.version) + ", " + std::to_string(x.buckets) + " buckets" +
+         (x.checksums ? " checksummed" : "") + ", " + std::to_string(x.dropped_acks) + " dropped acks)";
 }
 
 std::string to_string(const step_report& x) {

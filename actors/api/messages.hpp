@@ -1,16 +1,15 @@
 // The message structs of tandem's actor interfaces (DESIGN.md sections 4-5). They are
 // process-local: between processes the only wire format is our ZeroMQ codec, so these types are
-// allowed into CAF messages without inspect() (CAF_ALLOW_UNSAFE_MESSAGE_TYPE) and carry whatever
-// is cheapest in memory (a weight bucket's bytes are shared, never copied per receiver). Each has a
-// short to_string() so CAF's test logs print a summary instead of megabytes.
+// allowed into CAF messages without inspect() (CAF_ALLOW_UNSAFE_MESSAGE_TYPE). No weight byte is
+// ever in one: refits stream the buckets over the refit group (refit_stream.hpp). Each has a short
+// to_string() so CAF's test logs print a summary.
 //
-// Versions: every weight bucket, refit ack, generation result and trajectory carries the weight
+// Versions: every refit request and ack, generation result and trajectory carries the weight
 // version it belongs to; receivers drop or refuse anything of another version.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -118,26 +117,7 @@ struct manifest_reply {
   gpu::weight_manifest manifest;
 };
 
-/// Bucket `index` of the bucket plan of `bucket_bytes`, exported from the weights of `version`.
-struct export_job {
-  weight_version version = 0;     ///< refused (stale_version) unless the policy's current version
-  std::size_t index = 0;
-  std::int64_t bucket_bytes = 0;  ///< > 0; the plan's bucket size
-  bool checksum = false;          ///< attach a checksum (debug mode integrity)
-};
-
 // ---- refit ------------------------------------------------------------------------------------
-
-/// Packed bytes of one bucket of one version. The bytes are immutable and shared: sending a
-/// bucket to every rollout worker copies a pointer, not the weights.
-struct weight_bucket {
-  weight_version version = 0;
-  std::size_t index = 0;
-  std::shared_ptr<const std::vector<std::byte>> bytes;
-  std::optional<std::uint64_t> checksum;  ///< bucket_checksum(bytes) when integrity checks are on
-
-  std::span<const std::byte> view() const;  ///< the bytes (empty when none)
-};
 
 /// FNV-1a 64 of a bucket's bytes: the refit integrity checksum.
 std::uint64_t bucket_checksum(std::span<const std::byte> bytes);
@@ -157,8 +137,8 @@ struct manifest_accepted {
   std::int64_t total_bytes = 0;
 };
 
-/// A refit streamed over the data plane (bucket_route::data_plane): the policy root broadcasts
-/// every bucket of `version` to the rollout workers of its refit group (actors/api/refit_stream.hpp).
+/// A refit streamed over the refit group: the policy root broadcasts every bucket of `version` to
+/// the rollout workers of its refit group (actors/api/refit_stream.hpp).
 struct stream_job {
   weight_version version = 0;
   std::size_t bucket_count = 0;   ///< the plan's bucket count (both sides check it)
@@ -176,34 +156,36 @@ struct stream_report {
 
 /// Which step of a refit an ack confirms.
 enum class refit_stage : std::uint8_t {
-  begin,   ///< the update to `version` started
-  bucket,  ///< bucket `bucket` of `version` imported
+  stream,  ///< every bucket of `version` received and staged (or the stream's failure, stream_result)
   commit,  ///< `version` is live
   bump,    ///< colocated: `version` is live over the shared weights
-  stream,  ///< every bucket of `version` received and staged
+};
+
+/// How a stream ended on a rollout worker, carried by its stream ack: the refit coordinator learns
+/// a failed stream and the checksum results from the ack itself, with no reply per bucket.
+struct stream_result {
+  bool aborted = false;                        ///< the stream failed here and the update was dropped (the ack's error says why)
+  std::optional<std::size_t> failed_bucket;    ///< when aborted: the first bucket that failed (none: before or after every bucket)
+  bool checksums = false;                      ///< the buckets' checksums were compared
+  std::size_t checksums_matched = 0;           ///< buckets whose checksum matched their bytes
+  std::optional<std::size_t> checksum_mismatch;  ///< the first bucket whose checksum did not match (corrupted in transit)
 };
 
 /// A rollout worker's confirmation of one refit stage. Acks come back as replies, or (from remote
-/// workers, through the bridge) as messages to the refit coordinator; an ack of another version,
-/// stage or bucket than the one awaited is dropped and counted.
+/// workers, through the bridge) as messages to the refit coordinator; an ack of another version
+/// or stage than the one awaited is dropped and counted.
 struct refit_ack {
   std::string worker;
   weight_version version = 0;
-  refit_stage stage = refit_stage::begin;
-  std::size_t bucket = 0;  ///< for stage == bucket
-  std::string error;       ///< empty: ok; else why the stage failed on that worker
+  refit_stage stage = refit_stage::stream;
+  std::string error;     ///< empty: ok; else why the stage failed on that worker (its update is dropped)
+  stream_result stream;  ///< stage == stream: the stream's outcome
 };
 
 /// How refits reach the rollout workers.
 enum class refit_mode : std::uint8_t {
   colocated,  ///< same process and device: the rollout engine shares the trainer's weights; a version bump
-  dedicated,  ///< separate rollout workers: buckets exported by the policy, imported by every rollout worker
-};
-
-/// How dedicated refits move the bytes from the policy to the rollout workers.
-enum class bucket_route : std::uint8_t {
-  through_coordinator,  ///< export + bucket requests: the bytes pass through the refit coordinator
-  data_plane,           ///< stream: the policy root broadcasts to the rollout workers over the refit group
+  dedicated,  ///< separate rollout workers: the policy root streams every bucket to them over the refit group
 };
 
 /// The refit coordinator's answer to the handshake.
@@ -221,9 +203,10 @@ struct refit_report {
   refit_mode mode = refit_mode::dedicated;
   weight_version version = 0;     ///< now live on every rollout worker
   std::size_t rollout_workers = 0;
-  std::size_t buckets = 0;        ///< buckets sent (0 colocated)
-  std::int64_t bytes = 0;         ///< bytes exported once (each rollout worker received them all)
-  std::size_t dropped_acks = 0;   ///< acks of another version, stage or bucket, ignored during this refit
+  std::size_t buckets = 0;        ///< buckets streamed (0 colocated)
+  std::int64_t bytes = 0;         ///< bytes the policy root broadcast once (each rollout worker received them all)
+  bool checksums = false;         ///< every rollout worker matched every bucket's checksum
+  std::size_t dropped_acks = 0;   ///< acks of another version or stage, ignored during this refit
 };
 
 // ---- the RL step (driver) ---------------------------------------------------------------------
@@ -255,16 +238,14 @@ std::string to_string(const logprobs_result& x);
 std::string to_string(const train_job& x);
 std::string to_string(const train_report& x);
 std::string to_string(const manifest_reply& x);
-std::string to_string(const export_job& x);
 std::string to_string(const stream_job& x);
 std::string to_string(const stream_report& x);
-std::string to_string(const weight_bucket& x);
 std::string to_string(const manifest_check& x);
 std::string to_string(const manifest_accepted& x);
 std::string to_string(refit_stage x);
+std::string to_string(const stream_result& x);
 std::string to_string(const refit_ack& x);
 std::string to_string(refit_mode x);
-std::string to_string(bucket_route x);
 std::string to_string(const handshake_report& x);
 std::string to_string(const refit_report& x);
 std::string to_string(const step_report& x);
@@ -282,8 +263,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::logprobs_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::export_job)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::weight_bucket)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_check)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_accepted)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_ack)

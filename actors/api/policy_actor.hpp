@@ -9,8 +9,8 @@
 
 namespace tandem {
 
-/// A policy (training) rank. While an engine call is in flight, logprobs, train, export and
-/// stream are refused with wrong_state; manifest and version are always answered.
+/// A policy (training) rank. While an engine call is in flight, logprobs, train and stream are
+/// refused with wrong_state; manifest and version are always answered.
 using policy_actor = caf::typed_actor<
     /// Per-token logprobs of the job's sequences under the current weights (lp_prev).
     /// Errors: wrong_state (busy), engine_failure.
@@ -21,15 +21,13 @@ using policy_actor = caf::typed_actor<
     caf::replies_to<train_atom, train_job>::with<train_report>,
     /// The refit manifest (Hugging Face names in slab order) and the current version.
     caf::replies_to<manifest_atom>::with<manifest_reply>,
-    /// Bucket job.index of the current weights. Errors: stale_version (job.version is not
-    /// current), invalid_config (bucket index or size), wrong_state (busy), engine_failure.
-    caf::replies_to<export_atom, export_job>::with<weight_bucket>,
     /// Broadcasts every bucket of the current weights to the refit group as its root
-    /// (refit_stream.hpp). A stream refused for its content (stale version, bucket size or count)
-    /// still aborts the stream on the group, so the receivers stop. Errors: stale_version
-    /// (job.version is not current), wrong_state (busy), invalid_config (no refit group;
-    /// bucket_bytes <= 0; bucket_count differs from the plan's), engine_failure (export or
-    /// transport failed; the receivers were told to stop after an export failure).
+    /// (refit_stream.hpp), the only way weight bytes leave a policy rank. A stream refused for its
+    /// content (stale version, bucket count) still sends the refused opening, so the receivers
+    /// stop. Errors: stale_version (job.version is not current), wrong_state (busy),
+    /// invalid_config (no refit group; engine calls inline; bucket_bytes <= 0; bucket_count
+    /// differs from the plan's), engine_failure (an export or the transport failed; after a failed
+    /// export the closing told the receivers).
     caf::replies_to<stream_atom, stream_job>::with<stream_report>,
     /// The current weight version.
     caf::replies_to<version_atom>::with<weight_version>>;

@@ -1,10 +1,9 @@
-// The two loops of a streamed refit (refit_stream.hpp).
+// The two loops of a streamed refit (protocol in refit_stream.hpp).
 #include "actors/api/refit_stream.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <span>
 #include <vector>
 
 #include "actors/api/messages.hpp"
@@ -12,107 +11,173 @@
 namespace tandem {
 namespace {
 
-constexpr std::uint64_t bucket_follows = 0;
-constexpr std::uint64_t stream_aborted = 1;
+constexpr std::uint64_t buckets_follow = 0;
+constexpr std::uint64_t stream_refused = 1;
+constexpr std::uint64_t every_bucket_exported = 0;
+constexpr std::uint64_t export_failed = 1;
 
-/// The header as it travels: two uint64 {status, checksum} in four int32 words.
-using header_words = std::array<std::int32_t, 4>;  // I32 [4]
+using opening_bytes = std::array<std::byte, stream_opening_bytes>;  // U8 [24]
 
-header_words pack(std::uint64_t status, std::uint64_t checksum) {
-  const std::uint64_t fields[2] = {status, checksum};
-  header_words out{};
-  std::memcpy(out.data(), fields, sizeof fields);
+void put(std::span<std::byte> out, std::size_t word, std::uint64_t v) {
+  std::memcpy(out.data() + word * sizeof v, &v, sizeof v);
+}
+
+std::uint64_t get(std::span<const std::byte> in, std::size_t word) {
+  std::uint64_t v = 0;
+  std::memcpy(&v, in.data() + word * sizeof v, sizeof v);
+  return v;
+}
+
+opening_bytes opening(std::uint64_t status, std::size_t bucket_count) {
+  opening_bytes out{};
+  put(out, 0, stream_magic);
+  put(out, 1, status);
+  put(out, 2, bucket_count);
   return out;
 }
 
-void unpack(const header_words& words, std::uint64_t& status, std::uint64_t& checksum) {
-  std::uint64_t fields[2];
-  std::memcpy(fields, words.data(), sizeof fields);
-  status = fields[0];
-  checksum = fields[1];
+/// The closing: U8 [16 (+ 8 * count)], its words {status, failed, checksum[count]}.
+std::vector<std::byte> closing_buffer(std::size_t bucket_count, bool checksums) {
+  return std::vector<std::byte>((2 + (checksums ? bucket_count : 0)) * sizeof(std::uint64_t));
 }
 
-std::size_t words_for(std::int64_t bytes) { return static_cast<std::size_t>((bytes + 3) / 4); }
-
-/// One buffer for every bucket of a stream: as many words as the largest bucket needs.
-std::vector<std::int32_t> stream_buffer(const gpu::bucket_plan& plan) {
+/// One buffer for every bucket of a stream: as many bytes as the largest bucket.
+std::vector<std::byte> stream_buffer(const gpu::bucket_plan& plan) {
   std::int64_t largest = 0;
   for (std::size_t i = 0; i < plan.bucket_count(); ++i) largest = std::max(largest, plan.bucket_size(i));
-  return std::vector<std::int32_t>(words_for(largest));
+  return std::vector<std::byte>(static_cast<std::size_t>(largest));
+}
+
+std::span<std::byte> bucket_bytes(std::vector<std::byte>& buffer, const gpu::bucket_plan& plan, std::size_t i) {
+  return std::span<std::byte>(buffer).first(static_cast<std::size_t>(plan.bucket_size(i)));  // U8 [bucket_size(i)]
 }
 
 std::string status_text(const gpu::status& s) { return std::string(gpu::to_string(s.code())) + ": " + s.message(); }
 
-stream_outcome failed(stream_failure why, std::size_t bucket, std::string reason, std::int64_t bytes) {
-  return {why, bucket, std::move(reason), bytes};
+/// Records the failure of `out` (callers keep the first failing bucket's, or end on a transport failure).
+void fail(stream_outcome& out, stream_failure why, std::optional<std::size_t> bucket, std::string reason) {
+  out.failure = why;
+  out.bucket = bucket;
+  out.reason = std::move(reason);
 }
 
 }  // namespace
 
+std::optional<stream_opening> read_stream_opening(std::span<const std::byte> bytes) {
+  if (bytes.size() != stream_opening_bytes || get(bytes, 0) != stream_magic) return std::nullopt;
+  const std::uint64_t status = get(bytes, 1);
+  if (status != buckets_follow && status != stream_refused) return std::nullopt;
+  return stream_opening{status == stream_refused, static_cast<std::size_t>(get(bytes, 2))};
+}
+
 stream_outcome send_stream(gpu::communicator& group, const gpu::train_engine& engine, const gpu::bucket_plan& plan,
                            bool checksums) {
   const int root = group.rank();
-  std::vector<std::int32_t> words = stream_buffer(plan);  // U8 [largest bucket_size], as I32 words
-  std::int64_t sent = 0;
-  for (std::size_t i = 0; i < plan.bucket_count(); ++i) {
-    const std::int64_t size = plan.bucket_size(i);
-    const std::span<std::int32_t> payload(words.data(), words_for(size));  // I32 [ceil(bucket_size(i) / 4)]
-    if (!payload.empty()) payload.back() = 0;                                // padding travels as zeros
-    const std::span<std::byte> bytes = std::as_writable_bytes(payload).first(static_cast<std::size_t>(size));
-    if (gpu::status s = engine.export_bucket(plan, i, bytes); !s) {
-      header_words header = pack(stream_aborted, 0);
-      if (gpu::status t = group.broadcast(std::span<std::int32_t>(header), root); !t)
-        return failed(stream_failure::transport, i, "export: " + status_text(s) + "; abort header: " + status_text(t), sent);
-      return failed(stream_failure::engine, i, status_text(s), sent);
-    }
-    header_words header = pack(bucket_follows, checksums ? bucket_checksum(bytes) : 0);
-    if (gpu::status s = group.broadcast(std::span<std::int32_t>(header), root); !s)
-      return failed(stream_failure::transport, i, "header: " + status_text(s), sent);
-    if (gpu::status s = group.broadcast(payload, root); !s)
-      return failed(stream_failure::transport, i, "payload: " + status_text(s), sent);
-    sent += size;
-  }
+  const std::size_t count = plan.bucket_count();
   stream_outcome out;
-  out.bytes = sent;
+  opening_bytes head = opening(buckets_follow, count);
+  if (gpu::status s = group.broadcast(std::span<std::byte>(head), root); !s) {
+    fail(out, stream_failure::transport, std::nullopt, "opening: " + status_text(s));
+    return out;
+  }
+  std::vector<std::byte> buffer = stream_buffer(plan);
+  std::vector<std::uint64_t> sums(count, 0);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::span<std::byte> bytes = bucket_bytes(buffer, plan, i);
+    if (out.ok()) {
+      if (gpu::status s = engine.export_bucket(plan, i, bytes); !s) {
+        fail(out, stream_failure::engine, i, status_text(s));
+      } else if (checksums) {
+        sums[i] = bucket_checksum(bytes);
+      }
+    }
+    if (!out.ok()) std::fill(bytes.begin(), bytes.end(), std::byte{0});  // the schedule goes on, without weights
+    if (gpu::status s = group.broadcast(bytes, root); !s) {
+      const std::string before = out.ok() ? std::string() : "export: " + out.reason + "; ";
+      fail(out, stream_failure::transport, i, before + "payload: " + status_text(s));
+      return out;
+    }
+    if (out.ok()) out.bytes += plan.bucket_size(i);
+  }
+  std::vector<std::byte> tail = closing_buffer(count, checksums);
+  put(tail, 0, out.ok() ? every_bucket_exported : export_failed);
+  put(tail, 1, out.ok() ? 0 : static_cast<std::uint64_t>(*out.bucket));
+  if (checksums)
+    for (std::size_t i = 0; i < count; ++i) put(tail, 2 + i, sums[i]);
+  if (gpu::status s = group.broadcast(std::span<std::byte>(tail), root); !s) {
+    const std::string before = out.ok() ? std::string() : "export of bucket " + std::to_string(*out.bucket) + ": " + out.reason + "; ";
+    fail(out, stream_failure::transport, std::nullopt, before + "closing: " + status_text(s));
+  }
   return out;
 }
 
-gpu::status abort_stream(gpu::communicator& group) {
-  header_words header = pack(stream_aborted, 0);
-  return group.broadcast(std::span<std::int32_t>(header), group.rank());
+gpu::status refuse_stream(gpu::communicator& group) {
+  opening_bytes head = opening(stream_refused, 0);
+  return group.broadcast(std::span<std::byte>(head), group.rank());
 }
 
 stream_outcome receive_stream(gpu::communicator& group, int root, gpu::generate_engine* engine,
                               const gpu::bucket_plan& plan, bool checksums) {
-  std::vector<std::int32_t> words = stream_buffer(plan);  // U8 [largest bucket_size], as I32 words
+  const std::size_t count = plan.bucket_count();
   stream_outcome out;
-  for (std::size_t i = 0; i < plan.bucket_count(); ++i) {
-    header_words header{};
-    if (gpu::status s = group.broadcast(std::span<std::int32_t>(header), root); !s)
-      return failed(stream_failure::transport, i, "header: " + status_text(s), out.bytes);
-    std::uint64_t status = 0;
-    std::uint64_t checksum = 0;
-    unpack(header, status, checksum);
-    if (status != bucket_follows) {
-      if (out.ok()) out = failed(stream_failure::aborted, i, "the policy root aborted the stream", out.bytes);
+  opening_bytes head{};
+  if (gpu::status s = group.broadcast(std::span<std::byte>(head), root); !s) {
+    fail(out, stream_failure::transport, std::nullopt, "opening: " + status_text(s));
+    return out;
+  }
+  const std::optional<stream_opening> o = read_stream_opening(head);
+  if (!o) {
+    fail(out, stream_failure::transport, std::nullopt, "opening: the root's broadcast is no stream opening (the group is out of step)");
+    return out;
+  }
+  if (o->refused) {
+    fail(out, stream_failure::aborted, std::nullopt, "the policy root refused the stream");
+    return out;
+  }
+  if (o->bucket_count != count) {
+    fail(out, stream_failure::transport, std::nullopt,
+         "opening: the root streams " + std::to_string(o->bucket_count) + " buckets, this rank's plan cuts " +
+             std::to_string(count) + " (the group is out of step)");
+    return out;
+  }
+  std::vector<std::byte> buffer = stream_buffer(plan);
+  std::vector<std::uint64_t> sums;  // of the buckets imported so far (checksums on)
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::span<std::byte> bytes = bucket_bytes(buffer, plan, i);
+    if (gpu::status s = group.broadcast(bytes, root); !s) {
+      fail(out, stream_failure::transport, i, "payload: " + status_text(s));
       return out;
     }
-    const std::int64_t size = plan.bucket_size(i);
-    const std::span<std::int32_t> payload(words.data(), words_for(size));  // I32 [ceil(bucket_size(i) / 4)]
-    if (gpu::status s = group.broadcast(payload, root); !s)
-      return failed(stream_failure::transport, i, "payload: " + status_text(s), out.bytes);
     if (!engine || !out.ok()) continue;  // taking part only, discarding
-    const std::span<const std::byte> bytes = std::as_bytes(payload).first(static_cast<std::size_t>(size));
-    if (checksums && bucket_checksum(bytes) != checksum) {
-      out = failed(stream_failure::corrupt, i, "checksum mismatch (corrupted in transit)", out.bytes);
-      continue;
-    }
+    if (checksums) sums.push_back(bucket_checksum(bytes));
     if (gpu::status s = engine->import_bucket(i, bytes); !s) {
-      out = failed(stream_failure::engine, i, status_text(s), out.bytes);
+      fail(out, stream_failure::engine, i, status_text(s));
       continue;
     }
-    out.bytes += size;
+    out.bytes += plan.bucket_size(i);
   }
+  std::vector<std::byte> tail = closing_buffer(count, checksums);
+  if (gpu::status s = group.broadcast(std::span<std::byte>(tail), root); !s) {
+    fail(out, stream_failure::transport, std::nullopt, "closing: " + status_text(s));
+    return out;
+  }
+  if (!engine) return out;
+  const bool root_failed = get(tail, 0) != every_bucket_exported;
+  const std::size_t root_failed_at = root_failed ? static_cast<std::size_t>(get(tail, 1)) : count;
+  if (checksums) {  // the root's sums are 0 from its failed export on: compare only before it
+    for (std::size_t i = 0; i < sums.size() && i < root_failed_at; ++i) {
+      if (sums[i] == get(tail, 2 + i)) {
+        ++out.checksums_matched;
+        continue;
+      }
+      out.checksum_mismatch = i;
+      if (out.ok() || i <= *out.bucket) fail(out, stream_failure::corrupt, i, "checksum mismatch (corrupted in transit)");
+      break;
+    }
+  }
+  if (root_failed && (out.ok() || root_failed_at < *out.bucket))
+    fail(out, stream_failure::aborted, root_failed_at,
+         "the policy root aborted the stream (its export of bucket " + std::to_string(root_failed_at) + " failed)");
   return out;
 }
 

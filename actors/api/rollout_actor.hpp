@@ -11,9 +11,9 @@
 namespace tandem {
 
 /// A rollout (generation) worker. Every sequence it returns was generated with exactly one weight
-/// version, the live one. Refit: begin(v), bucket(v, i) for every bucket, commit(v), or over the
-/// data plane stream(v), commit(v); a failure anywhere, or abort(v), leaves the previous version
-/// live. Colocated workers get bump(v) instead.
+/// version, the live one. Refit: stream(v) (every bucket over the refit group), then commit(v); a
+/// failure anywhere, or abort(v), leaves the previous version live. Colocated workers get bump(v)
+/// instead.
 /// While an engine call is in flight, everything but version and abort is refused (wrong_state).
 using rollout_actor = caf::typed_actor<
     /// Generates every request of the job with the live weights. Errors: stale_version
@@ -22,21 +22,16 @@ using rollout_actor = caf::typed_actor<
     /// Checks the policy's manifest against this worker's layout and derives the bucket plan.
     /// Errors: invalid_config (the first difference), wrong_state (a refit in progress).
     caf::replies_to<check_atom, manifest_check>::with<manifest_accepted>,
-    /// Starts the update to a version newer than the live one (dropping an unfinished older
-    /// update). Errors: stale_version, wrong_state (no manifest checked, busy), engine_failure.
-    caf::replies_to<begin_atom, weight_version>::with<refit_ack>,
-    /// Imports one bucket of the update in progress (verifying its checksum when it has one).
-    /// Errors: stale_version (not the version being updated), wrong_state (no update), invalid_config
-    /// (index, size or checksum), engine_failure; any failure drops the update, the old version stays live.
-    caf::replies_to<bucket_atom, weight_bucket>::with<refit_ack>,
-    /// begin_weight_update(job.version), then receives every bucket from the refit group's root and
-    /// imports it (verifying its checksum when job.checksums): begin + every bucket in one request,
-    /// the bytes over the data plane (refit_stream.hpp). A stream refused for its content (stale
-    /// version, no manifest, a plan other than the checked one) is still taken part in, discarding
-    /// every bucket, so the group stays in step. Errors: stale_version (job.version not newer than
-    /// the live one), wrong_state (no manifest checked, busy), invalid_config (no refit group;
-    /// bucket size or count not the checked plan's; a checksum mismatch), engine_failure (begin,
-    /// import or transport failed, or the root aborted); any failure drops the update.
+    /// begin_weight_update(job.version) (dropping an unfinished older update), then receives every
+    /// bucket from the refit group's root and imports it, comparing the checksums after the last
+    /// when job.checksums (refit_stream.hpp). The ack carries the outcome (stream_result): staged,
+    /// with the checksums matched, or aborted (begin, an import, the transport or a checksum
+    /// failed, or the root aborted), the first failing bucket named, the update dropped and the
+    /// previous version live. A stream refused for its content (stale version, no manifest, a plan
+    /// other than the checked one) is still taken part in, discarding every bucket, so the group
+    /// stays in step. Errors (refusals): stale_version (job.version not newer than the live one),
+    /// wrong_state (no manifest checked, busy), invalid_config (no refit group; engine calls
+    /// inline; bucket size or count not the checked plan's).
     caf::replies_to<stream_atom, stream_job>::with<refit_ack>,
     /// Makes the updated version live. Errors: stale_version, wrong_state, engine_failure (the
     /// update is dropped, the old version stays live).

@@ -93,6 +93,7 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"refit", {{"mode", to_string(r.refit.mode)},
                          {"buckets", r.refit.buckets},
                          {"bytes", r.refit.bytes},
+                         {"checksums", r.refit.checksums},
                          {"dropped_acks", r.refit.dropped_acks}}},
               {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
                                  {"heartbeats", traffic.heartbeat_bytes}}},
@@ -175,7 +176,6 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
 
   refit_coordinator_config rc;
   rc.mode = recipe.policy.generation.colocated ? refit_mode::colocated : refit_mode::dedicated;
-  rc.route = bucket_route::data_plane;
   rc.policy = st.s.policy.front();
   rc.rollout = st.s.rollout;
   rc.bucket_bytes = refit_bucket_bytes(recipe);

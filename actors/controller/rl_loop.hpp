@@ -10,8 +10,8 @@
 //               --> (rl_done, false, why naming the worker)
 //
 // Refits: colocated runs bump the version over the shared weights; dedicated runs stream every
-// bucket from the policy root to the rollout workers over the data plane
-// (bucket_route::data_plane), so the controller's traffic per step does not grow with the model.
+// bucket from the policy root to the rollout workers over the refit group (refit_stream.hpp), so
+// the controller's traffic per step does not grow with the model.
 // Each step line and record carries the control bytes the controller moved during the step
 // (heartbeats apart) and the weights digest of every policy rank.
 #pragma once

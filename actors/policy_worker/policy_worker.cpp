@@ -14,7 +14,10 @@
 namespace tandem {
 namespace {
 
-/// What a train call returns from the executor.
+constexpr const char* inline_refusal =
+    "engine calls run inline, and a stream's broadcasts wait for every rank of the refit group "
+    "(streams need engine_execution::off_scheduler)";
+
 struct policy_worker_state {
   static inline const char* name = "policy_worker";
 
@@ -87,44 +90,11 @@ struct policy_worker_state {
     return rp;
   }
 
-  caf::result<weight_bucket> export_bucket(const export_job& job) {
-    if (busy_with) return busy("export");
-    if (job.version != version) return stale("export", job.version);
-    if (job.bucket_bytes <= 0)
-      return tandem_error(tandem_errc::invalid_config,
-                          where("export: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes)));
-    auto plan = plan_for(job.bucket_bytes);
-    if (job.index >= plan->bucket_count())
-      return tandem_error(tandem_errc::invalid_config, where("export: bucket " + std::to_string(job.index) +
-                                                             " out of range (" + std::to_string(plan->bucket_count()) +
-                                                             " buckets)"));
-    auto rp = self->make_response_promise<weight_bucket>();
-    busy_with = "export";
-    auto engine = config.engine;
-    auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(plan->bucket_size(job.index)));
-    auto work = [engine, plan, bytes, index = job.index] {
-      return engine->export_bucket(*plan, index, std::span<std::byte>(bytes->data(), bytes->size()));
-    };
-    runner.run(self, std::move(work), [this, rp, bytes, job](gpu::status s) mutable {
-      busy_with = nullptr;
-      if (!s) {
-        rp.deliver(engine_error(where("export bucket " + std::to_string(job.index) + " of v" + std::to_string(job.version)), s));
-        return;
-      }
-      weight_bucket out;
-      out.version = job.version;
-      out.index = job.index;
-      if (job.checksum) out.checksum = bucket_checksum(std::span<const std::byte>(bytes->data(), bytes->size()));
-      out.bytes = std::move(bytes);
-      rp.deliver(std::move(out));
-    });
-    return rp;
-  }
-
   caf::result<stream_report> stream(const stream_job& job) {
     if (busy_with) return busy("stream");
     const std::string what = "stream of v" + std::to_string(job.version);
     if (!config.refit_group) return tandem_error(tandem_errc::invalid_config, where(what + " refused: no refit group"));
+    if (runner.inline_calls()) return tandem_error(tandem_errc::invalid_config, where(what + " refused: " + inline_refusal));
     if (job.bucket_bytes <= 0)
       return tandem_error(tandem_errc::invalid_config,
                           where(what + " refused: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes)));
@@ -141,9 +111,9 @@ struct policy_worker_state {
     auto rp = self->make_response_promise<stream_report>();
     busy_with = "stream";
     auto group = config.refit_group;
-    if (refusal) {  // the receivers are waiting for a header: tell them to stop
+    if (refusal) {  // the receivers are waiting for the opening: tell them to stop
       runner.run(
-          self, [group] { return abort_stream(*group); },
+          self, [group] { return refuse_stream(*group); },
           [this, rp, e = *refusal](gpu::status) mutable {
             busy_with = nullptr;
             rp.deliver(e);
@@ -162,9 +132,9 @@ struct policy_worker_state {
       }
       const stream_outcome& out = r.value();
       if (!out.ok()) {
-        const char* after = out.failure == stream_failure::engine ? "; the stream was aborted on the refit group" : "";
-        rp.deliver(tandem_error(tandem_errc::engine_failure,
-                                where(what + ": bucket " + std::to_string(out.bucket) + ": " + out.reason + after)));
+        const char* after = out.failure == stream_failure::engine ? "; the stream's closing told the receivers" : "";
+        const std::string at = out.bucket ? ": bucket " + std::to_string(*out.bucket) : std::string();
+        rp.deliver(tandem_error(tandem_errc::engine_failure, where(what + at + ": " + out.reason + after)));
         return;
       }
       rp.deliver(stream_report{config.name, version, plan->bucket_count(), out.bytes});
@@ -191,7 +161,6 @@ policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_
       [self](manifest_atom) {
         return manifest_reply{self->state.config.name, self->state.version, self->state.manifest};
       },
-      [self](export_atom, const export_job& job) { return self->state.export_bucket(job); },
       [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
       [self](version_atom) { return self->state.version; },
   };

@@ -1,11 +1,11 @@
 // The policy worker: one training rank, driving a train_engine through the policy_actor interface.
 //
-//   idle --logprobs / train / export / stream--> busy (one engine call in flight) --call done--> idle
-//   busy: logprobs, train, export, stream refused (wrong_state); manifest, version answered
+//   idle --logprobs / train / stream--> busy (one engine call in flight) --call done--> idle
+//   busy: logprobs, train, stream refused (wrong_state); manifest, version answered
 //   train ok: version v -> v + 1;  train failed: gradients dropped, version and weights unchanged
-//   stream(v): as the refit group's root, broadcasts every bucket of v (refit_stream.hpp); one
-//   refused for its content (stale version, bucket count) still sends the abort header, so the
-//   rollout workers waiting in the group stop
+//   stream(v): as the refit group's root, broadcasts every bucket of v (refit_stream.hpp), the
+//   only way weight bytes leave the rank; one refused for its content (stale version, bucket
+//   count) still sends the refused opening, so the rollout workers waiting in the group stop
 //
 // The weight version starts at config.initial_version (the checkpoint) and grows by one with every
 // successful optimizer step. Engine calls run where config.execution says (engine_call.hpp).
@@ -28,9 +28,9 @@ struct policy_worker_config {
   std::shared_ptr<gpu::train_engine> engine;      ///< required; shared with the executor thread
   weight_version initial_version = 0;
   engine_execution execution = engine_execution::off_scheduler;
-  /// The refit group for streamed refits (bucket_route::data_plane); this worker is its rank 0,
-  /// the root. None: stream is refused. Its broadcasts block until every rank takes part, so
-  /// streams need engine_execution::off_scheduler.
+  /// The refit group (a zmq_group between processes, a local_group in process); this worker is
+  /// its rank 0, the root. None: stream is refused. Its broadcasts block until every rank takes
+  /// part, so streams need engine_execution::off_scheduler (inline, stream is refused).
   std::shared_ptr<gpu::communicator> refit_group;
 };
 

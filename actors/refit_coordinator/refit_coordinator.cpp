@@ -1,7 +1,6 @@
 // The refit coordinator's state machine (drawn in refit_coordinator.hpp): one function per state
-// (idle, handshaking, ready, refitting), the stages of a refit as helpers of refitting. Dedicated
-// refits take one of two routes (config.route): through this actor (begin, export + bucket per
-// bucket, commit) or over the data plane (stream, commit).
+// (idle, handshaking, ready, refitting), the stages of a refit as helpers of refitting: stream then
+// commit (dedicated) or bump (colocated).
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 
 #include <optional>
@@ -24,9 +23,8 @@ using behavior = refit_coordinator_actor::behavior_type;
 /// stage, policy rank 0's stream_report).
 struct stage_state {
   std::uint64_t serial = 0;             // deadlines and late replies name the stage they belong to
-  refit_stage kind = refit_stage::begin;
+  refit_stage kind = refit_stage::stream;
   bool aborting = false;                // the abort round after a failure (answers are versions)
-  std::size_t bucket = 0;
   std::vector<bool> pending;            // by rollout worker
   bool policy_pending = false;          // stream: policy rank 0 has not answered yet
   std::size_t left = 0;                 // rollout workers pending, plus 1 while policy_pending
@@ -186,13 +184,7 @@ struct refit_coordinator_state {
     refit.report.rollout_workers = config.rollout.size();
     refitting_now = true;
     self->become(refitting());
-    if (config.mode == refit_mode::colocated) {
-      send_stage(refit_stage::bump);
-    } else if (config.route == bucket_route::data_plane) {
-      send_stage(refit_stage::stream);
-    } else {
-      send_stage(refit_stage::begin);
-    }
+    send_stage(config.mode == refit_mode::colocated ? refit_stage::bump : refit_stage::stream);
     return refit.promise;
   }
 
@@ -209,13 +201,12 @@ struct refit_coordinator_state {
     };
   }
 
-  /// Starts a stage: its request goes to every rollout worker (`bytes` for a bucket stage), and
-  /// for a stream stage to policy rank 0 too.
-  void send_stage(refit_stage kind, std::size_t bucket = 0, const weight_bucket* bytes = nullptr) {
+  /// Starts a stage: its request goes to every rollout worker, and for a stream stage to policy
+  /// rank 0 too.
+  void send_stage(refit_stage kind) {
     stage = stage_state{};
     stage.serial = next_serial++;
     stage.kind = kind;
-    stage.bucket = bucket;
     stage.pending.assign(config.rollout.size(), true);
     stage.left = config.rollout.size();
     stage.policy_pending = kind == refit_stage::stream;
@@ -228,8 +219,6 @@ struct refit_coordinator_state {
       auto on_error = [this, i, serial](caf::error& e) { on_reply_error(i, serial, e); };
       auto& w = config.rollout[i];
       switch (kind) {
-        case refit_stage::begin: self->request(w, config.timeout, begin_atom_v, refit.version).then(on_ack, on_error); break;
-        case refit_stage::bucket: self->request(w, config.timeout, bucket_atom_v, *bytes).then(on_ack, on_error); break;
         case refit_stage::commit: self->request(w, config.timeout, commit_atom_v, refit.version).then(on_ack, on_error); break;
         case refit_stage::bump: self->request(w, config.timeout, bump_atom_v, refit.version).then(on_ack, on_error); break;
         case refit_stage::stream: self->request(w, config.timeout, stream_atom_v, job).then(on_ack, on_error); break;
@@ -239,7 +228,7 @@ struct refit_coordinator_state {
     self->delayed_send(self, config.timeout, deadline_atom_v, serial);
   }
 
-  /// Has policy rank 0 broadcast every bucket to the rollout workers (data_plane).
+  /// Has policy rank 0 broadcast every bucket to the rollout workers over the refit group.
   void stream_from_policy(std::uint64_t serial, const stream_job& job) {
     auto awaited = [this, serial] { return serial == stage.serial && !stage.aborting && stage.policy_pending; };
     self->request(config.policy, config.timeout, stream_atom_v, job)
@@ -262,36 +251,6 @@ struct refit_coordinator_state {
             });
   }
 
-  /// Exports bucket `index` from policy rank 0, then sends it to every rollout worker.
-  void export_bucket(std::size_t index) {
-    const std::uint64_t serial = next_serial++;
-    stage = stage_state{};
-    stage.serial = serial;
-    stage.kind = refit_stage::bucket;
-    stage.bucket = index;
-    const export_job job{refit.version, index, config.bucket_bytes, config.checksums};
-    self->request(config.policy, config.timeout, export_atom_v, job)
-        .then(
-            [this, serial, index](weight_bucket& b) {
-              if (serial != stage.serial) return;
-              if (b.version != refit.version || b.index != index) {
-                fail(tandem_error(tandem_errc::stale_version, "policy rank 0 answered the export of bucket " +
-                                                                  std::to_string(index) + " of " + v(refit.version) +
-                                                                  " with bucket " + std::to_string(b.index) + " of " +
-                                                                  v(b.version)));
-                return abort_everywhere();
-              }
-              refit.report.buckets += 1;
-              refit.report.bytes += static_cast<std::int64_t>(b.view().size());
-              send_stage(refit_stage::bucket, index, &b);
-            },
-            [this, serial, index](caf::error& e) {
-              if (serial != stage.serial) return;
-              fail(relay_error(e, "export of bucket " + std::to_string(index) + " from policy rank 0"));
-              abort_everywhere();
-            });
-  }
-
   /// An ack that arrived as a message (through the bridge): its worker is found by name.
   void on_message_ack(const refit_ack& a) {
     for (std::size_t i = 0; i < names.size(); ++i) {
@@ -305,20 +264,41 @@ struct refit_coordinator_state {
     on_ack(i, a);
   }
 
-  /// Counts `i`'s ack if it is the one the stage awaits; drops it otherwise.
+  /// Counts `i`'s ack if it is the one the stage awaits; drops it otherwise. A stream ack carries
+  /// the stream's outcome: an aborted stream, or checksums not matched on every bucket, fail the
+  /// refit.
   void on_ack(std::size_t i, const refit_ack& a) {
     const bool awaited = !stage.aborting && i < stage.pending.size() && stage.pending[i] && a.version == refit.version &&
-                         a.stage == stage.kind && (a.stage != refit_stage::bucket || a.bucket == stage.bucket);
+                         a.stage == stage.kind;
     if (!awaited) return drop(a);
-    if (!a.error.empty()) fail(tandem_error(tandem_errc::engine_failure, worker(i) + ": " + a.error));
+    if (a.stage == refit_stage::stream) {
+      check_stream(i, a);
+    } else if (!a.error.empty()) {
+      fail(tandem_error(tandem_errc::engine_failure, worker(i) + " at " + to_string(a.stage) + ": " + a.error));
+    }
     settle(i);
+  }
+
+  void check_stream(std::size_t i, const refit_ack& a) {
+    const stream_result& r = a.stream;
+    const std::string at = worker(i) + " at stream: ";
+    if (r.aborted || !a.error.empty()) {
+      const auto code = r.checksum_mismatch ? tandem_errc::invalid_config : tandem_errc::engine_failure;
+      fail(tandem_error(code, at + (a.error.empty() ? "the stream was aborted (no reason given)" : a.error)));
+      return;
+    }
+    if (!config.checksums) return;
+    if (!r.checksums || r.checksums_matched != bucket_count) {
+      fail(tandem_error(tandem_errc::invalid_config,
+                        at + "staged " + v(refit.version) + " with " + std::to_string(r.checksums ? r.checksums_matched : 0) +
+                            " of " + std::to_string(bucket_count) + " bucket checksums matched" +
+                            (r.checksums ? std::string() : " (it compared none)")));
+    }
   }
 
   void on_reply_error(std::size_t i, std::uint64_t serial, const caf::error& e) {
     if (serial != stage.serial || stage.aborting || i >= stage.pending.size() || !stage.pending[i]) return;
-    std::string what = to_string(stage.kind);
-    if (stage.kind == refit_stage::bucket) what += " " + std::to_string(stage.bucket);
-    fail(relay_error(e, worker(i) + " at " + what));
+    fail(relay_error(e, worker(i) + " at " + to_string(stage.kind)));
     settle(i);
   }
 
@@ -351,10 +331,6 @@ struct refit_coordinator_state {
   void stage_done() {
     if (refit.failure) return abort_everywhere();
     switch (stage.kind) {
-      case refit_stage::begin:
-        return bucket_count > 0 ? export_bucket(0) : send_stage(refit_stage::commit);
-      case refit_stage::bucket:
-        return stage.bucket + 1 < bucket_count ? export_bucket(stage.bucket + 1) : send_stage(refit_stage::commit);
       case refit_stage::stream:
         return send_stage(refit_stage::commit);
       case refit_stage::commit:
@@ -406,6 +382,7 @@ struct refit_coordinator_state {
     self->become(ready());
     if (!refit.failure) {
       live = refit.version;
+      refit.report.checksums = config.mode == refit_mode::dedicated && config.checksums;  // every ack matched them all
       refit.promise.deliver(refit.report);
       return;
     }

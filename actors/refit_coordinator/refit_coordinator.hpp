@@ -11,24 +11,21 @@
 //                                                                                      +-----------+
 //   refitting(v) is a sequence of stages; each sends one request to every rollout worker and waits
 //   for an ack from each (or its error, or the stage deadline):
-//     dedicated, through_coordinator:
-//                 begin(v) -> for each bucket i: export(v, i) from policy rank 0, bucket(v, i) to all -> commit(v)
-//     dedicated, data_plane:
-//                 stream(v) to every rollout worker and to policy rank 0 (also awaited: its
-//                 stream_report) -> commit(v); the policy root broadcasts every bucket to the
-//                 rollout workers over the refit group itself (refit_stream.hpp), so this actor's
-//                 traffic per refit does not depend on the bucket count; a failed stream reports
-//                 policy rank 0's error when it has one (the receivers only see the root stop)
+//     dedicated:  stream(v) to every rollout worker and to policy rank 0 (also awaited: its
+//                 stream_report) -> commit(v). The policy root broadcasts every bucket to the
+//                 rollout workers over the refit group itself (refit_stream.hpp), so no weight
+//                 byte passes this actor and its traffic per refit does not depend on the bucket
+//                 count. Each rollout worker's stream ack carries the stream's outcome
+//                 (stream_result): aborted or staged, the first failing bucket, the checksum
+//                 results; with checksums on, an ack that did not match every bucket's checksum
+//                 fails the refit too. A failed stream reports policy rank 0's error when it has
+//                 one (a receiver only sees the root stop).
 //     colocated:  bump(v)  (the rollout engines read the trainer's weights in place)
 //   a stage with a failure -> aborting: abort(v) to every rollout worker, wait for every answer,
 //   then back to ready with the previous version live, replying an error that names the worker
 //   and the reason.
 //
-//   Through the coordinator, buckets move one at a time (export, send, all acks, next);
-//   overlapping the export of bucket i + 1 with the transfer of bucket i is left for the GPU
-//   transports.
-//
-//   Acks of another version, stage or bucket, or from a worker that already acked, are dropped and
+//   Acks of another version or stage, or from a worker that already acked, are dropped and
 //   counted (refit_report::dropped_acks). Requests that do not fit the state are refused with
 //   wrong_state. Every wait has a deadline on CAF's clock (config.timeout).
 #pragma once
@@ -47,14 +44,10 @@ namespace tandem {
 
 struct refit_coordinator_config {
   refit_mode mode = refit_mode::dedicated;
-  policy_actor policy;                          ///< policy rank 0: the manifest and every bucket's bytes
+  policy_actor policy;                          ///< policy rank 0: the manifest, and the root of every stream
   std::vector<rollout_actor> rollout;           ///< every rollout worker, named by their handshake answers
   std::int64_t bucket_bytes = std::int64_t{64} << 20;  ///< > 0; the rollout engines must cut the same buckets
-  bool checksums = false;                       ///< every bucket carries its checksum (debug integrity)
-  /// How dedicated refits move the bytes: through_coordinator (export + bucket requests, the bytes
-  /// pass through this actor; in-process runs) or data_plane (stream: the policy root broadcasts to
-  /// the rollout workers itself; multi-process runs, where nothing heavy may cross the controller).
-  bucket_route route = bucket_route::through_coordinator;
+  bool checksums = false;                       ///< every bucket's checksum is compared (debug integrity)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  ///< per request and per stage
 };
 

@@ -102,12 +102,6 @@ remote_policy_actor::behavior_type remote_policy(remote_policy_actor::stateful_p
         st.manifest_waiters.push_back(self->make_response_promise<manifest_reply>());
         return st.manifest_waiters.back();
       },
-      [self](export_atom, const export_job&) -> caf::result<weight_bucket> {
-        return tandem_error(tandem_errc::invalid_config,
-                            self->state.target.name +
-                                ": export refused: weight bytes never pass through the controller; refits of a "
-                                "multi-process run stream worker to worker (bucket_route::data_plane)");
-      },
       [self](stream_atom, const stream_job& job) -> caf::result<stream_report> {
         auto& st = self->state;
         if (st.stream) return st.busy("stream");

@@ -6,9 +6,9 @@
 //
 // One request of each kind may be in flight (a second is refused with wrong_state). manifest is
 // answered once the worker pushed its manifest (policy rank 0 does at start-up). version is the
-// last version the worker reported. export is refused: weight bytes never pass through the
-// controller (refits stream worker to worker, bucket_route::data_plane). Replies nobody waits
-// for (after a deadline passed) are dropped and logged. Deadlines are the requesters'.
+// last version the worker reported. Weight bytes never pass through the controller: stream has
+// the worker broadcast them over its refit group. Replies nobody waits for (after a deadline
+// passed) are dropped and logged. Deadlines are the requesters'.
 #pragma once
 
 #include <caf/actor_system.hpp>

@@ -53,8 +53,24 @@ struct remote_rollout_state {
     if (p == nullptr || !*p || a.weight_version != refit_version) return unexpected(control::message{a});
     live = a.live_version;
     auto rp = take(*p);
+    if (stage == refit_stage::stream && (a.ok || a.aborted)) {  // a stream that ran: its outcome is the ack
+      rp.deliver(stream_ack(a));
+      return;
+    }
     if (!a.ok) { rp.deliver(ack_error(a)); return; }
-    rp.deliver(refit_ack{target.name, a.weight_version, stage, 0, {}});
+    rp.deliver(refit_ack{target.name, a.weight_version, stage, {}, {}});
+  }
+
+  /// The worker's stream outcome as its rollout worker acked it.
+  refit_ack stream_ack(const control::refit_ack& a) const {
+    refit_ack out{target.name, a.weight_version, refit_stage::stream, a.aborted ? a.error : std::string(), {}};
+    stream_result& r = out.stream;
+    r.aborted = a.aborted;
+    if (a.failed_bucket >= 0) r.failed_bucket = static_cast<std::size_t>(a.failed_bucket);
+    r.checksums = a.checksums;
+    r.checksums_matched = static_cast<std::size_t>(a.checksums_matched);
+    if (a.checksum_mismatch >= 0) r.checksum_mismatch = static_cast<std::size_t>(a.checksum_mismatch);
+    return out;
   }
 
   void on_error(const control::error& e) {
@@ -119,12 +135,6 @@ remote_rollout_actor::behavior_type remote_rollout(remote_rollout_actor::statefu
                                                    remote_target target) {
   self->state.self = self;
   self->state.target = std::move(target);
-  auto refused = [self](const char* what) {
-    return tandem_error(tandem_errc::invalid_config,
-                        self->state.target.name + ": " + what +
-                            " refused: a remote rollout worker receives buckets from the policy root over the data "
-                            "plane (stream), never through the controller");
-  };
   return {
       [self](generate_atom, generate_job& job) -> caf::result<generate_result> {
         auto& st = self->state;
@@ -144,8 +154,6 @@ remote_rollout_actor::behavior_type remote_rollout(remote_rollout_actor::statefu
         st.send(control::manifest_check{static_cast<std::uint64_t>(job.bucket_bytes), wire::to_wire(job.manifest)});
         return *st.check;
       },
-      [refused](begin_atom, weight_version) -> caf::result<refit_ack> { return refused("begin"); },
-      [refused](bucket_atom, const weight_bucket&) -> caf::result<refit_ack> { return refused("bucket"); },
       [self](stream_atom, const stream_job& job) -> caf::result<refit_ack> {
         control::refit_begin m;
         m.weight_version = job.version;

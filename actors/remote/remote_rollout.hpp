@@ -3,14 +3,15 @@
 //
 //   generate  --generate_request-->  worker  --generate_result-->  trajectories (rebuilt with the job)
 //   check     --manifest_check-->            --manifest_result-->  manifest_accepted
-//   stream(v) --refit_begin(broadcast)-->    --refit_ack(staged)-->    the update to v is staged
+//   stream(v) --refit_begin(broadcast)-->    --refit_ack(staged)-->    the stream's outcome: staged, or
+//                                                                      aborted (bucket, reason), with the checksum results
 //   commit(v) --refit_commit-->              --refit_ack(committed)--> v is live
 //   abort(v)  --refit_abort-->               --refit_ack(aborted)-->   the live version
 //   bump(v)   --refit_begin(colocated)-->    --refit_ack(bumped)-->    v is live
 //
-// One request of each kind may be in flight (a second is refused with wrong_state). begin and
-// bucket are refused: a remote rollout worker receives buckets from the policy root over the data
-// plane, never through the controller. version is the last live version the worker reported.
+// One request of each kind may be in flight (a second is refused with wrong_state). The worker
+// receives the buckets from the policy root over the refit group, never through the controller.
+// version is the last live version the worker reported.
 // Replies nobody waits for are dropped and logged. Deadlines are the requesters'.
 #pragma once
 

@@ -37,9 +37,7 @@ struct rollout_worker_state {
     return refuse(tandem_errc::wrong_state, std::string(request) + " refused: busy with " + busy_with);
   }
 
-  refit_ack ack(weight_version version, refit_stage stage, std::size_t bucket = 0) const {
-    return refit_ack{config.name, version, stage, bucket, {}};
-  }
+  refit_ack ack(weight_version version, refit_stage stage) const { return refit_ack{config.name, version, stage, {}, {}}; }
 
   /// Ends the engine call in flight; an abort that arrived meanwhile is carried out now.
   void call_done() {
@@ -98,87 +96,53 @@ struct rollout_worker_state {
     return manifest_accepted{config.name, live, plan->bucket_count(), plan->total_bytes()};
   }
 
-  caf::result<refit_ack> begin(weight_version version) {
-    if (busy_with) return busy("begin");
-    if (!plan) return refuse(tandem_errc::wrong_state, "begin " + v(version) + " refused: no manifest checked");
-    if (version <= live)
-      return refuse(tandem_errc::stale_version, "begin " + v(version) + " refused: " + v(live) + " is live");
-    return start_update(version, "begin", false);
-  }
-
   caf::result<refit_ack> bump(weight_version version) {
     if (busy_with) return busy("bump");
     if (version <= live)
       return refuse(tandem_errc::stale_version, "bump to " + v(version) + " refused: " + v(live) + " is live");
-    return start_update(version, "bump", true);
+    return start_bump(version);
   }
 
-  /// begin_weight_update (after dropping an unfinished update), or bump_weight_version for a bump.
-  caf::result<refit_ack> start_update(weight_version version, const char* what, bool and_commit) {
+  /// bump_weight_version (after dropping an unfinished update): the new version is live at once.
+  caf::result<refit_ack> start_bump(weight_version version) {
     auto rp = self->make_response_promise<refit_ack>();
     const bool drop_first = updating.has_value();
-    if (and_commit) {
-      updating.reset();
-    } else {
-      updating = version;  // so that an abort(version) arriving meanwhile is carried out afterwards
-    }
-    busy_with = what;
+    updating.reset();
+    busy_with = "bump";
     auto engine = config.engine;
-    auto work = [engine, version, drop_first, and_commit]() -> gpu::status {
+    auto work = [engine, version, drop_first]() -> gpu::status {
       if (drop_first) engine->abort_weight_update();
-      if (!and_commit) return engine->begin_weight_update(version);
       if (auto s = engine->bump_weight_version(version); !s) return s;
       if (engine->weight_version() != version)
         return {gpu::status_code::device_error, "the engine committed v" + std::to_string(engine->weight_version())};
       return gpu::status::ok();
     };
-    runner.run(self, std::move(work), [this, rp, version, what, and_commit](gpu::status s) mutable {
+    runner.run(self, std::move(work), [this, rp, version](gpu::status s) mutable {
       if (!s) {
-        updating.reset();
         call_done();
-        rp.deliver(engine_error(where(std::string(what) + " " + v(version)), s));
+        rp.deliver(engine_error(where("bump " + v(version)), s));
         return;
       }
-      if (and_commit) live = version;
+      live = version;
       call_done();
-      rp.deliver(ack(version, and_commit ? refit_stage::bump : refit_stage::begin));
+      rp.deliver(ack(version, refit_stage::bump));
     });
     return rp;
   }
 
-  caf::result<refit_ack> bucket(const weight_bucket& b) {
-    if (busy_with) return busy("bucket");
-    const std::string what = "bucket " + std::to_string(b.index) + " of " + v(b.version);
-    if (!updating) return refuse(tandem_errc::wrong_state, what + " refused: no update in progress");
-    if (b.version != *updating)
-      return refuse(tandem_errc::stale_version, what + " refused: updating to " + v(*updating));
-    std::string bad;
-    if (b.index >= plan->bucket_count()) {
-      bad = "index out of range (" + std::to_string(plan->bucket_count()) + " buckets)";
-    } else if (static_cast<std::int64_t>(b.view().size()) != plan->bucket_size(b.index)) {
-      bad = "size " + std::to_string(b.view().size()) + " bytes, expected " + std::to_string(plan->bucket_size(b.index));
-    } else if (b.checksum && *b.checksum != bucket_checksum(b.view())) {
-      bad = "checksum mismatch (corrupted in transit)";
-    }
-    if (!bad.empty()) {
-      start_abort();
-      return refuse(tandem_errc::invalid_config, what + ": " + bad + "; update dropped, " + v(live) + " stays live");
-    }
-    auto rp = self->make_response_promise<refit_ack>();
-    busy_with = "bucket";
-    auto engine = config.engine;
-    auto work = [engine, b] { return engine->import_bucket(b.index, b.view()); };
-    runner.run(self, std::move(work), [this, rp, what, version = b.version, index = b.index](gpu::status s) mutable {
-      if (!s) {
-        updating.reset();  // the engine dropped the update
-        call_done();
-        rp.deliver(engine_error(where(what + " (update dropped, " + v(live) + " stays live)"), s));
-        return;
-      }
-      call_done();
-      rp.deliver(ack(version, refit_stage::bucket, index));
-    });
-    return rp;
+  /// The ack of a stream that ran: staged, or aborted with the failing bucket and the reason.
+  refit_ack stream_ack(weight_version version, const stream_outcome& out, bool checksums) const {
+    refit_ack a = ack(version, refit_stage::stream);
+    a.stream.checksums = checksums;
+    a.stream.checksums_matched = out.checksums_matched;
+    a.stream.checksum_mismatch = out.checksum_mismatch;
+    if (out.ok()) return a;
+    a.stream.aborted = true;
+    a.stream.failed_bucket = out.bucket;
+    const std::string at = out.bucket ? "bucket " + std::to_string(*out.bucket) + " of " + v(version) : "stream of " + v(version);
+    const std::string reason = out.failure == stream_failure::transport ? "transport: " + out.reason : out.reason;
+    a.error = where(at + ": " + reason + "; update dropped, " + v(live) + " stays live");
+    return a;
   }
 
   /// begin + every bucket, the bytes from the refit group's root (refit_stream.hpp).
@@ -186,6 +150,10 @@ struct rollout_worker_state {
     if (busy_with) return busy("stream");
     const std::string what = "stream of " + v(job.version);
     if (!config.refit_group) return refuse(tandem_errc::invalid_config, what + " refused: no refit group");
+    if (runner.inline_calls())
+      return refuse(tandem_errc::invalid_config,
+                    what + " refused: engine calls run inline, and a stream's broadcasts wait for every rank of the "
+                           "refit group (streams need engine_execution::off_scheduler)");
     if (job.bucket_bytes <= 0)
       return refuse(tandem_errc::invalid_config,
                     what + " refused: bucket_bytes must be > 0, got " + std::to_string(job.bucket_bytes));
@@ -223,33 +191,28 @@ struct rollout_worker_state {
     auto work = [engine, group, root, cut = plan, version, drop_first, checksums]() -> gpu::result<stream_outcome> {
       if (drop_first) engine->abort_weight_update();
       if (gpu::status s = engine->begin_weight_update(version); !s) {
-        (void)receive_stream(*group, root, nullptr, *cut, checksums);  // the group stays in step
-        return s;
+        stream_outcome out = receive_stream(*group, root, nullptr, *cut, checksums);  // the group stays in step
+        if (out.failure == stream_failure::transport) return out;
+        out.failure = stream_failure::engine;
+        out.bucket.reset();
+        out.reason = "begin: " + std::string(gpu::to_string(s.code())) + ": " + s.message();
+        return out;
       }
       stream_outcome out = receive_stream(*group, root, engine.get(), *cut, checksums);
       if (!out.ok()) engine->abort_weight_update();
       return out;
     };
-    runner.run(self, std::move(work), [this, rp, version](gpu::result<stream_outcome> r) mutable {
-      if (!r) {
+    runner.run(self, std::move(work), [this, rp, version, checksums](gpu::result<stream_outcome> r) mutable {
+      if (!r) {  // the engine executor itself failed
         updating.reset();
         call_done();
-        rp.deliver(engine_error(where("begin " + v(version) + " of a stream (update dropped, " + v(live) + " stays live)"),
+        rp.deliver(engine_error(where("stream of " + v(version) + " (update dropped, " + v(live) + " stays live)"),
                                 r.error()));
         return;
       }
-      const stream_outcome& out = r.value();
-      if (!out.ok()) {
-        updating.reset();  // the update was aborted on the engine
-        call_done();
-        const auto code = out.failure == stream_failure::corrupt ? tandem_errc::invalid_config : tandem_errc::engine_failure;
-        const std::string reason = out.failure == stream_failure::transport ? "transport: " + out.reason : out.reason;
-        rp.deliver(refuse(code, "bucket " + std::to_string(out.bucket) + " of " + v(version) + ": " + reason +
-                                    "; update dropped, " + v(live) + " stays live"));
-        return;
-      }
+      if (!r.value().ok()) updating.reset();  // the update was aborted on the engine
       call_done();
-      rp.deliver(ack(version, refit_stage::stream));
+      rp.deliver(stream_ack(version, r.value(), checksums));
     });
     return rp;
   }
@@ -310,8 +273,6 @@ rollout_actor::behavior_type rollout_worker(rollout_actor::stateful_pointer<roll
   return {
       [self](generate_atom, generate_job& job) { return self->state.generate(job); },
       [self](check_atom, const manifest_check& job) { return self->state.check(job); },
-      [self](begin_atom, weight_version version) { return self->state.begin(version); },
-      [self](bucket_atom, const weight_bucket& b) { return self->state.bucket(b); },
       [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
       [self](commit_atom, weight_version version) { return self->state.commit(version); },
       [self](abort_atom, weight_version version) { return self->state.abort(version); },

@@ -3,19 +3,19 @@
 //
 //                    check(manifest): bucket plan derived (idle only)
 //   +------+ --generate(job for the live version)--> busy --done--> idle
-//   | idle | --begin(v > live)--> updating(v) --bucket(v, i)...--> updating(v) --commit(v)--> idle, v live
-//   |      | --stream(v > live): begin + every bucket from the refit group--> updating(v) --commit(v)-->
-//   +------+ <--abort(v), or any failed begin / bucket / stream / commit: the previous version stays live--+
+//   | idle | --stream(v > live): begin + every bucket from the refit group--> updating(v) --commit(v)--> idle, v live
+//   |      |      (a stream that fails: its ack says aborted, the bucket and why; the update is dropped)
+//   +------+ <--abort(v), or a failed stream or commit: the previous version stays live------------+
 //            --bump(v > live) (colocated: begin + commit, no buckets)--> idle, v live
 //
-//   busy (one engine call in flight): generate, check, begin, bucket, stream, commit, bump refused
-//   (wrong_state); version answered; abort(v) answered at once and carried out when the call ends.
-//   updating: generate and check refused (wrong_state); begin(w > v) or stream(w > v) drops v and
-//   starts w.
+//   busy (one engine call in flight): generate, check, stream, commit, bump refused (wrong_state);
+//   version answered; abort(v) answered at once and carried out when the call ends.
+//   updating: generate and check refused (wrong_state); stream(w > v) drops v and starts w.
 //   stream: the bytes come over config.refit_group (refit_stream.hpp), a collective every rank
 //   takes part in; a stream refused for its content (stale version, no manifest, another plan)
 //   is taken part in all the same, discarding every bucket, so the group stays in step. Refused
-//   without taking part: no refit group, bucket_bytes <= 0 (the root refuses those too), busy.
+//   without taking part: no refit group, engine calls inline, bucket_bytes <= 0 (the root
+//   refuses those too), busy.
 //
 // Every trajectory carries the version that generated it; a job for any other version than the
 // live one is refused (stale_version). Engine calls run where config.execution says
@@ -42,9 +42,10 @@ struct rollout_worker_config {
   /// size must equal the coordinator's (the generate_engine contract cannot set it).
   gpu::weight_manifest manifest;
   engine_execution execution = engine_execution::off_scheduler;
-  /// The refit group for streamed refits (bucket_route::data_plane), in which this worker is one
-  /// of the receiving ranks. None: stream is refused. Its broadcasts block until every rank takes
-  /// part, so streams need engine_execution::off_scheduler.
+  /// The refit group (a zmq_group between processes, a local_group in process), in which this
+  /// worker is one of the receiving ranks. None: stream is refused. Its broadcasts block until
+  /// every rank takes part, so streams need engine_execution::off_scheduler (inline, stream is
+  /// refused).
   std::shared_ptr<gpu::communicator> refit_group;
   int refit_root = 0;  ///< the policy root's rank in refit_group
 };

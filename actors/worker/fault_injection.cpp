@@ -1,19 +1,23 @@
 // Fault injection (fault_injection.hpp).
 #include "actors/worker/fault_injection.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
 #include <string>
 
+#include "actors/api/refit_stream.hpp"
 #include "actors/bridge/log_line.hpp"
 
 namespace tandem {
 namespace {
 
-/// Forwards every collective; flips bit 0 of the first word of payload broadcast `target` sent
-/// from this rank (payloads: int32 broadcasts longer than the 4-word stream header), and restores
-/// it afterwards so the sender's own copy stays intact.
+/// Forwards every broadcast; flips bit 0 of the first byte of bucket payload `target` (1-based,
+/// counted over the run) that this rank broadcasts as a stream's root, and restores it afterwards
+/// so the sender's own copy stays intact. Payloads are told apart by the stream's schedule
+/// (refit_stream.hpp): an opening announces its bucket count, the next that many broadcasts are
+/// payloads, then comes the closing.
 class corrupting_group final : public gpu::communicator {
  public:
   corrupting_group(std::shared_ptr<gpu::communicator> inner, std::uint64_t target) : inner_(std::move(inner)), target_(target) {}
@@ -24,15 +28,23 @@ class corrupting_group final : public gpu::communicator {
 
  protected:
   gpu::status broadcast_raw(void* data, std::int64_t count, gpu::dtype type, int root) override {
-    if (type != gpu::dtype::int32) return unsupported("broadcast");
-    std::span<std::int32_t> words(static_cast<std::int32_t*>(data), static_cast<std::size_t>(count));
-    const bool corrupt = root == rank() && count > 4 && ++payloads_ == target_;
+    if (type != gpu::dtype::uint8) return unsupported("broadcasts of another type than bytes");
+    const std::span<std::byte> bytes(static_cast<std::byte*>(data), static_cast<std::size_t>(count));
+    bool corrupt = false;
+    if (root == rank()) {
+      if (payloads_left_ > 0) {
+        --payloads_left_;
+        corrupt = ++payloads_ == target_ && !bytes.empty();
+      } else if (const auto opening = read_stream_opening(bytes); opening && !opening->refused) {
+        payloads_left_ = opening->bucket_count;
+      }
+    }
     if (corrupt) {
-      words[0] ^= 1;
+      bytes[0] ^= std::byte{1};
       log_line("fault injection: corrupting refit payload " + std::to_string(target_) + " in transit");
     }
-    gpu::status s = inner_->broadcast(words, root);
-    if (corrupt) words[0] ^= 1;
+    gpu::status s = inner_->broadcast(bytes, root);
+    if (corrupt) bytes[0] ^= std::byte{1};
     return s;
   }
   gpu::status all_reduce_raw(void*, std::int64_t, gpu::dtype, gpu::reduce_op) override { return unsupported("all_reduce"); }
@@ -43,12 +55,13 @@ class corrupting_group final : public gpu::communicator {
 
  private:
   static gpu::status unsupported(const char* op) {
-    return {gpu::status_code::unsupported, std::string("fault injection wraps refit broadcasts of int32 words only, not ") + op};
+    return {gpu::status_code::unsupported, std::string("fault injection wraps refit stream broadcasts only, not ") + op};
   }
 
   std::shared_ptr<gpu::communicator> inner_;
   std::uint64_t target_;
-  std::uint64_t payloads_ = 0;
+  std::uint64_t payloads_ = 0;     // payloads broadcast as the root so far
+  std::size_t payloads_left_ = 0;  // of the stream in progress
 };
 
 }  // namespace

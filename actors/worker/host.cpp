@@ -75,6 +75,24 @@ control::refit_ack failed_ack(host_ptr self, weight_version v, S stage, const ca
   return a;
 }
 
+/// The staged ack of a stream that ran: its outcome (aborted or staged, the failing bucket, the
+/// checksum results) on the wire.
+control::refit_ack staged_ack(host_ptr self, weight_version v, const refit_ack& a) {
+  control::refit_ack out = ack(self, v, S::staged);
+  const stream_result& r = a.stream;
+  out.aborted = r.aborted;
+  out.failed_bucket = r.failed_bucket ? static_cast<std::int64_t>(*r.failed_bucket) : -1;
+  out.checksums = r.checksums;
+  out.checksums_matched = r.checksums_matched;
+  out.checksum_mismatch = r.checksum_mismatch ? static_cast<std::int64_t>(*r.checksum_mismatch) : -1;
+  if (r.aborted) {
+    out.ok = false;
+    out.error = a.error;
+    out.error_code = static_cast<std::uint16_t>(r.checksum_mismatch ? tandem_errc::invalid_config : tandem_errc::engine_failure);
+  }
+  return out;
+}
+
 // ---- binding and joining ------------------------------------------------------------------------
 
 void bind(host_ptr self) {
@@ -205,7 +223,7 @@ void on_refit_begin(host_ptr self, const control::refit_begin& m) {
   }
   if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::refit_begin)) return;
   self->request(st.rollout, caf::infinite, stream_atom_v, job)
-      .then([self, v](refit_ack&) { send(self, ack(self, v, S::staged)); },
+      .then([self, v](refit_ack& a) { send(self, staged_ack(self, v, a)); },
             [self, v](caf::error& e) { send(self, failed_ack(self, v, S::staged, e)); });
 }
 

@@ -1,6 +1,9 @@
 // Collectives between the ranks of a group (data-parallel policy ranks; policy and rollout ranks
 // for refit), typed over element types: callers pass spans, the element count and wire type come
-// from the span, so a byte count can never be passed where an element count belongs.
+// from the span, so a byte count can never be passed where an element count belongs. Bytes
+// (std::span<std::byte> or <std::uint8_t>) are an element type of their own, dtype::uint8:
+// broadcast and all_gather move them as they are; all_reduce and reduce_scatter refuse them
+// (invalid_argument naming the op and the dtype), as bytes have no sum.
 //
 // Implementations: local_group (ranks as threads of one process; tests and single-node CPU
 // runs), ZeroMQ between CPU workers and NCCL between GPUs (later issues).

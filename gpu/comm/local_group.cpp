@@ -55,7 +55,16 @@ void reduce(dtype type, const std::vector<const void*>& buffers, std::int64_t of
     case dtype::int32: return reduce_into<std::int32_t, std::int64_t>(buffers, offset, n, op, static_cast<std::int32_t*>(out));
     case dtype::bfloat16: return reduce_half(buffers, offset, n, op, static_cast<bfloat16*>(out));
     case dtype::float16: return reduce_half(buffers, offset, n, op, static_cast<float16*>(out));
+    case dtype::uint8: return;  // refused before any reduction (refuse_reduction)
   }
+}
+
+/// Bytes are moved, never reduced: a reduction over uint8 is refused with a status naming the op.
+status refuse_reduction(dtype type, const char* op) {
+  if (type != dtype::uint8) return status::ok();
+  return {status_code::invalid_argument, std::string(op) + ": " + std::string(to_string(type)) +
+                                             " elements are opaque bytes and cannot be reduced (broadcast and "
+                                             "all_gather move them)"};
 }
 
 }  // namespace
@@ -97,6 +106,10 @@ status local_communicator::broadcast_raw(void* data, std::int64_t count, dtype t
 
 status local_communicator::all_reduce_raw(void* data, std::int64_t count, dtype type, reduce_op op) {
   if (status s = exchange(data, count, "all_reduce"); !s) return s;
+  if (status s = refuse_reduction(type, "all_reduce"); !s) {
+    finish();  // keeps the barrier phases of every rank aligned
+    return s;
+  }
   std::vector<std::byte> result(static_cast<std::size_t>(count) * size_of(type));
   reduce(type, group_->buffers, 0, count, op, result.data());
   finish();  // nobody writes in place before every rank has read
@@ -115,6 +128,10 @@ status local_communicator::all_gather_raw(const void* in, void* out, std::int64_
 
 status local_communicator::reduce_scatter_raw(const void* in, void* out, std::int64_t count_per_rank, dtype type) {
   if (status s = exchange(in, count_per_rank, "reduce_scatter"); !s) return s;
+  if (status s = refuse_reduction(type, "reduce_scatter"); !s) {
+    finish();
+    return s;
+  }
   reduce(type, group_->buffers, rank_ * count_per_rank, count_per_rank, reduce_op::sum, out);
   finish();
   return status::ok();

@@ -1,6 +1,8 @@
 // A communicator group whose ranks are threads of one process, exchanging through shared memory.
 // Reductions add the ranks' contributions in rank order, so every rank gets bitwise the same
-// result. Used by tests and by single-process CPU runs.
+// result. uint8 (bytes) is moved by broadcast and all_gather; all_reduce and reduce_scatter
+// refuse it (invalid_argument naming the op and the dtype). Used by tests and by in-process
+// runs (the refit group of actor tests).
 #pragma once
 
 #include <memory>

@@ -83,6 +83,16 @@ status check_count(std::int64_t count, const void* a, const void* b = reinterpre
   return status::ok();
 }
 
+/// Bytes are moved, never reduced: refused before the collective starts, so the group stays
+/// ready (every rank making the same call refuses it the same way).
+status refuse_reduction(dtype type, int rank, int size, wire_kind kind) {
+  if (type != dtype::uint8) return status::ok();
+  return {status_code::invalid_argument, "zmq_group rank " + std::to_string(rank) + " of " + std::to_string(size) + ": " +
+                                             zmq_wire::to_string(kind) + " refused: " + std::string(to_string(type)) +
+                                             " elements are opaque bytes and cannot be reduced (broadcast and "
+                                             "all_gather move them)"};
+}
+
 status check_options(const zmq_group_options& o) {
   if (o.chunk_bytes < 1 || o.chunk_bytes > (std::size_t{1} << 30))
     return {status_code::invalid_argument, "zmq_group_options.chunk_bytes must be in [1, 2^30], got " + std::to_string(o.chunk_bytes)};
@@ -262,6 +272,7 @@ status zmq_group::all_gather_raw(const void* in, void* out, std::int64_t count_p
 }
 
 status zmq_group::reduce_scatter_raw(const void* in, void* out, std::int64_t count_per_rank, dtype type) {
+  if (status s = refuse_reduction(type, rank_, size_, wire_kind::reduce_scatter); !s) return s;
   return run(wire_kind::reduce_scatter, [&]() -> status {
     if (status s = check_count(count_per_rank, in, out); !s) return s;
     const std::size_t es = size_of(type);
@@ -301,6 +312,7 @@ status zmq_group::reduce_scatter_raw(const void* in, void* out, std::int64_t cou
 }
 
 status zmq_group::all_reduce_raw(void* data, std::int64_t count, dtype type, reduce_op op) {
+  if (status s = refuse_reduction(type, rank_, size_, wire_kind::all_reduce); !s) return s;
   return run(wire_kind::all_reduce, [&]() -> status {
     if (status s = check_count(count, data); !s) return s;
     if (size_ == 1) return status::ok();

@@ -29,6 +29,7 @@
 //                      ((x[k+1] op x[k+2]) op ...) op x[k]      (ranks mod size)
 //                  computed once, by rank k. bfloat16/float16 partials travel as float32 and
 //                  are rounded once, by rank k; int32 sums wrap modulo 2^32.
+//                  uint8 (opaque bytes) is refused, as by all_reduce: see below.
 //   all_reduce     the buffer cut into size near-equal segments (segment k: elements
 //                  [k*count/size, (k+1)*count/size)); reduce_scatter's order per segment, then
 //                  the ring all-gather passes each finished segment on unchanged: every rank
@@ -42,6 +43,11 @@
 // rewritten in place) and reductions fold into the received payload: no other copy. Messages
 // never point into the caller's memory (no zmq zero-copy of user buffers), so a call that fails
 // while a dead peer's queue still holds its messages leaves nothing referencing the buffers.
+//
+// Bytes: uint8 elements (std::byte spans, refit buckets) travel as themselves in broadcast and
+// all_gather. all_reduce and reduce_scatter over uint8 are refused before the collective starts
+// (invalid_argument naming the op and the dtype; no collective number is used and the group stays
+// ready, since every rank making the same call refuses it alike).
 //
 // Failure: a peer silent for options.timeout (while this rank waits to receive from it or to
 // hand it a message) fails the call. The error follows the chain of who waits for whom (blocked

@@ -7,7 +7,9 @@
 // element type. Partials travel in the accumulation type: float32 for bfloat16 and float16
 // (accumulate in float32, round once, as local_group does), the element type otherwise; int32
 // sums wrap modulo 2^32 (what local_group's int64 accumulation truncated to int32 gives).
-// Max keeps the partial unless the next value is greater (NaN handling as local_group).
+// Max keeps the partial unless the next value is greater (NaN handling as local_group). uint8
+// (opaque bytes) is not reduced: zmq_group refuses such a call before it reaches these steps,
+// which leave their output untouched for it.
 #pragma once
 
 #include <cstddef>

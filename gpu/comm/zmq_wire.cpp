@@ -66,6 +66,7 @@ std::uint8_t dtype_code(dtype t) {
     case dtype::float16: return 3;
     case dtype::float64: return 4;
     case dtype::int32: return 5;
+    case dtype::uint8: return 6;
   }
   return 0;
 }
@@ -77,6 +78,7 @@ std::optional<dtype> dtype_from_code(std::uint8_t code) {
     case 3: return dtype::float16;
     case 4: return dtype::float64;
     case 5: return dtype::int32;
+    case 6: return dtype::uint8;
     default: return std::nullopt;
   }
 }

@@ -67,7 +67,8 @@ struct wire_header {
   std::uint64_t payload_bytes = 0;
 };
 
-/// Stable wire code of an element type (1..5); dtype_from_code inverts it.
+/// Stable wire code of an element type (1..6: float32, bfloat16, float16, float64, int32, uint8);
+/// dtype_from_code inverts it.
 std::uint8_t dtype_code(dtype t);
 std::optional<dtype> dtype_from_code(std::uint8_t code);
 

@@ -10,6 +10,7 @@ std::optional<dtype> parse_dtype(std::string_view name) {
   if (name == "float16" || name == "F16" || name == "half") return dtype::float16;
   if (name == "float64" || name == "F64" || name == "double") return dtype::float64;
   if (name == "int32" || name == "I32") return dtype::int32;
+  if (name == "uint8" || name == "U8") return dtype::uint8;
   return std::nullopt;
 }
 

@@ -71,6 +71,7 @@ std::string tensor::describe() const {
     case dtype::float16: t = "F16"; break;
     case dtype::float64: t = "F64"; break;
     case dtype::int32: t = "I32"; break;
+    case dtype::uint8: t = "U8"; break;
   }
   return t + " " + shape_string() + " " + device_.to_string();
 }

@@ -166,6 +166,7 @@ st_dtype st_dtype_of(dtype t) {
     case dtype::float16: return st_dtype::f16;
     case dtype::float64: return st_dtype::f64;
     case dtype::int32: return st_dtype::i32;
+    case dtype::uint8: return st_dtype::u8;
   }
   return st_dtype::f32;
 }

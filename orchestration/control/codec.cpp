@@ -107,7 +107,9 @@ void fields(F& f, M& m) {
 template <class F, is<refit_ack> M>
 void fields(F& f, M& m) {
   f("rank", m.rank); f("weight_version", m.weight_version); f("stage", m.stage); f("ok", m.ok); f("error", m.error);
-  f("error_code", m.error_code); f("live_version", m.live_version);
+  f("error_code", m.error_code); f("live_version", m.live_version); f("aborted", m.aborted);
+  f("failed_bucket", m.failed_bucket); f("checksums", m.checksums); f("checksums_matched", m.checksums_matched);
+  f("checksum_mismatch", m.checksum_mismatch);
 }
 template <class F, is<refit_commit> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); }
 template <class F, is<refit_abort> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); }

@@ -35,7 +35,7 @@ namespace tandem::control {
 
 /// The protocol this build speaks. Bump it on any change to a kind's fields or meaning; peers of
 /// different versions refuse each other's frames (codec.hpp).
-inline constexpr std::uint16_t protocol_version = 2;
+inline constexpr std::uint16_t protocol_version = 3;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -363,6 +363,8 @@ struct refit_begin {
 };
 
 /// worker -> controller, its side of a refit stage done or failed. No reply; an old version is ignored.
+/// A rollout worker's staged ack carries its stream's outcome, so the controller learns an
+/// aborted stream and the checksum results from this one message, with nothing per bucket.
 struct refit_ack {
   static constexpr message_kind kind = message_kind::refit_ack;
   std::int32_t rank = 0;
@@ -372,6 +374,11 @@ struct refit_ack {
   std::string error;                 ///< why, when not ok (the previous version stays live)
   std::uint16_t error_code = 0;      ///< a tandem_errc value when not ok
   std::uint64_t live_version = 0;    ///< the worker's live version after this stage
+  bool aborted = false;              ///< staged: the stream ran and failed here, the update was dropped (not ok; error says why)
+  std::int64_t failed_bucket = -1;   ///< staged, aborted: the first bucket that failed; -1: none (the opening or the closing)
+  bool checksums = false;            ///< staged: the buckets' checksums were compared
+  std::uint64_t checksums_matched = 0;  ///< staged: buckets whose checksum matched their bytes
+  std::int64_t checksum_mismatch = -1;  ///< staged: the first bucket whose checksum did not match; -1: none
   bool operator==(const refit_ack&) const = default;
 };
 

@@ -52,24 +52,27 @@ CAF_TEST(every message type of the tandem type-ID block is registered by add_tan
   for (const char* name : {"tandem::generate_job", "tandem::trajectory", "tandem::generate_result", "tandem::score_job",
                            "tandem::env_feedback", "tandem::score_result", "tandem::logprobs_job",
                            "tandem::logprobs_result", "tandem::train_job", "tandem::train_report",
-                           "tandem::manifest_reply", "tandem::export_job", "tandem::weight_bucket",
-                           "tandem::manifest_check", "tandem::manifest_accepted", "tandem::refit_ack",
-                           "tandem::handshake_report", "tandem::refit_report", "tandem::step_report"}) {
+                           "tandem::manifest_reply", "tandem::manifest_check", "tandem::manifest_accepted",
+                           "tandem::refit_ack", "tandem::handshake_report", "tandem::refit_report",
+                           "tandem::step_report", "tandem::stream_job", "tandem::stream_report"}) {
     CAF_MESSAGE("checking " << name);
     CAF_CHECK(sys.types().make_value(std::string(name)) != nullptr);
   }
   CAF_CHECK(sys.types().make_value(typeid(step_report)) != nullptr);
 }
 
-CAF_TEST(a message summary names the version and the sizes instead of printing the bytes) {
-  weight_bucket b;
-  b.version = 4;
-  b.index = 2;
-  b.bytes = std::make_shared<const std::vector<std::byte>>(96);
-  b.checksum = 1;
-  CAF_CHECK_EQUAL(to_string(b), "weight_bucket(v4, bucket 2, 96 bytes, checksum)");
-  CAF_CHECK_EQUAL(caf::deep_to_string(caf::make_message(bucket_atom_v, b)),
-                  "('bucket', weight_bucket(v4, bucket 2, 96 bytes, checksum))");
+CAF_TEST(a message summary names the version and the outcome of the stream) {
+  refit_ack a{"rollout-1", 4, refit_stage::stream, {}, {}};
+  a.stream.checksums = true;
+  a.stream.checksums_matched = 3;
+  CAF_CHECK_EQUAL(to_string(a), "refit_ack(rollout-1, v4, stream: staged, 3 checksums matched)");
+  CAF_CHECK_EQUAL(caf::deep_to_string(caf::make_message(a)), "(refit_ack(rollout-1, v4, stream: staged, 3 checksums matched))");
+  a.stream.aborted = true;
+  a.stream.failed_bucket = 2;
+  a.error = "rollout-1: bucket 2 of v4: transport: payload: io_error: rank 0 left";
+  CAF_CHECK_EQUAL(to_string(a), "refit_ack(rollout-1, v4, stream: aborted at bucket 2, 3 checksums matched, error: "
+                                "rollout-1: bucket 2 of v4: transport: payload: io_error: rank 0 left)");
+  CAF_CHECK_EQUAL(to_string(stream_job{5, 3, 96, true}), "stream_job(v5, 3 buckets of 96 bytes, checksums)");
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -1,6 +1,7 @@
 // The production mode, engine calls off CAF's scheduler (engine_call.hpp), on a real actor system
 // with real threads: a worker with a call in flight refuses conflicting requests and still
-// answers version queries, and whole steps complete. Waits use generous deadlines only.
+// answers version queries, and whole steps complete (dedicated refits streamed over the local
+// refit group). Waits use generous deadlines only.
 #define CAF_SUITE engine_threads
 #include <chrono>
 #include <semaphore>
@@ -87,9 +88,12 @@ CAF_TEST(a worker with an engine call in flight refuses a conflicting request an
                  CAF_CHECK(is_tandem_error(e, tandem_errc::wrong_state));
                  CAF_CHECK_EQUAL(text_of(e), "rollout-gated: generate refused: busy with generate");
                });
-  self->request(worker, deadline, begin_atom_v, weight_version{1})
+  self->request(worker, deadline, stream_atom_v, stream_job{1, 3, test_bucket_bytes, false})
       .receive([](refit_ack&) { CAF_FAIL("a refit began while generating"); },
-               [](caf::error& e) { CAF_CHECK(is_tandem_error(e, tandem_errc::wrong_state)); });
+               [](caf::error& e) {
+                 CAF_CHECK(is_tandem_error(e, tandem_errc::wrong_state));
+                 CAF_CHECK_EQUAL(text_of(e), "rollout-gated: stream refused: busy with generate");
+               });
   self->request(worker, deadline, version_atom_v)
       .receive([](weight_version v) { CAF_CHECK_EQUAL(v, 0u); },
                [](caf::error& e) { CAF_FAIL("no version while busy: " << text_of(e)); });

@@ -1,10 +1,8 @@
 // The policy worker over a fake train engine: versions move with optimizer steps only, requests
-// for another version are refused, exports are the current weights' bytes, failures keep the
-// version and the weights.
+// for another version are refused, failures keep the version and the weights. Its streams (the
+// only way weight bytes leave it) are tested over real refit groups in refit_stream_test.cpp.
 #define CAF_SUITE policy_worker
 #include "actors/policy_worker/policy_worker.hpp"
-
-#include <cstring>
 
 #include "support/actor_fixture.hpp"
 
@@ -67,34 +65,14 @@ CAF_TEST(a failing micro-batch drops the gradients and keeps the version) {
   CAF_CHECK_EQUAL(version_of(policy), 0u);
 }
 
-CAF_TEST(an export is bucket i of the current weights with its checksum) {
-  auto r = ask<weight_bucket>(policy, export_atom_v, export_job{0, 1, test_bucket_bytes, true});
-  CAF_REQUIRE(r.value.has_value());
-  const auto bytes = r.value->view();
-  CAF_REQUIRE_EQUAL(bytes.size(), 96u);
-  CAF_CHECK_EQUAL(r.value->version, 0u);
-  CAF_CHECK_EQUAL(r.value->index, 1u);
-  CAF_CHECK(std::memcmp(bytes.data(), trainer->weight_bytes().data() + 96, 96) == 0);
-  CAF_REQUIRE(r.value->checksum.has_value());
-  CAF_CHECK_EQUAL(*r.value->checksum, bucket_checksum(bytes));
-  auto last = ask<weight_bucket>(policy, export_atom_v, export_job{0, 2, test_bucket_bytes, false});
-  CAF_REQUIRE(last.value.has_value());
-  CAF_CHECK_EQUAL(last.value->view().size(), 64u);
-  CAF_CHECK(!last.value->checksum.has_value());
-}
-
-CAF_TEST(an export of another version than the current is refused with stale_version) {
-  auto r = ask<weight_bucket>(policy, export_atom_v, export_job{1, 0, test_bucket_bytes, false});
-  CAF_REQUIRE(!r.value.has_value());
-  CAF_CHECK(is_tandem_error(r.error, tandem_errc::stale_version));
-  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: export for v1 refused: the current version is v0");
-}
-
-CAF_TEST(an export of a bucket past the plan is refused with invalid_config) {
-  auto r = ask<weight_bucket>(policy, export_atom_v, export_job{0, 3, test_bucket_bytes, false});
+CAF_TEST(a stream with engine calls inline is refused without broadcasting anything) {
+  // its broadcasts would wait for rollout ranks that cannot run meanwhile
+  auto r = ask<stream_report>(policy, stream_atom_v, stream_job{0, 3, test_bucket_bytes, false});
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK(is_tandem_error(r.error, tandem_errc::invalid_config));
-  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: export: bucket 3 out of range (3 buckets)");
+  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: stream of v0 refused: engine calls run inline, and a stream's broadcasts "
+                                    "wait for every rank of the refit group (streams need engine_execution::off_scheduler)");
+  CAF_CHECK_EQUAL(version_of(policy), 0u);
 }
 
 CAF_TEST(logprobs carry the version that computed them and the manifest is the one of the engine) {

@@ -1,17 +1,25 @@
-// Refits streamed over the data plane (bucket_route::data_plane, refit_stream.hpp) on a real actor
-// system with engine calls off the scheduler: the policy root broadcasts every bucket to two
-// rollout workers over a local refit group (policy rank 0, rollout ranks 1 and 2) while the refit
-// coordinator only says "stream" and "commit". A corrupted bucket, an export failing mid-stream
-// and refused streams end the stream on every rank (no hang) with the old version live. Waits
-// use generous deadlines only.
+// Refits streamed over the refit group (refit_stream.hpp), the only route weight bytes take, on a
+// real actor system with engine calls off the scheduler: the policy root broadcasts every bucket
+// as bytes to two rollout workers (policy rank 0, rollout ranks 1 and 2) while the refit
+// coordinator only says "stream" and "commit". The wire schedule itself; a corrupted bucket, an
+// export failing mid-stream, refused streams and a peer dying mid-stream end the stream on every
+// rank (no hang) with the old version live, and each rollout worker's ack says how its stream
+// ended. The refit group is a local_group, or a zmq_group over inproc:// where a peer must be able
+// to leave. Waits use generous deadlines only.
 #define CAF_SUITE refit_stream
 #include "actors/api/refit_stream.hpp"
 
+#include <array>
 #include <atomic>
-#include <functional>
+#include <cstring>
+#include <thread>
+
+#include <zmq.hpp>
 
 #include "gpu/comm/local_group.h"
+#include "gpu/comm/zmq_group.h"
 #include "support/actor_fixture.hpp"
+#include "support/tapped_group.hpp"
 
 using namespace tandem;
 using namespace tandem::test;
@@ -29,42 +37,45 @@ gpu::fake_model_options mib_model() {
   return o;
 }
 
-/// What a tap sees: the index of the broadcast on this rank (0, 1, ...) and the root's buffer.
-using tap_function = std::function<void(int call, std::span<std::byte> data)>;
-
-/// A refit-group rank that hands every broadcast to the real one, calling `tap` first when this
-/// rank is the root. A stream's broadcasts on the root: header 0, payload 0, header 1, payload 1, ...
-class tapped_communicator final : public gpu::communicator {
- public:
-  tapped_communicator(std::unique_ptr<gpu::communicator> inner, tap_function tap)
-      : inner_(std::move(inner)), tap_(std::move(tap)) {}
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  gpu::exec_context context() const override { return inner_->context(); }
-
- protected:
-  gpu::status broadcast_raw(void* data, std::int64_t count, gpu::dtype type, int root) override {
-    if (type != gpu::dtype::int32) return unsupported("broadcast of another type than int32");
-    const std::span<std::int32_t> words(static_cast<std::int32_t*>(data), static_cast<std::size_t>(count));
-    const int call = calls_++;
-    if (rank() == root && tap_) tap_(call, std::as_writable_bytes(words));
-    return inner_->broadcast(words, root);
+/// A refit group of `n` zmq_group ranks over inproc:// (joined on threads, as processes would),
+/// with a short timeout so that a peer that left is noticed at once and a silent one soon.
+std::vector<std::unique_ptr<gpu::communicator>> zmq_refit_group(int n) {
+  static int groups = 0;
+  gpu::zmq_group_options o;
+  o.chunk_bytes = 64 << 10;
+  o.timeout = std::chrono::seconds(5);
+  auto context = std::make_shared<zmq::context_t>(1);
+  std::vector<std::string> addresses;
+  std::vector<std::optional<gpu::zmq_data_endpoint>> endpoints;
+  for (int r = 0; r < n; ++r) {
+    auto ep = gpu::bind_data_endpoint("inproc://refit_stream_test_" + std::to_string(groups) + "_" + std::to_string(r), o, context);
+    CAF_REQUIRE(ep.has_value());
+    addresses.push_back(ep->address());
+    endpoints.emplace_back(std::move(*ep));
   }
-  gpu::status all_reduce_raw(void*, std::int64_t, gpu::dtype, gpu::reduce_op) override { return unsupported("all_reduce"); }
-  gpu::status all_gather_raw(const void*, void*, std::int64_t, gpu::dtype) override { return unsupported("all_gather"); }
-  gpu::status reduce_scatter_raw(const void*, void*, std::int64_t, gpu::dtype) override {
-    return unsupported("reduce_scatter");
-  }
+  ++groups;
+  std::vector<std::unique_ptr<gpu::communicator>> out(static_cast<std::size_t>(n));
+  std::vector<std::string> errors(static_cast<std::size_t>(n));
+  std::vector<std::thread> joins;
+  for (int r = 0; r < n; ++r)
+    joins.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      auto g = gpu::zmq_group::create(r, n, addresses, std::move(*endpoints[i]));
+      if (g) out[i] = std::move(*g);
+      else errors[i] = g.error().message();
+    });
+  for (auto& t : joins) t.join();
+  for (const auto& e : errors) CAF_REQUIRE_EQUAL(e, "");
+  return out;
+}
 
- private:
-  static gpu::status unsupported(const char* what) {
-    return {gpu::status_code::unsupported, std::string("tapped_communicator: ") + what};
-  }
-
-  std::unique_ptr<gpu::communicator> inner_;
-  tap_function tap_;
-  int calls_ = 0;  // the root's engine executor only
+/// How the fixture's refit group is made.
+struct group_options {
+  tap_function policy_tap;   ///< sees the policy root's broadcasts
+  int policy_leaves_at = -1;  ///< the policy rank leaves the group at this broadcast
+  int rollout_1_leaves_at = -1;  ///< rollout-1 (rank 2) leaves the group at this broadcast
+  bool zmq = false;          ///< a zmq_group over inproc:// instead of a local_group
+  bool checksums = false;
 };
 
 struct fixture {
@@ -77,15 +88,14 @@ struct fixture {
   std::vector<rollout_actor> rollout;
   refit_coordinator_actor coordinator;
 
-  /// policy-0 (refit group rank 0, its broadcasts seen by `tap`), rollout-0 and rollout-1 (ranks
-  /// 1 and 2) and a refit coordinator of the data-plane route.
-  void spawn(tap_function tap = {}, bool checksums = false) {
-    auto group = gpu::make_local_group(3);
+  /// policy-0 (refit group rank 0), rollout-0 and rollout-1 (ranks 1 and 2) and a refit coordinator.
+  void spawn(group_options o = {}) {
+    auto group = o.zmq ? zmq_refit_group(3) : gpu::make_local_group(3);
     policy_worker_config pc;
     pc.name = "policy-0";
     pc.engine = trainer;
     pc.execution = engine_execution::off_scheduler;
-    pc.refit_group = std::make_shared<tapped_communicator>(std::move(group[0]), std::move(tap));
+    pc.refit_group = std::make_shared<tapped_communicator>(std::move(group[0]), o.policy_tap, o.policy_leaves_at);
     policy = spawn_policy_worker(sys, pc);
     for (int i = 0; i < 2; ++i) {
       gpu::fake_generate_options go;
@@ -99,7 +109,9 @@ struct fixture {
       rc.engine = g;
       rc.manifest = gpu::fake_manifest(mib_model());
       rc.execution = engine_execution::off_scheduler;
-      rc.refit_group = std::move(group[static_cast<std::size_t>(i) + 1]);
+      std::shared_ptr<gpu::communicator> rank = std::move(group[static_cast<std::size_t>(i) + 1]);
+      if (i == 1 && o.rollout_1_leaves_at >= 0) rank = std::make_shared<tapped_communicator>(rank, tap_function{}, o.rollout_1_leaves_at);
+      rc.refit_group = rank;
       rc.refit_root = 0;
       rollout.push_back(spawn_rollout_worker(sys, rc));
     }
@@ -107,8 +119,7 @@ struct fixture {
     cc.policy = policy;
     cc.rollout = rollout;
     cc.bucket_bytes = stream_bucket_bytes;
-    cc.checksums = checksums;
-    cc.route = bucket_route::data_plane;
+    cc.checksums = o.checksums;
     cc.timeout = std::chrono::seconds(30);
     coordinator = spawn_refit_coordinator(sys, cc);
   }
@@ -157,26 +168,80 @@ struct fixture {
     return out;
   }
 
-  static stream_job job_for(weight_version version) { return {version, 4, stream_bucket_bytes, false}; }
+  /// stream(job) to the policy and both rollout workers at once, without the coordinator.
+  struct stream_answers {
+    answer<stream_report> policy;
+    std::vector<answer<refit_ack>> rollout;
+  };
+  stream_answers stream_directly(const stream_job& job) {
+    auto ps = self->request(policy, deadline, stream_atom_v, job);
+    auto r0 = self->request(rollout[0], deadline, stream_atom_v, job);
+    auto r1 = self->request(rollout[1], deadline, stream_atom_v, job);
+    stream_answers out;
+    out.rollout.resize(2);
+    ps.receive([&](stream_report& r) { out.policy.value = r; }, [&](caf::error& e) { out.policy.error = e; });
+    r0.receive([&](refit_ack& a) { out.rollout[0].value = a; }, [&](caf::error& e) { out.rollout[0].error = e; });
+    r1.receive([&](refit_ack& a) { out.rollout[1].value = a; }, [&](caf::error& e) { out.rollout[1].error = e; });
+    return out;
+  }
+
+  static stream_job job_for(weight_version version, bool checksums = false) {
+    return {version, 4, stream_bucket_bytes, checksums};
+  }
 };
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-/// Checks that `text` holds `part`; a failure prints both.
-void check_contains(const std::string& text, const std::string& part) {
-  if (contains(text, part)) {
-    CAF_CHECK(true);
-  } else {
-    CAF_CHECK_EQUAL(text, "a text holding: " + part);
-  }
-}
-
 }  // namespace
+
+CAF_TEST(a stream is an opening then the bytes of every bucket then a closing with the checksums) {
+  // the root's side of a stream against a hand-made receiver reading the wire schedule itself
+  auto engine = std::make_shared<gpu::fake_train_engine>(tiny_model());
+  const gpu::bucket_plan plan(engine->manifest(), test_bucket_bytes);  // 96 + 96 + 64 bytes
+  auto group = gpu::make_local_group(2);
+  stream_outcome sent;
+  std::thread root([&] { sent = send_stream(*group[0], *engine, plan, true); });
+  std::array<std::byte, stream_opening_bytes> opening{};
+  CAF_REQUIRE(group[1]->broadcast(std::span<std::byte>(opening), 0).is_ok());
+  std::vector<std::vector<std::byte>> buckets;
+  for (std::size_t i = 0; i < 3; ++i) {
+    // a bucket travels as exactly its bytes: a receiver passing another count is refused
+    buckets.emplace_back(static_cast<std::size_t>(plan.bucket_size(i)));
+    CAF_REQUIRE(group[1]->broadcast(std::span<std::byte>(buckets.back()), 0).is_ok());
+  }
+  std::vector<std::byte> closing(16 + 3 * 8);
+  CAF_REQUIRE(group[1]->broadcast(std::span<std::byte>(closing), 0).is_ok());
+  root.join();
+  CAF_CHECK(sent.ok());
+  CAF_CHECK_EQUAL(sent.bytes, 256);
+  const auto o = read_stream_opening(opening);
+  CAF_REQUIRE(o.has_value());
+  CAF_CHECK(!o->refused);
+  CAF_CHECK_EQUAL(o->bucket_count, 3u);
+  const auto weights = engine->weight_bytes();
+  CAF_CHECK_EQUAL(buckets[0].size(), 96u);
+  CAF_CHECK_EQUAL(buckets[2].size(), 64u);
+  for (std::size_t i = 0; i < 3; ++i)
+    CAF_CHECK(std::memcmp(buckets[i].data(), weights.data() + 96 * i, buckets[i].size()) == 0);
+  std::uint64_t words[5];
+  std::memcpy(words, closing.data(), sizeof words);
+  CAF_CHECK_EQUAL(words[0], 0u);  // every bucket exported
+  CAF_CHECK_EQUAL(words[1], 0u);
+  for (std::size_t i = 0; i < 3; ++i) CAF_CHECK_EQUAL(words[2 + i], bucket_checksum(buckets[i]));
+  // a refused stream is the opening alone
+  gpu::status refused;
+  std::thread refusing([&] { refused = refuse_stream(*group[0]); });
+  CAF_REQUIRE(group[1]->broadcast(std::span<std::byte>(opening), 0).is_ok());
+  refusing.join();
+  CAF_CHECK(refused.is_ok());
+  CAF_REQUIRE(read_stream_opening(opening).has_value());
+  CAF_CHECK(read_stream_opening(opening)->refused);
+  opening[0] ^= std::byte{1};
+  CAF_CHECK(!read_stream_opening(opening).has_value());
+}
 
 CAF_TEST_FIXTURE_SCOPE(refit_stream_tests, fixture)
 
 CAF_TEST(a streamed refit makes the new weights of the policy live on every rollout worker) {
-  spawn();
+  spawn({.policy_tap = {}, .checksums = true});
   handshake();
   const auto old_hash = trainer->weight_hash();
   train(0);
@@ -187,6 +252,7 @@ CAF_TEST(a streamed refit makes the new weights of the policy live on every roll
   CAF_CHECK_EQUAL(r.value->rollout_workers, 2u);
   CAF_CHECK_EQUAL(r.value->buckets, 4u);
   CAF_CHECK_EQUAL(r.value->bytes, std::int64_t{1} << 20);
+  CAF_CHECK(r.value->checksums);
   CAF_CHECK_EQUAL(r.value->dropped_acks, 0u);
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{1, 1}));
   CAF_CHECK_EQUAL(rollout_hashes(), (std::vector<std::uint64_t>{trainer->weight_hash(), trainer->weight_hash()}));
@@ -198,20 +264,74 @@ CAF_TEST(a streamed refit makes the new weights of the policy live on every roll
   CAF_CHECK_EQUAL(rollout_hashes(), (std::vector<std::uint64_t>{trainer->weight_hash(), trainer->weight_hash()}));
 }
 
-CAF_TEST(a bucket corrupted in transit fails the refit naming the bucket and keeps the old version live) {
-  // flips one byte of the 2nd payload (bucket 1) on the root, after its checksum was taken
-  spawn([](int call, std::span<std::byte> data) { if (call == 3) data[100] ^= std::byte{0x40}; }, true);
+CAF_TEST(a stream ack carries the checksum results of every bucket) {
+  spawn();
+  handshake();
+  train(0);
+  auto a = stream_directly(job_for(1, true));
+  CAF_REQUIRE(a.policy.value.has_value());
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_REQUIRE(a.rollout[i].value.has_value());
+    const refit_ack& ack = *a.rollout[i].value;
+    CAF_CHECK(ack.stage == refit_stage::stream);
+    CAF_CHECK_EQUAL(ack.error, "");
+    CAF_CHECK(!ack.stream.aborted);
+    CAF_CHECK(ack.stream.checksums);
+    CAF_CHECK_EQUAL(ack.stream.checksums_matched, 4u);
+    CAF_CHECK(!ack.stream.checksum_mismatch.has_value());
+  }
+  // staged, not live: the commit makes it live
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
+  for (auto& r : rollout) CAF_CHECK(ask<refit_ack>(r, commit_atom_v, weight_version{1}).value.has_value());
+  CAF_CHECK_EQUAL(rollout_hashes(), (std::vector<std::uint64_t>{trainer->weight_hash(), trainer->weight_hash()}));
+}
+
+CAF_TEST(a bucket corrupted in transit is named in the ack and the refit fails with the old version live) {
+  // flips one byte of the payload of bucket 1 on the root, after its checksum was taken, in every
+  // stream (6 broadcasts each: the opening, 4 payloads, the closing)
+  spawn({.policy_tap = [](int call, bool root, std::span<std::byte> data) { if (root && call % 6 == 2) data[100] ^= std::byte{0x40}; },
+         .checksums = true});
   handshake();
   const auto old_hashes = rollout_hashes();
   train(0);
+  auto a = stream_directly(job_for(1, true));
+  CAF_CHECK(a.policy.value.has_value());  // the root did its part
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_REQUIRE(a.rollout[i].value.has_value());  // the outcome is the ack, not an error
+    const refit_ack& ack = *a.rollout[i].value;
+    CAF_CHECK(ack.stream.aborted);
+    CAF_CHECK(ack.stream.failed_bucket == std::optional<std::size_t>{1});
+    CAF_CHECK(ack.stream.checksum_mismatch == std::optional<std::size_t>{1});
+    CAF_CHECK_EQUAL(ack.stream.checksums_matched, 1u);
+    CAF_CHECK_EQUAL(ack.error, "rollout-" + std::to_string(i) +
+                                   ": bucket 1 of v1: checksum mismatch (corrupted in transit); update dropped, v0 stays live");
+    CAF_CHECK(!generators[i]->pending_version().has_value());
+  }
+  // through the coordinator: the refit fails naming the worker (whichever acked first) and the bucket
   auto r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK(is_tandem_error(r.error, tandem_errc::invalid_config));
-  check_contains(text_of(r.error), "bucket 1 of v1: checksum mismatch (corrupted in transit); update dropped, v0 stays live");
+  const std::string text = text_of(r.error);
+  const std::string worker = text.find("failed: rollout-1") != std::string::npos ? "rollout-1" : "rollout-0";
+  check_contains(text, "refit to v1 failed: " + worker + " at stream: " + worker +
+                           ": bucket 1 of v1: checksum mismatch (corrupted in transit); update dropped, v0 stays live");
   check_contains(text_of(r.error), "v0 stays live on every rollout worker");
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
   CAF_CHECK_EQUAL(rollout_hashes(), old_hashes);
-  // the group stayed in step: the same refit again, uncorrupted, succeeds
+}
+
+CAF_TEST(after a corrupted bucket the group stays in step and the same refit succeeds uncorrupted) {
+  auto corrupt = std::make_shared<std::atomic<bool>>(true);
+  spawn({.policy_tap =
+             [corrupt](int call, bool root, std::span<std::byte> data) {
+               if (root && *corrupt && call % 6 == 2) data[100] ^= std::byte{0x40};
+             },
+         .checksums = true});
+  handshake();
+  train(0);
+  auto r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
+  CAF_REQUIRE(!r.value.has_value());
+  *corrupt = false;
   r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
   if (!r.value.has_value()) CAF_FAIL("refit after the corruption failed: " << text_of(r.error));
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{1, 1}));
@@ -221,7 +341,59 @@ CAF_TEST(a bucket corrupted in transit fails the refit naming the bucket and kee
 CAF_TEST(an export failing mid-stream aborts the stream on every rank and keeps the old version live) {
   // while payload 0 goes out, the export of bucket 1 is made to fail
   auto engine = trainer;
-  spawn([engine](int call, std::span<std::byte>) { if (call == 1) engine->fail_next(gpu::fake_train_operation::export_bucket); });
+  spawn({.policy_tap = [engine](int call, bool root, std::span<std::byte>) {
+    if (root && call == 1) engine->fail_next(gpu::fake_train_operation::export_bucket);
+  }});
+  handshake();
+  const auto old_hashes = rollout_hashes();
+  train(0);
+  auto a = stream_directly(job_for(1));
+  CAF_REQUIRE(!a.policy.value.has_value());
+  CAF_CHECK_EQUAL(text_of(a.policy.error), "policy-0: stream of v1: bucket 1: device_error: fake_train_engine: injected "
+                                           "failure in export_bucket; the stream's closing told the receivers");
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_REQUIRE(a.rollout[i].value.has_value());
+    CAF_CHECK(a.rollout[i].value->stream.aborted);
+    CAF_CHECK(a.rollout[i].value->stream.failed_bucket == std::optional<std::size_t>{1});
+    CAF_CHECK_EQUAL(a.rollout[i].value->error,
+                    "rollout-" + std::to_string(i) +
+                        ": bucket 1 of v1: the policy root aborted the stream (its export of bucket 1 failed); update "
+                        "dropped, v0 stays live");
+  }
+  // through the coordinator: the root's reason is the refit's (the receivers only heard it stop)
+  engine->fail_next(gpu::fake_train_operation::export_bucket);  // now bucket 0
+  auto r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK(is_tandem_error(r.error, tandem_errc::engine_failure));
+  check_contains(text_of(r.error), "policy rank 0 at stream: policy-0: stream of v1: bucket 0: device_error: "
+                                   "fake_train_engine: injected failure in export_bucket");
+  check_contains(text_of(r.error), "v0 stays live on every rollout worker");
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
+  CAF_CHECK_EQUAL(rollout_hashes(), old_hashes);
+  // every rank left the stream: the next refit goes through
+  r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
+  if (!r.value.has_value()) CAF_FAIL("refit after the failed export failed: " << text_of(r.error));
+  CAF_CHECK_EQUAL(rollout_hashes(), (std::vector<std::uint64_t>{trainer->weight_hash(), trainer->weight_hash()}));
+}
+
+CAF_TEST(an import failing mid-stream is named in the ack and drops the update of that worker) {
+  spawn();
+  handshake();
+  train(0);
+  generators[1]->fail_next(gpu::fake_generate_operation::import_bucket);
+  auto r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK(is_tandem_error(r.error, tandem_errc::engine_failure));
+  check_contains(text_of(r.error), "rollout-1 at stream: rollout-1: bucket 0 of v1: device_error: fake_generate_engine: "
+                                   "injected failure in import_bucket; update dropped, v0 stays live");
+  check_contains(text_of(r.error), "v0 stays live on every rollout worker");
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
+  for (const auto& g : generators) CAF_CHECK(!g->pending_version().has_value());
+}
+
+CAF_TEST(a rollout worker dying mid-stream aborts the refit on every rank without a hang) {
+  // rollout-1 (rank 2 of a zmq_group) leaves the group at the payload of bucket 1
+  spawn({.policy_tap = {}, .rollout_1_leaves_at = 2, .zmq = true});
   handshake();
   const auto old_hashes = rollout_hashes();
   train(0);
@@ -229,16 +401,40 @@ CAF_TEST(an export failing mid-stream aborts the stream on every rank and keeps 
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK(is_tandem_error(r.error, tandem_errc::engine_failure));
   const std::string text = text_of(r.error);
-  // the root's reason is the refit's (the receivers only heard "the root aborted the stream")
-  check_contains(text, "policy rank 0 at stream: policy-0: stream of v1: bucket 1: device_error: "
-                       "fake_train_engine: injected failure in export_bucket; the stream was aborted on the refit group");
+  check_contains(text, "refit to v1 failed: policy rank 0 at stream: policy-0: stream of v1");
+  check_contains(text, "rank 2 left the group");
   check_contains(text, "v0 stays live on every rollout worker");
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
   CAF_CHECK_EQUAL(rollout_hashes(), old_hashes);
-  // every rank left the stream: the next refit goes through
+  for (const auto& g : generators) CAF_CHECK(!g->pending_version().has_value());
+  // the group is broken: the next refit fails at once instead of waiting for the dead peer
   r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
-  if (!r.value.has_value()) CAF_FAIL("refit after the failed export failed: " << text_of(r.error));
-  CAF_CHECK_EQUAL(rollout_hashes(), (std::vector<std::uint64_t>{trainer->weight_hash(), trainer->weight_hash()}));
+  CAF_REQUIRE(!r.value.has_value());
+  check_contains(text_of(r.error), "broken by an earlier failure");
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
+}
+
+CAF_TEST(the policy root dying mid-stream aborts the refit and every receiver says so in its ack) {
+  spawn({.policy_tap = {}, .policy_leaves_at = 2, .zmq = true});
+  handshake();
+  const auto old_hashes = rollout_hashes();
+  train(0);
+  auto a = stream_directly(job_for(1));
+  CAF_REQUIRE(!a.policy.value.has_value());
+  check_contains(text_of(a.policy.error), "policy-0: stream of v1: bucket 1: payload: io_error: rank 0 left the group at "
+                                          "its broadcast 2 (a peer dying mid-stream)");
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_REQUIRE(a.rollout[i].value.has_value());
+    const refit_ack& ack = *a.rollout[i].value;
+    CAF_CHECK(ack.stream.aborted);
+    CAF_CHECK(ack.stream.failed_bucket == std::optional<std::size_t>{1});
+    check_contains(ack.error, "rollout-" + std::to_string(i) + ": bucket 1 of v1: transport: payload: io_error: ");
+    check_contains(ack.error, "rank 0 left the group");
+    check_contains(ack.error, "update dropped, v0 stays live");
+  }
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
+  CAF_CHECK_EQUAL(rollout_hashes(), old_hashes);
+  for (const auto& g : generators) CAF_CHECK(!g->pending_version().has_value());
 }
 
 CAF_TEST(a stream is refused without a refit group) {
@@ -265,39 +461,26 @@ CAF_TEST(a stale stream is refused on every rank that finds it stale and the gro
   spawn();
   handshake();
   // the policy is still on v0: it refuses v1 and tells the receivers, which began v1, to stop
-  {
-    auto ps = self->request(policy, deadline, stream_atom_v, job_for(1));
-    auto r0 = self->request(rollout[0], deadline, stream_atom_v, job_for(1));
-    auto r1 = self->request(rollout[1], deadline, stream_atom_v, job_for(1));
-    ps.receive([](stream_report&) { CAF_FAIL("the policy streamed a version it does not have"); },
-               [](caf::error& e) {
-                 CAF_CHECK(is_tandem_error(e, tandem_errc::stale_version));
-                 CAF_CHECK_EQUAL(text_of(e), "policy-0: stream for v1 refused: the current version is v0");
-               });
-    auto stopped = [](refit_ack&) { CAF_FAIL("a receiver staged a stream its root refused"); };
-    r0.receive(stopped, [](caf::error& e) {
-      CAF_CHECK(is_tandem_error(e, tandem_errc::engine_failure));
-      CAF_CHECK_EQUAL(text_of(e), "rollout-0: bucket 0 of v1: the policy root aborted the stream; update dropped, v0 stays live");
-    });
-    r1.receive(stopped, [](caf::error& e) { CAF_CHECK(is_tandem_error(e, tandem_errc::engine_failure)); });
+  auto a = stream_directly(job_for(1));
+  CAF_REQUIRE(!a.policy.value.has_value());
+  CAF_CHECK(is_tandem_error(a.policy.error, tandem_errc::stale_version));
+  CAF_CHECK_EQUAL(text_of(a.policy.error), "policy-0: stream for v1 refused: the current version is v0");
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_REQUIRE(a.rollout[i].value.has_value());
+    CAF_CHECK(a.rollout[i].value->stream.aborted);
+    CAF_CHECK(!a.rollout[i].value->stream.failed_bucket.has_value());
+    CAF_CHECK_EQUAL(a.rollout[i].value->error, "rollout-" + std::to_string(i) +
+                                                   ": stream of v1: the policy root refused the stream; update "
+                                                   "dropped, v0 stays live");
   }
   // v0 is current on the policy but live on the receivers: they refuse it and take part all the same
-  {
-    auto ps = self->request(policy, deadline, stream_atom_v, job_for(0));
-    auto r0 = self->request(rollout[0], deadline, stream_atom_v, job_for(0));
-    auto r1 = self->request(rollout[1], deadline, stream_atom_v, job_for(0));
-    ps.receive(
-        [](stream_report& r) {
-          CAF_CHECK_EQUAL(r.buckets, 4u);
-          CAF_CHECK_EQUAL(r.bytes, std::int64_t{1} << 20);
-        },
-        [](caf::error& e) { CAF_FAIL("the policy's stream of v0 failed: " << text_of(e)); });
-    auto refused = [](refit_ack&) { CAF_FAIL("a receiver staged the live version"); };
-    r0.receive(refused, [](caf::error& e) {
-      CAF_CHECK(is_tandem_error(e, tandem_errc::stale_version));
-      CAF_CHECK_EQUAL(text_of(e), "rollout-0: stream of v0 refused: v0 is live");
-    });
-    r1.receive(refused, [](caf::error& e) { CAF_CHECK(is_tandem_error(e, tandem_errc::stale_version)); });
+  a = stream_directly(job_for(0));
+  CAF_REQUIRE(a.policy.value.has_value());
+  CAF_CHECK_EQUAL(a.policy.value->buckets, 4u);
+  CAF_CHECK_EQUAL(a.policy.value->bytes, std::int64_t{1} << 20);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_CHECK(is_tandem_error(a.rollout[i].error, tandem_errc::stale_version));
+    CAF_CHECK_EQUAL(text_of(a.rollout[i].error), "rollout-" + std::to_string(i) + ": stream of v0 refused: v0 is live");
   }
   // through the coordinator: a refit to a version the policy does not have fails everywhere
   auto r = ask<refit_report>(coordinator, refit_atom_v, weight_version{1});
@@ -319,21 +502,15 @@ CAF_TEST(a stream whose bucket count differs from the plan is refused with inval
   train(0);
   stream_job wrong = job_for(1);
   wrong.bucket_count = 5;
-  auto ps = self->request(policy, deadline, stream_atom_v, wrong);
-  auto r0 = self->request(rollout[0], deadline, stream_atom_v, wrong);
-  auto r1 = self->request(rollout[1], deadline, stream_atom_v, wrong);
-  ps.receive([](stream_report&) { CAF_FAIL("the policy streamed a plan it does not cut"); },
-             [](caf::error& e) {
-               CAF_CHECK(is_tandem_error(e, tandem_errc::invalid_config));
-               CAF_CHECK_EQUAL(text_of(e),
-                               "policy-0: stream of v1 refused: 5 buckets asked, the plan of 262144-byte buckets has 4");
-             });
-  auto refused = [](refit_ack&) { CAF_FAIL("a receiver staged a stream of another plan"); };
-  r0.receive(refused, [](caf::error& e) {
-    CAF_CHECK(is_tandem_error(e, tandem_errc::invalid_config));
-    CAF_CHECK_EQUAL(text_of(e), "rollout-0: stream of v1 refused: 5 buckets of 262144 bytes, the checked plan cuts 4 of 262144");
-  });
-  r1.receive(refused, [](caf::error& e) { CAF_CHECK(is_tandem_error(e, tandem_errc::invalid_config)); });
+  auto a = stream_directly(wrong);
+  CAF_CHECK(is_tandem_error(a.policy.error, tandem_errc::invalid_config));
+  CAF_CHECK_EQUAL(text_of(a.policy.error), "policy-0: stream of v1 refused: 5 buckets asked, the plan of 262144-byte buckets has 4");
+  for (std::size_t i = 0; i < 2; ++i) {
+    CAF_CHECK(is_tandem_error(a.rollout[i].error, tandem_errc::invalid_config));
+    CAF_CHECK_EQUAL(text_of(a.rollout[i].error), "rollout-" + std::to_string(i) +
+                                                     ": stream of v1 refused: 5 buckets of 262144 bytes, the checked "
+                                                     "plan cuts 4 of 262144");
+  }
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{0, 0}));
 }
 

@@ -1,7 +1,12 @@
 // Shared set-up of the actor tests: tandem's actor-system configuration with every message type
 // registered, a tiny fake model (256 bytes of weights, 3 refit buckets of 96 bytes), fake
-// engines, and a deterministic cluster (policy rank, rollout workers, refit coordinator,
-// environment, driver) on CAF's test coordinator with engine calls inline.
+// engines, and a cluster (policy rank, rollout workers, refit coordinator, environment, driver)
+// whose dedicated refits stream over an in-process refit group (gpu/comm/local_group.h: the
+// policy rank is rank 0, the rollout workers ranks 1..R), as production streams over zmq_group.
+// Two ways to run it: deterministically on CAF's test coordinator with engine calls inline
+// (cluster_fixture: exact message order; a stream, whose broadcasts wait for every rank, is
+// refused there), or on a real actor system with engine calls on their own threads
+// (threaded_cluster_fixture: streams, waits with generous deadlines only).
 #pragma once
 
 #include <memory>
@@ -20,6 +25,7 @@
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 #include "actors/rollout_worker/rollout_worker.hpp"
 #include "actors/runtime/system_config.hpp"
+#include "gpu/comm/local_group.h"
 #include "gpu/engine/fake_generate_engine.h"
 #include "gpu/engine/fake_train_engine.h"
 
@@ -92,6 +98,7 @@ struct cluster_options {
   std::size_t samples_per_prompt = 2;
   std::int32_t max_new_tokens = 3;
   std::size_t environment_workers = 0;  ///< 0: one environment_worker as the environment; else a pool of that many
+  bool checksums = false;               ///< refits compare every bucket's checksum
 };
 
 /// The prompts the test drivers cycle through.
@@ -113,10 +120,13 @@ struct cluster {
   void spawn(caf::actor_system& sys, const cluster_options& o, engine_execution execution) {
     options = o;
     trainer = std::make_shared<gpu::fake_train_engine>(tiny_model());
+    std::vector<std::unique_ptr<gpu::communicator>> group;  // the refit group: policy rank 0, then the rollout workers
+    if (o.mode == refit_mode::dedicated) group = gpu::make_local_group(1 + static_cast<int>(o.rollout_workers));
     policy_worker_config pc;
     pc.name = "policy-0";
     pc.engine = trainer;
     pc.execution = execution;
+    if (!group.empty()) pc.refit_group = std::move(group[0]);
     policy = spawn_policy_worker(sys, pc);
     for (std::size_t i = 0; i < o.rollout_workers; ++i) {
       auto g = std::make_shared<gpu::fake_generate_engine>(tiny_generator());
@@ -127,6 +137,8 @@ struct cluster {
       rc.engine = g;
       rc.manifest = gpu::fake_manifest(tiny_model());
       rc.execution = execution;
+      if (!group.empty()) rc.refit_group = std::move(group[i + 1]);
+      rc.refit_root = 0;
       rollout.push_back(spawn_rollout_worker(sys, rc));
     }
     refit_coordinator_config cc;
@@ -134,6 +146,7 @@ struct cluster {
     cc.policy = policy;
     cc.rollout = rollout;
     cc.bucket_bytes = test_bucket_bytes;
+    cc.checksums = o.checksums;
     cc.timeout = std::chrono::seconds(30);
     coordinator = spawn_refit_coordinator(sys, cc);
     if (o.environment_workers == 0) {
@@ -249,5 +262,65 @@ struct cluster_fixture : test_coordinator_fixture<actor_test_config>, cluster {
     return out;
   }
 };
+
+/// A cluster on a real actor system with engine calls on their own threads (the production mode):
+/// dedicated refits stream over the local refit group. Every wait has a generous deadline.
+struct threaded_cluster_fixture : cluster {
+  static constexpr std::chrono::seconds deadline{60};
+
+  actor_test_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+
+  void start(const cluster_options& o) { spawn(sys, o, engine_execution::off_scheduler); }
+
+  ~threaded_cluster_fixture() { shut_down(); }
+
+  /// A request's answer or its error, within the deadline.
+  template <class T, class Handle, class... Ts>
+  answer<T> ask(const Handle& whom, Ts&&... xs) {
+    answer<T> out;
+    self->request(whom, deadline, std::forward<Ts>(xs)...)
+        .receive([&](T& x) { out.value = std::move(x); }, [&](caf::error& e) { out.error = std::move(e); });
+    return out;
+  }
+
+  handshake_report handshake() {
+    auto r = ask<handshake_report>(coordinator, handshake_atom_v);
+    if (!r.value) CAF_FAIL("handshake failed: " << text_of(r.error));
+    return *r.value;
+  }
+
+  step_outcome run_step() {
+    auto r = ask<step_report>(driver, step_atom_v);
+    return step_outcome{std::move(r.value), std::move(r.error)};
+  }
+
+  std::vector<weight_version> rollout_versions() {
+    std::vector<weight_version> out;
+    for (auto& r : rollout) {
+      auto v = ask<weight_version>(r, version_atom_v);
+      if (!v.value) CAF_FAIL("version query failed: " << text_of(v.error));
+      out.push_back(*v.value);
+    }
+    return out;
+  }
+
+  /// The rollout engines' weight hashes (read between engine calls: no call is in flight).
+  std::vector<std::uint64_t> rollout_hashes() const {
+    std::vector<std::uint64_t> out;
+    for (auto& g : generators) out.push_back(g->weight_hash());
+    return out;
+  }
+};
+
+/// Checks that `text` holds `part`; a failure prints both.
+inline void check_contains(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) {
+    CAF_CHECK(true);
+  } else {
+    CAF_CHECK_EQUAL(text, "a text holding: " + part);
+  }
+}
 
 }  // namespace tandem::test

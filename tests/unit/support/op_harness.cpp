@@ -28,6 +28,7 @@ double value_at(const host_buffer& b, std::int64_t i) {
     case dtype::float64: return b.data<double>()[i];
     case dtype::float32: return b.data<float>()[i];
     case dtype::int32: return b.data<std::int32_t>()[i];
+    case dtype::uint8: return b.data<std::uint8_t>()[i];
     case dtype::bfloat16: return gpu::to_float(b.data<gpu::bfloat16>()[i]);
     case dtype::float16: return gpu::to_float(b.data<gpu::float16>()[i]);
   }
@@ -39,6 +40,7 @@ void set_value(const host_buffer& b, std::int64_t i, double v) {
     case dtype::float64: b.data<double>()[i] = v; break;
     case dtype::float32: b.data<float>()[i] = static_cast<float>(v); break;
     case dtype::int32: b.data<std::int32_t>()[i] = static_cast<std::int32_t>(v); break;
+    case dtype::uint8: b.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(v); break;
     case dtype::bfloat16: b.data<gpu::bfloat16>()[i] = gpu::to_bfloat16(static_cast<float>(v)); break;
     case dtype::float16: b.data<gpu::float16>()[i] = gpu::to_float16(static_cast<float>(v)); break;
   }

@@ -1,7 +1,10 @@
 // The in-process communicator: every collective's result on every rank, typed counts, mismatches.
 #include <boost/test/unit_test.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -93,6 +96,47 @@ BOOST_AUTO_TEST_CASE(a_bad_broadcast_root_fails_on_every_rank_without_hanging) {
   });
   BOOST_TEST(errors[0] == "broadcast: root 5 is not a rank");
   BOOST_TEST(errors[1] == "broadcast: root 5 is not a rank");
+}
+
+BOOST_AUTO_TEST_CASE(bytes_are_broadcast_and_gathered_as_bytes_with_no_padding) {
+  static_assert(dtype_of<std::byte>() == dtype::uint8 && dtype_of<std::uint8_t>() == dtype::uint8);
+  static_assert(size_of(dtype::uint8) == 1 && to_string(dtype::uint8) == "uint8");
+  // 7 bytes: not a whole number of words of any wider type
+  std::vector<std::vector<std::byte>> data(3, std::vector<std::byte>(7));
+  std::vector<std::vector<std::uint8_t>> gathered(3, std::vector<std::uint8_t>(9));
+  on_ranks(3, [&](communicator& c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    for (std::size_t i = 0; i < 7; ++i) data[r][i] = static_cast<std::byte>(c.rank() == 1 ? 0xf0 + i : 0);
+    BOOST_REQUIRE(c.broadcast(std::span<std::byte>(data[r]), 1).is_ok());
+    const std::vector<std::uint8_t> in{static_cast<std::uint8_t>(r), 0xff, static_cast<std::uint8_t>(0x80 + r)};
+    BOOST_REQUIRE(c.all_gather<std::uint8_t>(in, std::span<std::uint8_t>(gathered[r])).is_ok());
+  });
+  for (const auto& d : data)
+    for (std::size_t i = 0; i < 7; ++i) BOOST_TEST(std::to_integer<int>(d[i]) == static_cast<int>(0xf0 + i));
+  for (const auto& g : gathered)
+    BOOST_TEST((g == std::vector<std::uint8_t>{0, 0xff, 0x80, 1, 0xff, 0x81, 2, 0xff, 0x82}));
+}
+
+BOOST_AUTO_TEST_CASE(a_reduction_over_bytes_is_refused_on_every_rank_naming_the_op_and_the_dtype) {
+  std::vector<std::string> reduce_errors(2), scatter_errors(2);
+  std::vector<std::vector<std::byte>> data(2, std::vector<std::byte>(4, std::byte{3}));
+  on_ranks(2, [&](communicator& c) {
+    const auto r = static_cast<std::size_t>(c.rank());
+    const status s = c.all_reduce(std::span<std::byte>(data[r]));
+    BOOST_TEST((s.code() == status_code::invalid_argument));
+    reduce_errors[r] = s.message();
+    std::vector<std::byte> out(2);
+    scatter_errors[r] = c.reduce_scatter<std::byte>(data[r], std::span<std::byte>(out)).message();
+    // the group stays in step: a broadcast after the refusals works
+    std::vector<float> f(2, static_cast<float>(c.rank()));
+    BOOST_REQUIRE(c.broadcast(std::span<float>(f), 0).is_ok());
+    BOOST_TEST(f[1] == 0.0f);
+  });
+  for (const auto& e : reduce_errors)
+    BOOST_TEST(e == "all_reduce: uint8 elements are opaque bytes and cannot be reduced (broadcast and all_gather move them)");
+  for (const auto& e : scatter_errors)
+    BOOST_TEST(e == "reduce_scatter: uint8 elements are opaque bytes and cannot be reduced (broadcast and all_gather move them)");
+  for (const auto& d : data) BOOST_TEST((d == std::vector<std::byte>(4, std::byte{3})));  // untouched
 }
 
 BOOST_AUTO_TEST_SUITE_END()

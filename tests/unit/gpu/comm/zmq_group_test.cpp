@@ -232,6 +232,64 @@ BOOST_DATA_TEST_CASE(reduce_scatter_leaves_each_rank_its_block_summed_in_the_doc
     }
 }
 
+BOOST_DATA_TEST_CASE(bytes_are_broadcast_and_gathered_as_bytes_in_chunks_of_chunk_bytes, transports * sizes, tr, n) {
+  const std::size_t count = 1001;  // 15 chunks of 64 bytes and one of 41: no whole number of words
+  std::vector<std::vector<std::byte>> data(static_cast<std::size_t>(n));
+  std::vector<std::vector<std::uint8_t>> gathered(static_cast<std::size_t>(n));
+  std::vector<std::uint64_t> collectives(static_cast<std::size_t>(n));
+  require_all_ok(run_ranks(n, tr, small_chunks(), [&](zmq_group& g) -> status {
+    const auto r = static_cast<std::size_t>(g.rank());
+    auto& d = data[r];
+    d.assign(count, std::byte{0});
+    if (g.rank() == n - 1)
+      for (std::size_t i = 0; i < count; ++i) d[i] = static_cast<std::byte>((i * 7 + 3) & 0xff);
+    if (status s = g.broadcast(std::span<std::byte>(d), n - 1); !s) return s;
+    std::vector<std::uint8_t> in(67);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(r * 50 + i);
+    gathered[r].assign(in.size() * static_cast<std::size_t>(n), 0);
+    if (status s = g.all_gather<std::uint8_t>(in, std::span<std::uint8_t>(gathered[r])); !s) return s;
+    collectives[r] = g.collectives();
+    return status::ok();
+  }));
+  for (const auto& d : data)
+    for (std::size_t i = 0; i < count; ++i) BOOST_TEST(std::to_integer<std::size_t>(d[i]) == ((i * 7 + 3) & 0xff), "byte " << i);
+  std::vector<std::uint8_t> expected;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < 67; ++i) expected.push_back(static_cast<std::uint8_t>(r * 50 + i));
+  for (const auto& g : gathered) BOOST_TEST(g == expected, boost::test_tools::per_element());
+  for (const auto c : collectives) BOOST_TEST(c == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_reduction_over_bytes_is_refused_naming_the_op_and_the_dtype_and_the_group_stays_ready) {
+  std::vector<std::string> reduce_errors(2), scatter_errors(2);
+  std::vector<std::vector<std::byte>> data(2, std::vector<std::byte>(8, std::byte{5}));
+  std::vector<float> after(2);
+  require_all_ok(run_ranks(2, transport::inproc, small_chunks(), [&](zmq_group& g) -> status {
+    const auto r = static_cast<std::size_t>(g.rank());
+    status s = g.all_reduce(std::span<std::byte>(data[r]));
+    if (s.code() != status_code::invalid_argument) return {status_code::unsupported, "all_reduce over bytes was not refused: " + s.message()};
+    reduce_errors[r] = s.message();
+    std::vector<std::byte> out(4);
+    scatter_errors[r] = g.reduce_scatter<std::byte>(data[r], std::span<std::byte>(out)).message();
+    if (!g.health()) return g.health();
+    if (g.collectives() != 0) return {status_code::unsupported, "a refused reduction used a collective number"};
+    std::vector<float> f(3, 1.0f + static_cast<float>(g.rank()));
+    if (status t = g.all_reduce(std::span<float>(f)); !t) return t;
+    after[r] = f[0];
+    return status::ok();
+  }));
+  for (std::size_t r = 0; r < 2; ++r) {
+    BOOST_TEST(reduce_errors[r] == "zmq_group rank " + std::to_string(r) +
+                                       " of 2: all_reduce refused: uint8 elements are opaque bytes and cannot be reduced "
+                                       "(broadcast and all_gather move them)");
+    BOOST_TEST(scatter_errors[r] == "zmq_group rank " + std::to_string(r) +
+                                        " of 2: reduce_scatter refused: uint8 elements are opaque bytes and cannot be "
+                                        "reduced (broadcast and all_gather move them)");
+    BOOST_TEST(after[r] == 3.0f);
+    BOOST_TEST((data[r] == std::vector<std::byte>(8, std::byte{5})));  // untouched
+  }
+}
+
 BOOST_DATA_TEST_CASE(ten_mebibyte_buffers_travel_in_one_mebibyte_chunks, transports, tr) {
   zmq_group_options o;
   o.chunk_bytes = std::size_t{1} << 20;
@@ -558,6 +616,16 @@ BOOST_AUTO_TEST_CASE(the_header_round_trips_and_decoding_refuses_damage) {
   frame[6] = std::byte{13};
   frame[4] = std::byte{2};
   BOOST_TEST(zmq_wire::decode_header(frame.data(), frame.size()).error().message() == "frame has wire version 2, this build speaks 1");
+  h.dtype_code = zmq_wire::dtype_code(dtype::uint8);
+  h.kind = zmq_wire::wire_kind::broadcast;
+  h.payload_bytes = 0;
+  std::vector<std::byte> bytes_frame(zmq_wire::header_bytes);
+  zmq_wire::encode_header(h, bytes_frame.data());
+  auto bytes_back = zmq_wire::decode_header(bytes_frame.data(), bytes_frame.size());
+  BOOST_REQUIRE(bytes_back.has_value());
+  BOOST_TEST((zmq_wire::dtype_from_code(bytes_back->dtype_code) == dtype::uint8));
+  BOOST_TEST(zmq_wire::describe(*bytes_back) ==
+             "broadcast #1099511627776 message 77 from rank 3 (123456789 uint8 elements with root 9)");
   BOOST_TEST(zmq_wire::rank_of_routing_id("r12").value_or(0) == 12u);
   BOOST_TEST(!zmq_wire::rank_of_routing_id("r012").has_value());
   BOOST_TEST(!zmq_wire::rank_of_routing_id("x1").has_value());

@@ -147,8 +147,10 @@ tc::message sample(tc::message_kind k) {
                              .transport = tc::refit_transport::colocated_bump, .root_rank = 6,
                              .checksums = true};
     case K::refit_ack:
-      return tc::refit_ack{.rank = 5, .weight_version = 13, .stage = tc::refit_stage::aborted, .ok = true,
-                           .error = "bucket 3: checksum mismatch", .error_code = 9, .live_version = 12};
+      return tc::refit_ack{.rank = 5, .weight_version = 13, .stage = tc::refit_stage::staged, .ok = false,
+                           .error = "bucket 3: checksum mismatch", .error_code = 9, .live_version = 12,
+                           .aborted = true, .failed_bucket = 3, .checksums = true,
+                           .checksums_matched = std::uint64_t{1} << 40, .checksum_mismatch = -7};
     case K::refit_commit:
       return tc::refit_commit{.weight_version = 14};
     case K::refit_abort:
@@ -249,7 +251,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 2, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 2)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 3, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 3)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -287,7 +289,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 2"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 3"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_frame_with_bad_magic_is_refused) {
