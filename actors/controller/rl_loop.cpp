@@ -203,7 +203,8 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
     for (const auto t : *recipe.policy.generation.stop_token_ids) dc.stop_tokens.push_back(static_cast<std::int32_t>(t));
   dc.sampling = sampling_settings(recipe);
   dc.loss = loss_settings(recipe);
-  dc.micro_batch_sequences = static_cast<std::size_t>(recipe.policy.train_micro_batch_size);
+  // The token budget of train_micro_batch_size full-length samples: short samples share a pass.
+  dc.micro_batch_tokens = recipe.policy.train_micro_batch_size * recipe.policy.max_total_sequence_length;
   dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
   dc.timeout = timeout;
   st.driver = spawn_driver(self->system(), std::move(dc));

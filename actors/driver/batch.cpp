@@ -45,15 +45,16 @@ gpu::global_counts count_masked(const std::vector<trajectory>& trajectories) {
 std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<trajectory>& trajectories,
                                                             const std::vector<double>& advantages,
                                                             const std::vector<float>& lp_prev, std::size_t begin,
-                                                            std::size_t end, std::size_t per_micro_batch) {
-  per_micro_batch = std::max<std::size_t>(1, per_micro_batch);
+                                                            std::size_t end, std::int64_t token_budget) {
   std::vector<std::size_t> start(trajectories.size() + 1, 0);  // token offset of each trajectory in lp_prev
   for (std::size_t i = 0; i < trajectories.size(); ++i)
     start[i + 1] = start[i] + trajectories[i].prompt.size() + trajectories[i].tokens.size();
 
   std::vector<gpu::train_micro_batch_data> out;
-  for (std::size_t first = begin; first < end; first += per_micro_batch) {
-    const std::size_t last = std::min(end, first + per_micro_batch);
+  for (std::size_t first = begin, last = begin; first < end; first = last) {
+    // [first, last): as many whole trajectories as the budget holds, at least one.
+    last = first + 1;
+    while (last < end && static_cast<std::int64_t>(start[last + 1] - start[first]) <= token_budget) ++last;
     gpu::train_micro_batch_data mb;
     mb.sequences = pack_sequences(trajectories, first, last);
     for (std::size_t i = first; i < last; ++i) {

@@ -25,13 +25,16 @@ gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories
 /// Masked tokens and sequences with at least one masked token, over every trajectory.
 gpu::global_counts count_masked(const std::vector<trajectory>& trajectories);
 
-/// Micro-batches of at most `per_micro_batch` (>= 1; 0 is taken as 1) sequences over trajectories
-/// [begin, end). `lp_prev` holds the policy's logprobs of every trajectory packed in order
+/// Micro-batches over trajectories [begin, end), cut by a token budget: trajectories go, in order,
+/// into the current micro-batch while its tokens (prompt plus generated) stay within
+/// `token_budget`; a trajectory longer than the budget gets a micro-batch of its own. So a
+/// micro-batch's activations are bounded by tokens, and short sequences share one pass.
+/// `lp_prev` holds the policy's logprobs of every trajectory packed in order
 /// (pack_sequences(trajectories, 0, size)); `advantages` has one value per trajectory.
 std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<trajectory>& trajectories,
                                                             const std::vector<double>& advantages,
                                                             const std::vector<float>& lp_prev, std::size_t begin,
-                                                            std::size_t end, std::size_t per_micro_batch);
+                                                            std::size_t end, std::int64_t token_budget);
 
 /// The sequences of `n` split over `parts` ranks: part r is [n * r / parts, n * (r + 1) / parts).
 std::size_t shard_begin(std::size_t n, std::size_t parts, std::size_t r);

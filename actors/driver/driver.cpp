@@ -249,7 +249,7 @@ struct driver_state {
       train_job job;
       job.version = live;
       job.micro_batches = make_micro_batches(trajectories, step.advantages, step.lp_prev, shard_begin(n, ranks, r),
-                                             shard_begin(n, ranks, r + 1), config.micro_batch_sequences);
+                                             shard_begin(n, ranks, r + 1), config.micro_batch_tokens);
       job.counts = counts;
       job.loss = config.loss;
       job.sampling = config.sampling;

@@ -49,7 +49,7 @@ struct driver_config {
   std::vector<std::int32_t> stop_tokens;
   gpu::ops::sampling_params sampling;
   gpu::ops::pg_loss_settings loss;
-  std::size_t micro_batch_sequences = 4;           ///< sequences per micro-batch, >= 1
+  std::int64_t micro_batch_tokens = 1024;         ///< token budget of a micro-batch (make_micro_batches)
   std::uint64_t seed = 1;                          ///< grpo.seed, for the counter RNG
   weight_version initial_version = 0;              ///< live on every worker before the first step
   std::uint32_t first_step = 0;                    ///< the first step's number (resuming runs)

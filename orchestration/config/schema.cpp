@@ -110,7 +110,7 @@ void declare_policy(schema& s) {
       .string("").required().to([](R& r) -> auto& { return r.policy.model_name; });
   key(s, "policy.train_global_batch_size", "Samples per optimizer step, over all data-parallel ranks")
       .integer(512).at_least(1).to([](R& r) -> auto& { return r.policy.train_global_batch_size; });
-  key(s, "policy.train_micro_batch_size", "Samples per forward/backward pass on one rank").integer(1)
+  key(s, "policy.train_micro_batch_size", "Token budget of one forward/backward pass on one rank, in samples of max_total_sequence_length tokens: samples are packed into a pass while they fit").integer(1)
       .at_least(1).to([](R& r) -> auto& { return r.policy.train_micro_batch_size; });
   key(s, "policy.logprob_batch_size", "Samples per logprob pass on one rank").integer(1).at_least(1)
       .to([](R& r) -> auto& { return r.policy.logprob_batch_size; });

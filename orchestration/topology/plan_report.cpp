@@ -84,8 +84,12 @@ std::string render_plan(const config::resolved_recipe& r, const model_facts& m, 
   out += "\nstep        " + std::to_string(g.num_prompts_per_step * g.batch_multiplier) + " prompts per generation round x " +
          std::to_string(g.num_generations_per_prompt) + " samples; " + std::to_string(rollouts) + " rollouts trained per step\n";
   out += "            " + std::to_string(opt_steps) + " optimizer step(s) per step, " + std::to_string(per_rank) +
-         " samples per data-parallel rank each, in micro-batches of " + std::to_string(c.policy.train_micro_batch_size) +
-         " (" + std::to_string(per_rank / c.policy.train_micro_batch_size) + " per optimizer step)\n";
+         " samples per data-parallel rank each, in micro-batches of at most " +
+         std::to_string(c.policy.train_micro_batch_size * c.policy.max_total_sequence_length) + " tokens (" +
+         std::to_string(c.policy.train_micro_batch_size) + " x " + std::to_string(c.policy.max_total_sequence_length) +
+         "-token samples; at most " +
+         std::to_string((per_rank + c.policy.train_micro_batch_size - 1) / c.policy.train_micro_batch_size) +
+         " per optimizer step)\n";
   out += "            weights may be at most " + std::to_string(g.max_trajectory_age_steps) +
          " step(s) older than the trainer's when a trajectory is accepted\n\n";
 

@@ -36,7 +36,7 @@ CAF_TEST(sequences pack prompt and generated tokens end to end) {
 CAF_TEST(micro-batches mask prompt tokens and carry generator and policy logprobs per token) {
   const std::vector<trajectory> ts = {make(0, {1, 2}, {3}), make(0, {4}, {5, 6}), make(1, {7}, {8})};
   const std::vector<float> lp_prev = {0, -10, -11, 0, -12, -13, 0, -14};
-  const auto mbs = make_micro_batches(ts, {0.5, -0.5, 0}, lp_prev, 0, 3, 2);
+  const auto mbs = make_micro_batches(ts, {0.5, -0.5, 0}, lp_prev, 0, 3, 6);  // 3 + 3 tokens, then 2
   CAF_REQUIRE_EQUAL(mbs.size(), 2u);
   const auto& m = mbs[0];
   CAF_CHECK_EQUAL(m.sequences.offsets, (std::vector<std::int32_t>{0, 3, 6}));
@@ -46,6 +46,18 @@ CAF_TEST(micro-batches mask prompt tokens and carry generator and policy logprob
   CAF_CHECK_EQUAL(m.lp_prev, (std::vector<float>{0, -10, -11, 0, -12, -13}));
   CAF_CHECK_EQUAL(mbs[1].lp_prev, (std::vector<float>{0, -14}));
   CAF_CHECK(mbs[1].lp_ref.empty());
+}
+
+CAF_TEST(micro-batches pack trajectories while the token budget holds them and give a longer one its own) {
+  const std::vector<trajectory> ts = {make(0, {1}, {2}), make(0, {1}, {3, 4}), make(1, {5, 6, 7}, {8, 9, 10}),
+                                      make(1, {5}, {6}), make(2, {1}, {2})};
+  const std::vector<float> lp_prev(2 + 3 + 6 + 2 + 2, 0.0f);
+  const auto mbs = make_micro_batches(ts, {0, 0, 0, 0, 0}, lp_prev, 0, 5, 5);
+  CAF_REQUIRE_EQUAL(mbs.size(), 3u);  // [2 + 3 tokens], [6 tokens: over the budget, alone], [2 + 2]
+  CAF_CHECK_EQUAL(mbs[0].sequences.offsets, (std::vector<std::int32_t>{0, 2, 5}));
+  CAF_CHECK_EQUAL(mbs[1].sequences.offsets, (std::vector<std::int32_t>{0, 6}));
+  CAF_CHECK_EQUAL(mbs[2].sequences.offsets, (std::vector<std::int32_t>{0, 2, 4}));
+  CAF_CHECK_EQUAL(make_micro_batches(ts, {0, 0, 0, 0, 0}, lp_prev, 1, 4, 100).size(), 1u);
 }
 
 CAF_TEST(global counts are the generated tokens and the sequences that have any) {

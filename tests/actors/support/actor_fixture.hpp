@@ -166,7 +166,7 @@ struct cluster {
     dc.prompts_per_step = o.prompts_per_step;
     dc.samples_per_prompt = o.samples_per_prompt;
     dc.max_new_tokens = o.max_new_tokens;
-    dc.micro_batch_sequences = 2;
+    dc.micro_batch_tokens = 2 * 7;  // two of the longest sequences: a 4-token prompt and 3 new tokens
     dc.seed = 11;
     dc.timeout = std::chrono::seconds(60);
     driver = spawn_driver(sys, dc);

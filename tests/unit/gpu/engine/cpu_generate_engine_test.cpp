@@ -15,6 +15,7 @@
 #include "gpu/engine/cpu_generate_engine.h"
 #include "gpu/engine/cpu_train_engine.h"
 #include "gpu/ops/pg_loss.h"
+#include "support/reference_fixtures.h"
 #include "support/temp_dir.h"
 
 namespace tg = tandem::gpu;
@@ -105,11 +106,7 @@ BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_on_every_fixture_in_b
     const auto prompts = read_sequences(ref);
     const auto& greedy = ref.at("greedy");
     temp_dir t;
-    const fs::path alt = t.path() / dir.filename();
-    fs::create_directories(alt);
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), alt / e.path().filename());
-    fs::copy_file(dir / "config.alt.json", alt / "config.json");
+    const fs::path alt = tandem::test::with_alt_config(dir, t);
     for (const fs::path& form : {dir, alt}) {
       auto e = engine(form);
       std::vector<tg::generation_request> requests;

@@ -18,6 +18,7 @@
 #include "gpu/model/checkpoint.h"
 #include "gpu/model/safetensors_file.h"
 #include "gpu/model/slab_views.h"
+#include "support/reference_fixtures.h"
 
 #include "gpu/core/exec_context.h"
 
@@ -117,12 +118,8 @@ BOOST_AUTO_TEST_CASE(every_gradient_of_every_fixture_matches_transformers_in_eve
     if (!fs::is_regular_file(dir / "gradients.safetensors")) continue;
     ++cases;
     // The same checkpoint with its config in the other form (flat keys / per_layer_config).
-    const fs::path alt = fs::temp_directory_path() / ("tandem-parity-" + std::to_string(::getpid()) + "-" + dir.filename().string());
-    fs::remove_all(alt);
-    fs::create_directories(alt);
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), alt / e.path().filename());
-    fs::copy_file(dir / "config.alt.json", alt / "config.json");
+    const tandem::test::temp_dir scratch;
+    const fs::path alt = tandem::test::with_alt_config(dir, scratch);
     for (const auto& [checkpoint, mode] : std::vector<std::pair<fs::path, tg::recompute_mode>>{
              {dir, tg::recompute_mode::none}, {dir, tg::recompute_mode::selective}, {dir, tg::recompute_mode::full},
              {alt, tg::recompute_mode::none}}) {
@@ -138,7 +135,6 @@ BOOST_AUTO_TEST_CASE(every_gradient_of_every_fixture_matches_transformers_in_eve
       BOOST_TEST(seen.size() == trainable, label << ": the fixture leaves out trainable tensors of the layout");
       BOOST_TEST_MESSAGE(label << ": worst relative gradient error " << worst << " (" << where << ")");
     }
-    fs::remove_all(alt);
   }
   BOOST_TEST(cases >= 7, "expected the 7 reference fixtures in " << fixtures);
 }

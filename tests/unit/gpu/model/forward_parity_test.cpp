@@ -12,6 +12,7 @@
 #include "gpu/core/host_buffer.h"
 #include "gpu/model/checkpoint.h"
 #include "gpu/model/forward.h"
+#include "support/reference_fixtures.h"
 #include "support/temp_dir.h"
 
 #include "gpu/core/exec_context.h"
@@ -157,12 +158,7 @@ BOOST_AUTO_TEST_CASE(every_fixture_matches_transformers_in_both_config_forms) {
     check_case(dir, dir, "config.json");
     // The same checkpoint with its config in the other form.
     temp_dir t;
-    const fs::path alt = t.path() / dir.filename();
-    fs::create_directories(alt);
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename() != "config.json") fs::create_symlink(e.path(), alt / e.path().filename());
-    fs::copy_file(dir / "config.alt.json", alt / "config.json");
-    check_case(dir, alt, "config.alt.json");
+    check_case(dir, tandem::test::with_alt_config(dir, t), "config.alt.json");
   }
 }
 
