@@ -243,8 +243,7 @@ bool cpu_generate_engine::fits(const std::vector<planned>& plan) const {
   return true;
 }
 
-bool cpu_generate_engine::preempt_one(const std::vector<planned>& plan) {
-  (void)plan;
+bool cpu_generate_engine::preempt_one() {
   if (running_.size() > 1) {
     auto newest = std::max_element(running_.begin(), running_.end(),
                                    [](const auto& a, const auto& b) { return a->admitted < b->admitted; });
@@ -293,7 +292,7 @@ result<std::int64_t> cpu_generate_engine::step() {
     for (auto& s : running_) fork_ready(*s);
     plan = plan_step();
     if (!plan.empty() && fits(plan)) break;
-    if (!preempt_one(plan))
+    if (!preempt_one())
       return fail(status_code::device_error, "step: the KV pools cannot hold the rows of one sequence (a request the submit "
                                              "check should have refused)");
   }

@@ -144,7 +144,9 @@ class cpu_generate_engine final : public generate_engine {
   bool room_for(const sequence& s) const;
   std::vector<planned> plan_step();
   bool fits(const std::vector<planned>& plan) const;
-  bool preempt_one(const std::vector<planned>& plan);
+  /// Frees blocks for the next plan: the newest running sequence goes back to waiting (or, with one
+  /// left, the prefix holders go); false when nothing can be freed.
+  bool preempt_one();
   status run(const std::vector<planned>& plan);
   void finish(std::size_t running_index, finish_reason why);
   void reset_after_failure();

@@ -20,11 +20,9 @@
 #include <map>
 #include <vector>
 
-#include "gpu/core/exec_context.h"
 #include "gpu/core/host_buffer.h"
 #include "gpu/core/status.h"
 #include "gpu/model/config.h"
-#include "gpu/ops/paged_attention.h"
 
 namespace tandem::gpu {
 
