@@ -9,8 +9,8 @@
 #include <string>
 #include <tuple>
 
+#include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/forward.h"
-#include "gpu/model/slab_views.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/sampling.h"
 
@@ -24,6 +24,11 @@ using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 status fail(status_code code, const std::string& what) { return {code, "cpu_generate_engine: " + what}; }
+
+/// The KV pools the options' byte budget buys, for the model's non-shared layers.
+result<kv_cache> make_cache(const model_config& c, const cpu_generate_options& o) {
+  return kv_cache::create(c, dtype::float32, kv_cache_options_for(c, dtype::float32, o.kv_block_size, o.kv_cache_bytes));
+}
 
 std::string request_name(const generation_request& r) { return "request " + std::to_string(r.id); }
 
@@ -43,8 +48,7 @@ result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const e
                           positive("prefill_token_budget", options.prefill_token_budget, 1),
                           positive("kv_block_size", options.kv_block_size, 1), positive("bucket_bytes", options.bucket_bytes, 1)})
     if (!s) return s;
-  const kv_cache_options kv = kv_cache_options_for(source.config, dtype::float32, options.kv_block_size, options.kv_cache_bytes);
-  auto cache = kv_cache::create(source.config, dtype::float32, kv);
+  auto cache = make_cache(source.config, options);
   if (!cache)
     return fail(status_code::invalid_argument, "kv_cache_bytes " + std::to_string(options.kv_cache_bytes) +
                                                    " does not hold one block of " + std::to_string(options.kv_block_size) +
@@ -59,20 +63,10 @@ result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const e
   e->scratch_ = std::make_unique<workspace>(ctx.dev);
   e->ctx_ = ctx;
   e->ctx_.scratch = e->scratch_.get();
-  std::vector<std::string> names(e->source_.layout.tensors.size());
-  for (std::size_t i = 0; i < names.size(); ++i) names[i] = hf_full_name(e->source_.config, e->source_.layout.tensors[i]);
-  for (const planned_tensor& p : e->source_.plan.tensors)
-    if (p.role == tensor_role::text) names[p.layout_index] = p.name;
-  for (std::size_t i = 0; i < names.size(); ++i) e->manifest_.push_back({names[i], e->source_.layout.tensors[i].shape, dtype::float32});
+  e->manifest_ = float32_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
-  if (auto s = e->rebind(e->slab_addresses(e->weights_)); !s) return s;
+  if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;
   return e;
-}
-
-std::vector<const std::byte*> cpu_generate_engine::slab_addresses(const slab& s) const {
-  std::vector<const std::byte*> out;
-  for (const tensor_entry& e : source_.layout.tensors) out.push_back(static_cast<const std::byte*>(view_in(s, e, dtype::float32)->data()));
-  return out;
 }
 
 status cpu_generate_engine::rebind(const std::vector<const std::byte*>& addresses) {
@@ -85,7 +79,7 @@ status cpu_generate_engine::rebind(const std::vector<const std::byte*>& addresse
 std::uint64_t cpu_generate_engine::weights_digest() const {
   weight_source live;
   live.manifest = manifest_;
-  live.tensors = shared_ ? source_weights_.tensors : slab_addresses(weights_);
+  live.tensors = shared_ ? source_weights_.tensors : slab_addresses(weights_, source_.layout);
   return live.digest();
 }
 
@@ -418,8 +412,7 @@ void cpu_generate_engine::reset_after_failure() {
     p.cache.reset();
     p.computed = 0;
   }
-  auto fresh = kv_cache::create(source_.config, dtype::float32,
-                                kv_cache_options_for(source_.config, dtype::float32, options_.kv_block_size, options_.kv_cache_bytes));
+  auto fresh = make_cache(source_.config, options_);
   if (fresh) cache_ = std::move(*fresh);
   else cache_.reset();
 }
@@ -478,9 +471,9 @@ status cpu_generate_engine::commit_weight_update() {
     return fail(status_code::invalid_argument, why);
   }
   std::swap(weights_, staging_);
-  if (auto s = rebind(slab_addresses(weights_)); !s) {  // cannot fail for a slab of the layout's size
+  if (auto s = rebind(slab_addresses(weights_, source_.layout)); !s) {  // cannot fail for a slab of the layout's size
     std::swap(weights_, staging_);
-    (void)rebind(slab_addresses(weights_));
+    (void)rebind(slab_addresses(weights_, source_.layout));
     abort_weight_update();
     return s;
   }
@@ -544,8 +537,7 @@ status cpu_generate_engine::release_cache() {
 
 status cpu_generate_engine::restore_cache() {
   if (cache_) return status::ok();
-  auto fresh = kv_cache::create(source_.config, dtype::float32,
-                                kv_cache_options_for(source_.config, dtype::float32, options_.kv_block_size, options_.kv_cache_bytes));
+  auto fresh = make_cache(source_.config, options_);
   if (!fresh) return fail(fresh.error().code(), "restore_cache: " + fresh.error().message());
   cache_ = std::move(*fresh);
   return status::ok();

@@ -136,7 +136,6 @@ class cpu_generate_engine final : public generate_engine {
   cpu_generate_engine() = default;
   status check_request(const generation_request& r) const;
   status rebind(const std::vector<const std::byte*>& addresses);
-  std::vector<const std::byte*> slab_addresses(const slab& s) const;
   void detach_prefix(sequence& s);
   void release_holder(prefix& p);
   bool fork_ready(sequence& s);

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "gpu/core/convert.h"
+#include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/backward.h"
 #include "gpu/model/checkpoint_writer.h"
 #include "gpu/model/json_text.h"
@@ -79,13 +80,8 @@ result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(const exec_co
   if (!w || !g) return (!w ? w : g).error();
   e->w_ = std::move(*w);
   e->g_ = std::move(*g);
-  const model_layout& layout = e->source_.layout;
-  e->names_.resize(layout.tensors.size());
-  for (std::size_t i = 0; i < layout.tensors.size(); ++i) e->names_[i] = hf_full_name(e->source_.config, layout.tensors[i]);
-  for (const planned_tensor& p : e->source_.plan.tensors)
-    if (p.role == tensor_role::text) e->names_[p.layout_index] = p.name;
-  for (std::size_t i = 0; i < layout.tensors.size(); ++i)
-    e->manifest_.push_back({e->names_[i], layout.tensors[i].shape, dtype::float32});
+  e->names_ = checkpoint_names(e->source_);
+  e->manifest_ = float32_manifest(e->source_.layout, e->names_);
   return e;
 }
 
@@ -281,8 +277,7 @@ weight_source cpu_train_engine::shared_weights() const {
   weight_source out;
   out.dev = weights_.dev();
   out.manifest = manifest_;
-  for (const tensor_entry& e : source_.layout.tensors)
-    out.tensors.push_back(static_cast<const std::byte*>(view_in(weights_, e, dtype::float32)->data()));
+  out.tensors = slab_addresses(weights_, source_.layout);
   return out;
 }
 

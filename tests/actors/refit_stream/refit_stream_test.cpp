@@ -133,10 +133,7 @@ struct fixture {
   /// A request's answer or its error, within the deadline.
   template <class T, class Handle, class... Ts>
   answer<T> ask(const Handle& whom, Ts&&... xs) {
-    answer<T> out;
-    self->request(whom, deadline, std::forward<Ts>(xs)...)
-        .receive([&](T& x) { out.value = std::move(x); }, [&](caf::error& e) { out.error = std::move(e); });
-    return out;
+    return ask_within<T>(self, deadline, whom, std::forward<Ts>(xs)...);
   }
 
   void handshake() {

@@ -84,6 +84,15 @@ struct answer {
   caf::error error;
 };
 
+/// `whom`'s answer to a request from `self`, or its error, within `timeout`.
+template <class T, class Handle, class Duration, class... Ts>
+answer<T> ask_within(caf::scoped_actor& self, Duration timeout, const Handle& whom, Ts&&... xs) {
+  answer<T> out;
+  self->request(whom, timeout, std::forward<Ts>(xs)...)
+      .receive([&](T& x) { out.value = std::move(x); }, [&](caf::error& e) { out.error = std::move(e); });
+  return out;
+}
+
 /// A step's report, or the error it ended with.
 struct step_outcome {
   std::optional<step_report> report;
@@ -279,10 +288,7 @@ struct threaded_cluster_fixture : cluster {
   /// A request's answer or its error, within the deadline.
   template <class T, class Handle, class... Ts>
   answer<T> ask(const Handle& whom, Ts&&... xs) {
-    answer<T> out;
-    self->request(whom, deadline, std::forward<Ts>(xs)...)
-        .receive([&](T& x) { out.value = std::move(x); }, [&](caf::error& e) { out.error = std::move(e); });
-    return out;
+    return ask_within<T>(self, deadline, whom, std::forward<Ts>(xs)...);
   }
 
   handshake_report handshake() {
