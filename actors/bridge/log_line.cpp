@@ -3,10 +3,14 @@
 
 #include <cstdio>
 
+#include "gpu/core/printable.h"
+
 namespace tandem {
 
 void log_line(const std::string& line) {
-  const std::string text = line + "\n";
+  // Text from peers (hostnames, error texts) is part of many lines: nothing in a line may end it or
+  // reach the terminal as a command.
+  const std::string text = gpu::printable(line, std::size_t{1} << 16) + "\n";
   std::fwrite(text.data(), 1, text.size(), stderr);
   std::fflush(stderr);
 }

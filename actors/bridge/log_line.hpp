@@ -7,7 +7,8 @@
 
 namespace tandem {
 
-/// Writes `line` and a newline to stderr at once.
+/// Writes `line` and a newline to stderr at once; control characters, invalid UTF-8 and terminal
+/// escapes in it are shown escaped (gpu/core/printable.h), so it stays one line.
 void log_line(const std::string& line);
 
 }  // namespace tandem

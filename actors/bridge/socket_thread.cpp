@@ -20,6 +20,8 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
+#include "gpu/comm/connection_guard.h"
+#include "gpu/comm/zap_handler.h"
 
 namespace tandem {
 
@@ -136,20 +138,57 @@ void socket_thread::run(std::promise<std::string>& opened) {
   const std::string what = router ? "bind the controller's ROUTER socket to '" : "connect to the controller at '";
   std::optional<zmq::context_t> context;
   std::optional<zmq::socket_t> socket;
+  std::unique_ptr<gpu::zap_handler> zap;      // before the socket binds; closed after it
+  std::unique_ptr<gpu::connection_guard> guard;
+  const auto& security = options_.security;
   try {
     context.emplace(1);
     socket.emplace(*context, router ? zmq::socket_type::router : zmq::socket_type::dealer);
     socket->set(zmq::sockopt::linger, 0);
     socket->set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(options_.max_frame_bytes));
+    socket->set(zmq::sockopt::handshake_ivl, 10000);
+    if (router && security) {
+      auto started = gpu::zap_handler::start(*context, options_.log_name, log_line);
+      if (!started) {
+        opened.set_value("-" + started.error().message());
+        return;
+      }
+      zap = std::move(started.value());
+      for (std::size_t r = 0; r < security->worker_public_keys.size(); ++r)
+        zap->allow("tandem-control", security->worker_public_keys[r], "w" + std::to_string(r));
+      socket->set(zmq::sockopt::curve_server, 1);
+      socket->set(zmq::sockopt::curve_secretkey, security->own.secret_key);
+      socket->set(zmq::sockopt::zap_domain, "tandem-control");
+    } else if (security) {
+      socket->set(zmq::sockopt::curve_serverkey, security->controller_public_key);
+      socket->set(zmq::sockopt::curve_publickey, security->own.public_key);
+      socket->set(zmq::sockopt::curve_secretkey, security->own.secret_key);
+    }
+    gpu::connection_guard_options g;
+    g.log_name = options_.log_name;
+    g.socket_name = router ? "the control socket" : "the controller at " + options_.endpoint;
+    g.expected_peers = options_.expected_peers;
+    g.client = !router;
+    g.log = log_line;
+    auto attached = gpu::connection_guard::attach(*context, *socket, g);
+    if (!attached) {
+      opened.set_value("-" + attached.error().message());
+      return;
+    }
+    guard = std::move(attached.value());
     if (router) {
       socket->set(zmq::sockopt::router_mandatory, true);
       socket->bind(options_.endpoint);
+      guard->rename("the control socket " + socket->get(zmq::sockopt::last_endpoint));
     } else {
       socket->set(zmq::sockopt::routing_id, zmq::buffer(options_.routing_id));
       socket->connect(options_.endpoint);
     }
   } catch (const zmq::error_t& e) {
     opened.set_value("-cannot " + what + options_.endpoint + "': " + zmq_text(e));
+    if (socket) socket->close();
+    guard.reset();
+    zap.reset();
     return;
   }
   opened.set_value("+" + (router ? socket->get(zmq::sockopt::last_endpoint) : options_.endpoint));
@@ -179,6 +218,21 @@ void socket_thread::run(std::promise<std::string>& opened) {
         continue;
       }
       const zmq::message_t& body = parts.back();
+      if (router && security) {
+        // The routing id is the peer's claim; the User-Id is what its key proved (ZAP).
+        const char* proven = nullptr;
+        try {
+          proven = const_cast<zmq::message_t&>(body).gets("User-Id");  // gets() is not const in cppzmq
+        } catch (const zmq::error_t&) {
+        }
+        if (proven == nullptr || peer != proven) {
+          refused_.fetch_add(1);
+          log.refused(peer, body.size(), "identity",
+                      "its key proved it is '" + std::string(proven ? proven : "nobody") +
+                          "', but it uses another's routing id");
+          continue;
+        }
+      }
       auto decoded = control::decode(std::span<const std::byte>(body.data<std::byte>(), body.size()), options_.max_frame_bytes);
       if (!decoded) {
         refused_.fetch_add(1);
@@ -251,6 +305,8 @@ void socket_thread::run(std::promise<std::string>& opened) {
   }
   socket->set(zmq::sockopt::linger, static_cast<int>(flush.count()));
   socket->close();
+  guard.reset();  // its monitor socket and the ZAP socket are in the context too
+  zap.reset();
   context->close();  // waits for the last frames up to the linger time
 }
 

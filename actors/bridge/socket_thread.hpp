@@ -15,7 +15,10 @@
 //
 // Socket options: ZMQ_LINGER 0 (closing never waits for a dead peer), ZMQ_MAXMSGSIZE the codec's
 // frame limit (ZeroMQ drops the connection of a peer that sends more), ZMQ_ROUTER_MANDATORY on the
-// ROUTER (a frame for a peer that is not connected fails at once instead of vanishing). Sends never
+// ROUTER (a frame for a peer that is not connected fails at once instead of vanishing),
+// ZMQ_HANDSHAKE_IVL 10 s. With security (control_security) the ROUTER is a CURVE server behind a
+// ZAP handler and the DEALER a CURVE client; either way a connection guard (gpu/comm/
+// connection_guard.h) logs every refused connection with its reason and caps how many are open. Sends never
 // block: a peer whose queue is full, or that is not connected, is reported through
 // events.on_unreachable and the frame is dropped (heartbeats and timeouts decide who is dead).
 #pragma once
@@ -28,12 +31,14 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include <caf/expected.hpp>
 
+#include "gpu/comm/curve_keys.h"
 #include "orchestration/control/codec.hpp"
 #include "orchestration/control/messages.hpp"
 
@@ -43,6 +48,16 @@ namespace tandem {
 enum class socket_role {
   controller_router,  ///< binds a ROUTER; peers are the workers' routing ids ("w3")
   worker_dealer,      ///< connects a DEALER to the controller; the only peer is "" (the controller)
+};
+
+/// CurveZMQ on a control socket: the ROUTER is a CURVE server that admits exactly the workers'
+/// keys (ZAP domain "tandem-control"; worker r's messages carry User-Id "w<r>", and a frame whose
+/// routing id is not its sender's proven id is refused); the DEALER is a CURVE client that only
+/// completes a handshake with the controller's key.
+struct control_security {
+  gpu::curve_keypair own;
+  std::string controller_public_key;            ///< dealer: the server it dials
+  std::vector<std::string> worker_public_keys;  ///< router: by rank
 };
 
 struct socket_options {
@@ -58,6 +73,10 @@ struct socket_options {
   std::size_t max_frame_bytes = control::max_frame_bytes;
   /// Refused frames logged per peer; later ones are counted only (one line says so).
   int logged_refusals_per_peer = 20;
+  /// Absent: no authentication, no encryption (cluster.secure: false, loopback only).
+  std::optional<control_security> security;
+  /// Router: the workers of the run (connections beyond it plus 16 waiting are refused).
+  int expected_peers = 0;
 };
 
 /// What the socket thread reports. Called on the socket thread: keep them short (an anon_send).

@@ -54,7 +54,9 @@ void spawn_local_workers(const controller_options& o, std::size_t count, const s
   const std::string world = std::to_string(o.plan.workers.size());
   for (std::size_t r = 0; r < count; ++r) {
     const std::vector<std::string> args = {"worker", "--controller", dial, "--rank", std::to_string(r), "--world", world};
-    auto pid = children.spawn(static_cast<std::int64_t>(r), executable, args, env);
+    std::optional<std::string> secret;
+    if (o.keys) secret = render_run_keys(credentials_for(*o.keys, static_cast<std::int64_t>(r)));
+    auto pid = children.spawn(static_cast<std::int64_t>(r), executable, args, env, secret);
     if (!pid) {
       self->send(ctl, ctl_fail_atom::value, error_text(pid.error()));
       return;
@@ -82,6 +84,15 @@ controller_result run(const controller_options& o) {
   so.role = socket_role::controller_router;
   so.endpoint = o.bind_endpoint.empty() ? o.plan.control_endpoint : o.bind_endpoint;
   so.log_name = "tandem controller";
+  so.expected_peers = static_cast<int>(world);
+  if (o.keys) {
+    if (gpu::status s = check_run_keys_for(*o.keys, static_cast<std::int64_t>(world), -1, "the run's keys"); !s)
+      return {false, s.message()};
+    control_security sec;
+    sec.own = o.keys->controller;
+    for (const auto& w : o.keys->workers) sec.worker_public_keys.push_back(w.public_key);
+    so.security = sec;
+  }
   auto socket = std::make_shared<socket_thread>(so);
 
   controller_settings s;
@@ -115,7 +126,10 @@ controller_result run(const controller_options& o) {
 
   local_workers children;
   if (!result) {
-    if (o.report) o.report("controller listening on " + endpoint);
+    if (o.report)
+      o.report("controller listening on " + endpoint +
+               (o.keys ? " (CurveZMQ: every connection encrypted, every worker authenticated by its key)"
+                       : " (cluster.secure is false: no authentication, no encryption; loopback only)"));
     spawn_local_workers(o, local, dial_address(endpoint), ctl, self, children);
     children.watch([ctl](const child_exit& e) {
       caf::anon_send(ctl, ctl_exit_atom::value, e.rank, static_cast<std::int64_t>(e.pid), e.wait_status, e.how);

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/topology/placement.h"
 
@@ -46,6 +47,10 @@ struct controller_options {
   /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
   /// connect on their own. -1: every rank.
   std::int64_t spawn_local = -1;
+  /// The run's keys (CurveZMQ on every socket); absent: no authentication or encryption, for runs
+  /// whose every address is loopback (cluster.secure: false). Spawned workers receive their
+  /// credentials on an inherited descriptor (TANDEM_KEYS_FD), never on the command line.
+  std::optional<run_keys> keys;
   /// The `tandem` binary the local workers run; empty: this process's own (/proc/self/exe).
   std::string worker_executable;
   /// Progress lines ("controller listening on tcp://...", "spawned worker 1 (pid 1234): ...",

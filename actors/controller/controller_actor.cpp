@@ -23,6 +23,7 @@
 #include "actors/remote/remote_policy.hpp"
 #include "actors/remote/remote_rollout.hpp"
 #include "actors/supervisor/supervisor.hpp"
+#include "gpu/core/printable.h"
 
 namespace tandem {
 
@@ -150,7 +151,7 @@ std::string hello_problem(const controller_state& st, const std::string& peer, c
   if (w.joined && w.pid != h.pid) return "rank " + std::to_string(h.rank) + " already joined as " + w.name;
   if (w.spawned && w.pid != h.pid)
     return "rank " + std::to_string(h.rank) + " was started here as pid " + std::to_string(w.pid) + ", but pid " +
-           std::to_string(h.pid) + " on " + h.hostname + " said hello for it";
+           std::to_string(h.pid) + " on " + gpu::printable(h.hostname, 256) + " said hello for it";
   return {};
 }
 
@@ -248,7 +249,8 @@ void all_joined(controller_ptr self) {
 void on_hello(controller_ptr self, const std::string& peer, const control::hello& h) {
   auto& st = self->state;
   if (const std::string problem = hello_problem(st, peer, h); !problem.empty()) {
-    log_event("refused the hello of peer '" + peer_text(peer) + "' (pid " + std::to_string(h.pid) + " on " + h.hostname +
+    log_event("refused the hello of peer '" + peer_text(peer) + "' (pid " + std::to_string(h.pid) + " on " +
+              gpu::printable(h.hostname, 256) +
               "): " + problem);
     send_to(self, peer, control::error{static_cast<std::uint16_t>(tandem_errc::invalid_config), problem, h.rank});
     return;
@@ -261,7 +263,7 @@ void on_hello(controller_ptr self, const std::string& peer, const control::hello
   w.joined = true;
   w.peer = peer;
   w.pid = h.pid;
-  w.name = worker_name(w.plan, h.pid, h.hostname);
+  w.name = worker_name(w.plan, h.pid, gpu::printable(h.hostname, 256));  // the peer's text, made safe for every line
   st.by_peer[peer] = static_cast<std::size_t>(h.rank);
   st.by_name[w.name] = static_cast<std::size_t>(h.rank);
   ++st.joined;

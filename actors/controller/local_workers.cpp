@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,7 +64,35 @@ local_workers::~local_workers() {
 }
 
 caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& executable, const std::vector<std::string>& args,
-                                          const std::vector<std::pair<std::string, std::string>>& env) {
+                                          const std::vector<std::pair<std::string, std::string>>& env,
+                                          const std::optional<std::string>& secret) {
+  constexpr int secret_fd = 3;
+  int memfd = -1;  // the secret, in a file with no name; closed here once the child has it
+  if (secret) {
+    memfd = static_cast<int>(::memfd_create("tandem-keys", MFD_CLOEXEC));
+    if (memfd < 0)
+      return caf::make_error(caf::sec::runtime_error,
+                             "cannot start worker " + std::to_string(rank) + ": memfd_create: " + std::strerror(errno));
+    std::size_t done = 0;
+    while (done < secret->size()) {
+      const ssize_t n = ::write(memfd, secret->data() + done, secret->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int e = errno;
+        ::close(memfd);
+        return caf::make_error(caf::sec::runtime_error, "cannot start worker " + std::to_string(rank) +
+                                                            ": writing its keys failed: " + std::strerror(e));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    ::lseek(memfd, 0, SEEK_SET);
+  }
+  struct close_secret {
+    int fd;
+    ~close_secret() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{memfd};
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
   std::vector<std::string> argv_text = {executable};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -75,6 +104,7 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
     if (!replaced.count(entry.substr(0, entry.find('=')))) env_text.push_back(entry);
   }
   for (const auto& [name, value] : env) env_text.push_back(name + "=" + value);
+  if (secret) env_text.push_back("TANDEM_KEYS_FD=" + std::to_string(secret_fd));
   std::vector<char*> argv, envp;
   for (auto& s : argv_text) argv.push_back(s.data());
   for (auto& s : env_text) envp.push_back(s.data());
@@ -99,6 +129,10 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
     ::sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     for (int sig : {SIGTERM, SIGINT, SIGPIPE, SIGCHLD, SIGHUP}) ::signal(sig, SIG_DFL);
+    if (memfd >= 0) {
+      if (memfd == secret_fd) ::fcntl(secret_fd, F_SETFD, 0);  // keep it across exec
+      else if (::dup2(memfd, secret_fd) < 0) ::_exit(126);     // dup2 clears close-on-exec
+    }
     ::execve(argv[0], argv.data(), envp.data());
     const int e = errno;
     [[maybe_unused]] const ssize_t n = ::write(exec_pipe[1], &e, sizeof e);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -46,11 +47,14 @@ class local_workers {
   local_workers& operator=(const local_workers&) = delete;
 
   /// Forks and execs `executable args...` with the environment of this process plus `env`
-  /// (name, value pairs that replace same-named variables). Returns the child's pid once exec
-  /// succeeded, or why it failed (fork, or exec: "cannot execute '/x': No such file or directory").
-  /// Call before watch().
+  /// (name, value pairs that replace same-named variables). `secret`, when set, is handed to the
+  /// child privately: on descriptor 3 (an anonymous memory file only the child inherits), with
+  /// TANDEM_KEYS_FD=3 in its environment; it never appears in the arguments or the environment.
+  /// Returns the child's pid once exec succeeded, or why it failed (fork, or exec: "cannot execute
+  /// '/x': No such file or directory"). Call before watch().
   caf::expected<pid_t> spawn(std::int64_t rank, const std::string& executable, const std::vector<std::string>& args,
-                             const std::vector<std::pair<std::string, std::string>>& env);
+                             const std::vector<std::pair<std::string, std::string>>& env,
+                             const std::optional<std::string>& secret = std::nullopt);
 
   /// Starts the reaper thread; `on_exit` is called on it once per child that ends.
   void watch(std::function<void(const child_exit&)> on_exit);

@@ -17,6 +17,7 @@
 
 #include "gpu/comm/communicator.h"
 #include "gpu/comm/zmq_group.h"
+#include "actors/runtime/run_keys.hpp"
 #include "gpu/core/status.h"
 #include "orchestration/control/messages.hpp"
 
@@ -33,9 +34,17 @@ data_plane_membership membership_of(const control::welcome& w, bool colocated);
 class worker_data_plane {
  public:
   /// Binds one endpoint per group of `m` on `host` (an IP address; tcp, ephemeral port).
-  /// `timeout`: the longest silence of an awaited peer in any collective.
+  /// `timeout`: the longest silence of an awaited peer in any collective. With `keys` every
+  /// endpoint is a CURVE server with this worker's key pair that admits the run's workers' keys
+  /// only, and a peer is known by the key it proved (gpu/comm/zmq_group.h); refused
+  /// connections and dropped frames are logged as `log_name` lines.
   static gpu::result<std::unique_ptr<worker_data_plane>> bind(std::int32_t rank, const std::string& host,
-                                                              data_plane_membership m, std::chrono::milliseconds timeout);
+                                                              data_plane_membership m, std::chrono::milliseconds timeout,
+                                                              const std::optional<run_keys>& keys = std::nullopt,
+                                                              const std::string& log_name = "tandem worker");
+
+  /// "data-parallel tcp://10.0.0.3:41234, refit tcp://10.0.0.3:41235" (or "no group").
+  std::string describe() const;
 
   /// This worker's data_endpoint message.
   control::data_endpoint endpoint_message() const;
@@ -53,12 +62,18 @@ class worker_data_plane {
   worker_data_plane() = default;
 
   std::int32_t rank_ = 0;
+  std::optional<run_keys> keys_;
   std::optional<gpu::zmq_data_endpoint> data_parallel_endpoint_, refit_endpoint_;
   std::shared_ptr<gpu::communicator> data_parallel_, refit_;
 };
 
-/// The address this worker's data-plane sockets bind: $TANDEM_DATA_HOST when set, 127.0.0.1
-/// when the controller is on loopback, else the address this host's name resolves to.
+/// The address this worker's data-plane sockets bind (one interface, never a wildcard):
+/// $TANDEM_DATA_HOST when set, 127.0.0.1 when the controller is on loopback, else this host's
+/// address on the route to the controller (the interface the controller is reached through).
 std::string data_plane_host(const std::string& controller_address);
+
+/// True for a loopback host or address: "127.x.x.x", "::1", "localhost", or a tcp:// address of
+/// one ("tcp://127.0.0.1:29650").
+bool loopback_address(const std::string& host_or_address);
 
 }  // namespace tandem

@@ -105,9 +105,18 @@ void bind(host_ptr self) {
   const data_plane_membership m = membership_of(w, st.recipe.policy.generation.colocated);
   st.policy_root = m.refit && w.assigned.policy;
   const auto timeout = std::chrono::seconds(st.recipe.runtime.request_timeout_s);
-  auto plane = worker_data_plane::bind(st.s.rank, data_plane_host(st.s.controller), m, timeout);
+  if (st.s.keys.has_value() != st.recipe.cluster.secure)
+    return fail(self, std::string("the recipe says cluster.secure: ") + (st.recipe.cluster.secure ? "true" : "false") +
+                          ", but this worker " + (st.s.keys ? "holds" : "has no") + " run keys");
+  const std::string host = data_plane_host(st.s.controller);
+  if (!st.s.keys && !loopback_address(host))
+    return fail(self, "data plane: cluster.secure is false, but the data plane would bind " + host +
+                          ", which is not loopback (unset TANDEM_DATA_HOST or turn cluster.secure on)");
+  auto plane = worker_data_plane::bind(st.s.rank, host, m, timeout, st.s.keys, st.s.log_name);
   if (!plane) return fail(self, "data plane: " + plane.error().message());
   st.plane = std::move(plane.value());
+  log_line(st.s.log_name + ": data plane bound to " + st.plane->describe() +
+           (st.s.keys ? " (CurveZMQ, peers authenticated by key)" : " (no authentication: loopback only)"));
   send(self, st.plane->endpoint_message());
 }
 

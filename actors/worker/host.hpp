@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -32,6 +33,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/bridge/bridge.hpp"
+#include "actors/runtime/run_keys.hpp"
 #include "orchestration/control/messages.hpp"
 
 namespace tandem {
@@ -48,6 +50,7 @@ struct host_settings {
   std::string log_name;    ///< "tandem worker 3"
   bridge_actor bridge;
   caf::actor parent;       ///< the worker actor: receives hst_fail
+  std::optional<run_keys> keys;  ///< CurveZMQ on the data plane; absent: an insecure run
 };
 
 /// Spawns the host (detached), which binds the data plane and sends data_endpoint at once.

@@ -18,6 +18,7 @@
 #include "actors/bridge/log_line.hpp"
 #include "actors/bridge/socket_thread.hpp"
 #include "actors/runtime/system_config.hpp"
+#include "actors/worker/data_plane.hpp"
 #include "actors/worker/thread_caps.hpp"
 #include "actors/worker/worker_actor.hpp"
 
@@ -42,6 +43,13 @@ worker_result run(const worker_options& o) {
     return {2, "rank " + std::to_string(o.rank) + " is outside 0.." + std::to_string(o.world - 1) + " (world " +
                    std::to_string(o.world) + ")"};
 
+  if (o.keys) {
+    if (gpu::status s = check_run_keys_for(*o.keys, o.world, o.rank, "this worker's keys"); !s) return {2, s.message()};
+  } else if (!loopback_address(o.controller)) {
+    return {2, "no run keys (TANDEM_KEYS or TANDEM_KEYS_FD) and the controller " + o.controller +
+                   " is not on loopback: without keys a worker connects only to a controller on this machine"};
+  }
+
   if (o.parent_pid > 0) {
     // Die with the controller that spawned us. The check after prctl closes the window in which
     // the parent died before the request was made.
@@ -64,6 +72,12 @@ worker_result run(const worker_options& o) {
   so.endpoint = o.controller;
   so.routing_id = "w" + std::to_string(o.rank);
   so.log_name = log_name;
+  if (o.keys) {
+    control_security sec;
+    sec.own = o.keys->workers[static_cast<std::size_t>(o.rank)];
+    sec.controller_public_key = o.keys->controller.public_key;
+    so.security = sec;
+  }
   auto socket = std::make_shared<socket_thread>(so);
 
   worker_settings s;
@@ -75,6 +89,7 @@ worker_result run(const worker_options& o) {
   s.log_name = log_name;
   s.socket = socket;
   s.listener = caf::actor{self};
+  s.keys = o.keys;
   const caf::actor w = spawn_worker_actor(sys, std::move(s));
   self->monitor(w);
 

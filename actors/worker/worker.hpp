@@ -14,7 +14,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "actors/runtime/run_keys.hpp"
 
 namespace tandem {
 
@@ -31,6 +34,9 @@ struct worker_options {
   std::chrono::milliseconds welcome_timeout{60000};
   /// False: the caller already capped the BLAS threads (or wants them as they are).
   bool cap_threads = true;
+  /// This worker's credentials (its own secret key, every public key): CurveZMQ to the controller
+  /// and on the data plane. Absent: no security, allowed only with a controller on loopback.
+  std::optional<run_keys> keys;
 };
 
 /// How the worker ended: exit_code 0 after a shutdown, 1 after a failure (no welcome, refused,

@@ -80,6 +80,7 @@ void on_welcome(worker_ptr self, const control::welcome& w) {
   hs.log_name = st.s.log_name;
   hs.bridge = st.bridge;
   hs.parent = caf::actor{self};
+  hs.keys = st.s.keys;
   st.host = spawn_host(self->system(), std::move(hs));
   self->link_to(st.host);
 }

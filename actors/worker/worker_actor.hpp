@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/actor.hpp>
@@ -14,6 +15,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/runtime/run_keys.hpp"
 
 namespace tandem {
 
@@ -30,6 +32,7 @@ struct worker_settings {
   /// Not started yet: the actor starts it with its bridge's events.
   std::shared_ptr<socket_thread> socket;
   caf::actor listener;  ///< receives wrk_done
+  std::optional<run_keys> keys;  ///< this worker's credentials; absent: an insecure run
 };
 
 /// Spawns the worker actor, which connects and says hello.

@@ -79,7 +79,7 @@ result<std::unique_ptr<connection_guard>> connection_guard::attach(zmq::context_
   std::unique_ptr<connection_guard> g(new connection_guard());
   g->options_ = std::move(options);
   const std::string endpoint = "inproc://tandem-monitor-" + std::to_string(::getpid()) + "-" + std::to_string(++monitor_counter);
-  const int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+  const int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
   if (zmq_socket_monitor(server.handle(), endpoint.c_str(), events) != 0)
     return status{status_code::io_error, g->options_.log_name + ": cannot monitor " + g->options_.socket_name + ": " +
@@ -174,13 +174,17 @@ void connection_guard::run() {
         }
         break;
       }
+      case ZMQ_EVENT_CONNECTED:
+        open[fd] = connection{peer_address(fd), stage::waiting, std::chrono::steady_clock::now()};
+        break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
         ++failed_;
         pending_failure = protocol_error_text(value);
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
         ++failed_;
-        pending_failure = "its key is not one of this run's (ZAP status " + std::to_string(value) + ")";
+        pending_failure = options_.client ? "it refused this process's key (status " + std::to_string(value) + ")"
+                                          : "its key is not one of this run's (ZAP status " + std::to_string(value) + ")";
         break;
       case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
         ++failed_;
@@ -203,7 +207,10 @@ void connection_guard::run() {
         const connection c = it->second;
         open.erase(it);
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - c.since).count();
-        if (c.now == stage::waiting && !pending_failure.empty()) {
+        if (options_.client) {
+          if (c.now == stage::waiting && !pending_failure.empty())
+            log(c.address, "the handshake with " + name() + " (" + c.address + ") failed: " + pending_failure);
+        } else if (c.now == stage::waiting && !pending_failure.empty()) {
           log(c.address, "refused the connection from " + c.address + " to " + name() + ": " + pending_failure);
         } else if (c.now == stage::waiting && unplaced_successes == 0) {
           log(c.address, "closed the connection from " + c.address + " to " + name() + " after " + std::to_string(ms) +

@@ -43,6 +43,8 @@ struct connection_guard_options {
   std::string socket_name = "the socket";               ///< "the control socket tcp://10.0.0.1:29650"
   int expected_peers = 0;                               ///< connections the run itself opens to the socket
   int max_waiting = 16;                                 ///< more connections than that at once are refused
+  /// A connecting socket (a worker's DEALER): only its failed handshakes are logged, no cap.
+  bool client = false;
   std::function<void(const std::string&)> log;          ///< one line, called on the guard's thread
 };
 

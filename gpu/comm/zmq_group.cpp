@@ -3,10 +3,13 @@
 #include "gpu/comm/zmq_group.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
 
+#include "gpu/comm/connection_guard.h"
+#include "gpu/comm/zap_handler.h"
 #include "gpu/comm/zmq_links.h"
 #include "gpu/comm/zmq_reduce.h"
 
@@ -103,34 +106,161 @@ status check_options(const zmq_group_options& o) {
   return status::ok();
 }
 
+/// Bytes CurveZMQ adds to each message on the wire, which ZMQ_MAXMSGSIZE counts: the MESSAGE
+/// command name (8), its nonce (8), the box's MAC (16) and the flags byte inside it (1).
+constexpr std::int64_t curve_message_overhead = 33;
+
+/// The CURVE settings of an endpoint, checked before anything is made: a ZAP handler serves a
+/// whole context and inproc:// has no handshake, so a secure endpoint needs tcp:// or ipc://
+/// and a context of its own.
+status check_curve(const zmq_group_curve& c, const std::string& address, bool caller_context) {
+  if (caller_context)
+    return {status_code::invalid_argument, "a CURVE endpoint makes its own ZeroMQ context (its ZAP handler decides for "
+                                           "every socket of the context): pass no context"};
+  if (address.rfind("inproc://", 0) == 0)
+    return {status_code::invalid_argument, "CURVE needs a tcp:// or ipc:// address: inproc:// connections skip the "
+                                           "handshake, so nothing would be authenticated ('" + address + "')"};
+  if (!zmq_has("curve"))
+    return {status_code::unsupported, "this libzmq was built without CURVE (libsodium): no CurveZMQ endpoint"};
+  if (!is_curve_key(c.own.public_key) || !is_curve_key(c.own.secret_key))
+    return {status_code::invalid_argument, "curve.own must hold two 40-character Z85 keys (got " +
+                                               std::to_string(c.own.public_key.size()) + " and " +
+                                               std::to_string(c.own.secret_key.size()) + " characters)"};
+  if (auto pub = curve_public_key(c.own.secret_key); !pub || *pub != c.own.public_key)
+    return {status_code::invalid_argument, "curve.own.public_key " + key_fingerprint(c.own.public_key) +
+                                               "... is not the public key of curve.own.secret_key"};
+  for (std::size_t i = 0; i < c.accepted_public_keys.size(); ++i)
+    if (!is_curve_key(c.accepted_public_keys[i]))
+      return {status_code::invalid_argument, "curve.accepted_public_keys[" + std::to_string(i) +
+                                                 "] is not a 40-character Z85 key (" +
+                                                 std::to_string(c.accepted_public_keys[i].size()) + " characters)"};
+  return status::ok();
+}
+
+/// The ZAP domain of a group's endpoints: "tandem-data-" and the tag as 16 hex digits.
+std::string zap_domain(std::uint64_t group_tag) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(group_tag));
+  return std::string("tandem-data-") + hex;
+}
+
+/// The keys create() needs: none for an insecure endpoint; for a secure one, one Z85 key per
+/// rank, this rank's own at `rank`, every other one accepted by the endpoint and no two alike
+/// (a message's User-Id names one rank).
+status check_peer_keys(const zmq_group_options& o, int rank, int size, const std::vector<std::string>& keys) {
+  if (!o.curve) {
+    if (keys.empty()) return status::ok();
+    return {status_code::invalid_argument, std::to_string(keys.size()) +
+                                               " peer public keys given for a data endpoint without CURVE (bind it with "
+                                               "options.curve, or pass no keys)"};
+  }
+  if (keys.size() != static_cast<std::size_t>(size))
+    return {status_code::invalid_argument, std::to_string(keys.size()) +
+                                               " peer public keys given for a CURVE data endpoint, one per rank expected"};
+  const auto& accepted = o.curve->accepted_public_keys;
+  for (int r = 0; r < size; ++r) {
+    const std::string& k = keys[static_cast<std::size_t>(r)];
+    const std::string which = "peer_public_keys[" + std::to_string(r) + "]";
+    if (!is_curve_key(k))
+      return {status_code::invalid_argument, which + " is not a 40-character Z85 key (" + std::to_string(k.size()) + " characters)"};
+    if (r == rank && k != o.curve->own.public_key)
+      return {status_code::invalid_argument, which + " (" + key_fingerprint(k) + "...) is this rank's entry but not its own public key (" +
+                                                 key_fingerprint(o.curve->own.public_key) + "...)"};
+    if (r != rank && std::find(accepted.begin(), accepted.end(), k) == accepted.end())
+      return {status_code::invalid_argument, which + " (" + key_fingerprint(k) +
+                                                 "...) is not among the endpoint's accepted keys: that rank could not connect"};
+    for (int q = 0; q < r; ++q)
+      if (keys[static_cast<std::size_t>(q)] == k)
+        return {status_code::invalid_argument, "ranks " + std::to_string(q) + " and " + std::to_string(r) + " have the same public key " +
+                                                   key_fingerprint(k) + "..."};
+  }
+  return status::ok();
+}
+
 }  // namespace
 
 // --- endpoint ---------------------------------------------------------------------------------
 
-zmq_data_endpoint::zmq_data_endpoint(std::shared_ptr<zmq::context_t> context, std::unique_ptr<zmq::socket_t> socket,
+zmq_data_endpoint::zmq_data_endpoint(std::shared_ptr<zmq::context_t> context, std::unique_ptr<zap_handler> zap,
+                                     std::unique_ptr<connection_guard> guard, std::unique_ptr<zmq::socket_t> socket,
                                      std::string address, zmq_group_options options)
-    : context_(std::move(context)), socket_(std::move(socket)), address_(std::move(address)), options_(options) {}
+    : context_(std::move(context)),
+      zap_(std::move(zap)),
+      guard_(std::move(guard)),
+      socket_(std::move(socket)),
+      address_(std::move(address)),
+      options_(std::move(options)) {}
+
 zmq_data_endpoint::zmq_data_endpoint(zmq_data_endpoint&&) noexcept = default;
-zmq_data_endpoint& zmq_data_endpoint::operator=(zmq_data_endpoint&&) noexcept = default;
-zmq_data_endpoint::~zmq_data_endpoint() {
-  socket_.reset();  // before the context it may be the last owner of
+
+zmq_data_endpoint& zmq_data_endpoint::operator=(zmq_data_endpoint&& other) noexcept {
+  if (this == &other) return *this;
+  release();  // a member-wise move would drop the old context first, with its socket still open
+  context_ = std::move(other.context_);
+  zap_ = std::move(other.zap_);
+  guard_ = std::move(other.guard_);
+  socket_ = std::move(other.socket_);
+  address_ = std::move(other.address_);
+  options_ = std::move(other.options_);
+  return *this;
+}
+
+zmq_data_endpoint::~zmq_data_endpoint() { release(); }
+
+void zmq_data_endpoint::release() {
+  socket_.reset();  // every socket of the context closed before it terminates
+  guard_.reset();   // its monitor socket
+  zap_.reset();     // its REP socket
+  context_.reset();
 }
 
 result<zmq_data_endpoint> bind_data_endpoint(const std::string& where, const zmq_group_options& options,
                                              std::shared_ptr<zmq::context_t> context) {
   if (status s = check_options(options); !s) return status{s.code(), "bind_data_endpoint: " + s.message()};
   const std::string address = where.find("://") == std::string::npos ? "tcp://" + where + ":*" : where;
+  if (options.curve)
+    if (status s = check_curve(*options.curve, address, context != nullptr); !s)
+      return status{s.code(), "bind_data_endpoint: " + s.message()};
+  // Made in this order and, on a failure, destroyed in reverse before `context` (a parameter):
+  // the context terminates with every socket closed.
+  std::unique_ptr<zap_handler> zap;
+  std::unique_ptr<connection_guard> guard;
+  std::unique_ptr<zmq::socket_t> socket;
   try {
     if (!context) context = std::make_shared<zmq::context_t>(1);
-    auto socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
+    socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
     socket->set(zmq::sockopt::linger, 0);
     socket->set(zmq::sockopt::router_mandatory, true);
     socket->set(zmq::sockopt::rcvhwm, options.queue_messages);
-    socket->set(zmq::sockopt::maxmsgsize,
-                static_cast<std::int64_t>(zmq_wire::header_bytes + std::max<std::size_t>(options.chunk_bytes, 4096)));
+    std::int64_t max_message = static_cast<std::int64_t>(zmq_wire::header_bytes + std::max<std::size_t>(options.chunk_bytes, 4096));
+    if (options.curve) {
+      const zmq_group_curve& c = *options.curve;
+      const std::string domain = zap_domain(options.group_tag);
+      auto z = zap_handler::start(*context, options.log_name, options.log);  // before the bind: no client slips through
+      if (!z) return status{z.error().code(), "bind_data_endpoint: " + z.error().message()};
+      zap = std::move(z.value());
+      for (const std::string& key : c.accepted_public_keys) zap->allow(domain, key, key);
+      max_message += curve_message_overhead;
+      socket->set(zmq::sockopt::curve_server, true);
+      socket->set(zmq::sockopt::curve_secretkey, c.own.secret_key);
+      socket->set(zmq::sockopt::zap_domain, domain);
+      socket->set(zmq::sockopt::handshake_ivl,
+                  static_cast<int>(std::min<std::int64_t>(10'000, options.timeout.count())));
+      connection_guard_options g;
+      g.log_name = options.log_name;
+      g.socket_name = "the data socket " + address;
+      g.expected_peers = static_cast<int>(c.accepted_public_keys.size());
+      g.max_waiting = 16;
+      g.log = options.log;
+      auto attached = connection_guard::attach(*context, *socket, std::move(g));
+      if (!attached) return status{attached.error().code(), "bind_data_endpoint: " + attached.error().message()};
+      guard = std::move(attached.value());
+    }
+    socket->set(zmq::sockopt::maxmsgsize, max_message);
     socket->bind(address);
     std::string bound = socket->get(zmq::sockopt::last_endpoint);
-    return zmq_data_endpoint(std::move(context), std::move(socket), std::move(bound), options);
+    if (guard) guard->rename("the data socket " + bound);
+    return zmq_data_endpoint(std::move(context), std::move(zap), std::move(guard), std::move(socket), std::move(bound), options);
   } catch (const zmq::error_t& e) {
     return status{status_code::invalid_argument, "bind_data_endpoint: cannot bind '" + address + "': " + e.what()};
   } catch (const std::exception& e) {
@@ -142,6 +272,8 @@ result<zmq_data_endpoint> bind_data_endpoint(const std::string& where, const zmq
 
 zmq_group::zmq_group(int rank, int size, std::unique_ptr<zmq_links> links) : rank_(rank), size_(size), links_(std::move(links)) {}
 
+std::uint64_t zmq_group::dropped_messages() const { return links_->dropped(); }
+
 zmq_group::~zmq_group() {
   try {
     links_->send_bye(broken_.is_ok() ? seq_ : seq_ - 1);
@@ -150,14 +282,16 @@ zmq_group::~zmq_group() {
 }
 
 result<std::unique_ptr<zmq_group>> zmq_group::create(int rank, int size, std::vector<std::string> peer_endpoints,
-                                                     zmq_data_endpoint own) {
+                                                     zmq_data_endpoint own, std::vector<std::string> peer_public_keys) {
   const std::string where = "zmq_group rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
   if (size < 1 || rank < 0 || rank >= size) return status{status_code::invalid_argument, where + "rank must be in [0, size)"};
   if (peer_endpoints.size() != static_cast<std::size_t>(size))
     return status{status_code::invalid_argument,
                   where + std::to_string(peer_endpoints.size()) + " peer endpoints given, one per rank expected"};
   if (!own.socket_) return status{status_code::invalid_argument, where + "the data endpoint was moved from"};
-  auto links = std::make_unique<zmq_links>(rank, size, std::move(own));
+  if (status k = check_peer_keys(own.options_, rank, size, peer_public_keys); !k)
+    return status{k.code(), where + k.message()};
+  auto links = std::make_unique<zmq_links>(rank, size, std::move(own), std::move(peer_public_keys));
   status s;
   try {
     s = links->join(peer_endpoints);

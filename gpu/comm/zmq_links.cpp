@@ -4,6 +4,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gpu/comm/connection_guard.h"
+#include "gpu/comm/curve_keys.h"
+#include "gpu/comm/zap_handler.h"
+#include "gpu/core/printable.h"
+
 namespace tandem::gpu::internal {
 
 using zmq_wire::wire_header;
@@ -16,15 +21,26 @@ std::string ms_text(zmq_clock::duration d) {
 }
 
 constexpr std::size_t max_reason_bytes = 4000;  // abort texts fit the 4096-byte message floor
+constexpr std::uint64_t logged_drops_per_reason = 20;
+constexpr int max_messages_per_drain = 256;  // then the wait looks at its deadline again
+
+const char* drop_reason_text(std::size_t drop_reason) {
+  static const char* const names[] = {"from no peer", "of the wrong number of frames", "whose header does not decode",
+                                      "of another group"};
+  return names[drop_reason];
+}
 
 }  // namespace
 
-zmq_links::zmq_links(int rank, int size, zmq_data_endpoint own)
+zmq_links::zmq_links(int rank, int size, zmq_data_endpoint own, std::vector<std::string> peer_public_keys)
     : rank_(rank),
       size_(size),
       options_(own.options_),
+      keys_(own.secure() ? std::move(peer_public_keys) : std::vector<std::string>()),
       note_interval_(std::max(std::chrono::milliseconds(1), own.options_.timeout / 4)),
       context_(std::move(own.context_)),
+      zap_(std::move(own.zap_)),
+      guard_(std::move(own.guard_)),
       router_(std::move(own.socket_)),
       peers_(static_cast<std::size_t>(size)) {}
 
@@ -75,7 +91,14 @@ status zmq_links::join(const std::vector<std::string>& endpoints) {
     p.dealer = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
     p.dealer->set(zmq::sockopt::linger, 0);
     p.dealer->set(zmq::sockopt::sndhwm, options_.queue_messages);
-    p.dealer->set(zmq::sockopt::routing_id, zmq_wire::routing_id(static_cast<std::uint32_t>(rank_)));
+    if (secure()) {  // known by its key; no routing id a stranger could claim first
+      p.dealer->set(zmq::sockopt::curve_serverkey, keys_[static_cast<std::size_t>(r)]);
+      p.dealer->set(zmq::sockopt::curve_publickey, options_.curve->own.public_key);
+      p.dealer->set(zmq::sockopt::curve_secretkey, options_.curve->own.secret_key);
+      p.dealer->set(zmq::sockopt::handshake_ivl, static_cast<int>(std::min<std::int64_t>(10'000, options_.timeout.count())));
+    } else {
+      p.dealer->set(zmq::sockopt::routing_id, zmq_wire::routing_id(static_cast<std::uint32_t>(rank_)));
+    }
     try {
       p.dealer->connect(p.endpoint);
     } catch (const zmq::error_t& e) {
@@ -161,7 +184,7 @@ status zmq_links::wait(int awaited, zmq::socket_t* out, bool bounded, Ready&& re
 }
 
 status zmq_links::drain(bool bounded) {
-  while (!bounded || stashed() < static_cast<std::size_t>(options_.queue_messages)) {
+  for (int n = 0; n < max_messages_per_drain && (!bounded || stashed() < static_cast<std::size_t>(options_.queue_messages)); ++n) {
     std::vector<zmq::message_t> frames(1);
     if (!router_->recv(frames[0], zmq::recv_flags::dontwait)) return status::ok();
     while (frames.back().more()) {  // the rest of a message is there once its first frame is
@@ -173,23 +196,67 @@ status zmq_links::drain(bool bounded) {
   return status::ok();
 }
 
+status zmq_links::refuse(drop_reason why, const std::string& what) {
+  if (secure()) return {status_code::io_error, "refused " + what};
+  ++dropped_;
+  const auto reason = static_cast<std::size_t>(why);
+  const std::uint64_t n = ++drops_[reason];
+  if (options_.log && n <= logged_drops_per_reason)
+    options_.log(options_.log_name + ": zmq_group rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " (" + current() +
+                 "): dropped " + what +
+                 (n == logged_drops_per_reason ? std::string(" (later messages ") + drop_reason_text(reason) + " are counted, not logged)" : ""));
+  return status::ok();
+}
+
+result<std::uint32_t> zmq_links::authenticated_rank(const zmq::message_t& body) const {
+  const char* user = zmq_msg_gets(body.handle(), "User-Id");
+  if (user == nullptr)
+    return status{status_code::io_error, "refused a message without a User-Id: it did not come through a CURVE handshake"};
+  const std::string key(user);
+  const auto it = std::find(keys_.begin(), keys_.end(), key);
+  if (it == keys_.end())
+    return status{status_code::io_error, "refused a message from key " + printable(key_fingerprint(key)) +
+                                             "..., which this run accepts but which is no rank of this group (one of the "
+                                             "run's processes talking to the wrong group?)"};
+  const auto r = static_cast<std::uint32_t>(it - keys_.begin());
+  if (r == static_cast<std::uint32_t>(rank_))
+    return status{status_code::io_error, "refused a message signed with this rank's own key " + key_fingerprint(key) +
+                                             "... (another process holds rank " + std::to_string(rank_) + "'s secret key?)"};
+  return r;
+}
+
 status zmq_links::on_message(std::vector<zmq::message_t>& frames) {
-  const std::string id = frames.empty() ? std::string() : frames[0].to_string();
-  const auto sender = zmq_wire::rank_of_routing_id(id);
-  if (!sender || *sender >= static_cast<std::uint32_t>(size_) || *sender == static_cast<std::uint32_t>(rank_))
-    return {status_code::io_error, "refused a message from a socket with routing id '" + id + "', which is no peer of this group"};
-  const std::string from = "rank " + std::to_string(*sender);
+  // frames[0]: the routing id the ROUTER prepends; then what the peer sent (one frame or more).
+  std::uint32_t sender = 0;
+  std::string from;
+  if (secure()) {
+    auto who = authenticated_rank(frames.back());
+    if (!who) return who.error();
+    sender = *who;
+    from = "rank " + std::to_string(sender);
+  } else {
+    const std::string id = frames[0].to_string();
+    const auto claimed = zmq_wire::rank_of_routing_id(id);
+    if (!claimed || *claimed >= static_cast<std::uint32_t>(size_) || *claimed == static_cast<std::uint32_t>(rank_))
+      return refuse(drop_reason::no_peer,
+                    "a message from a socket with routing id '" + printable(id, 80) + "', which is no peer of this group");
+    sender = *claimed;
+    from = "rank " + std::to_string(sender);
+  }
   if (frames.size() != 2)
-    return {status_code::io_error, "refused a message of " + std::to_string(frames.size() - 1) + " frames from " + from + " (expected 1)"};
+    return refuse(drop_reason::frames,
+                  "a message of " + std::to_string(frames.size() - 1) + " frames from " + from + " (expected 1)");
   auto decoded = zmq_wire::decode_header(frames[1].data<std::byte>(), frames[1].size());
-  if (!decoded) return {status_code::io_error, "refused a message from " + from + ": " + decoded.error().message()};
+  if (!decoded) return refuse(drop_reason::header, "a message from " + from + ": " + decoded.error().message());
   const wire_header& h = *decoded;
-  if (h.sender != *sender)
-    return {status_code::io_error, "refused a message claiming sender rank " + std::to_string(h.sender) + " from " + from + "'s socket"};
   if (h.group_tag != options_.group_tag)
-    return {status_code::io_error, "refused " + zmq_wire::describe(h) + ": group tag " + std::to_string(h.group_tag) +
-                                       ", this group's is " + std::to_string(options_.group_tag) + " (a message from an older group?)"};
-  peer& p = peers_[*sender];
+    return refuse(drop_reason::group_tag, zmq_wire::describe(h) + ": group tag " + std::to_string(h.group_tag) +
+                                              ", this group's is " + std::to_string(options_.group_tag) +
+                                              " (a message from an older group?)");
+  if (h.sender != sender)
+    return {status_code::io_error, "refused a message claiming sender rank " + std::to_string(h.sender) + " from " + from +
+                                       (secure() ? "'s key" : "'s socket")};
+  peer& p = peers_[sender];
   p.last_heard = zmq_clock::now();
   if (h.kind == wire_kind::hello) {
     if (p.joined) return {status_code::io_error, from + " said hello twice (two processes with the same rank?)"};
@@ -212,7 +279,8 @@ status zmq_links::on_message(std::vector<zmq::message_t>& frames) {
     case wire_kind::abort:
       if (!aborted_)
         aborted_ = status{status_code::io_error,
-                          from + " gave up: " + std::string(reinterpret_cast<const char*>(payload(frames[1])), h.payload_bytes)};
+                          from + " gave up: " +
+                              printable(std::string_view(reinterpret_cast<const char*>(payload(frames[1])), h.payload_bytes))};
       break;
     case wire_kind::bye: p.left_after = h.seq; break;
     default: p.stash.emplace_back(h, std::move(frames[1])); break;

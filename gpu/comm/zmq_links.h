@@ -10,9 +10,14 @@
 // joined; a waiting note records whom its sender waits for; an abort or a bye ends the wait
 // with an error naming the peer. While a wait lasts longer than a note interval (timeout/4),
 // this rank sends its own waiting note to every peer; when a wait reaches the timeout, the
-// error follows the notes to the silent rank.
+// error follows the notes to the silent rank. Before any of that a message is attributed to a
+// rank (by its User-Id when secure, else by its routing id) and checked; what a stranger may
+// have sent to an insecure group is dropped there, counted and logged (zmq_group.h: Dropped or
+// failing). One drain reads a bounded number of messages, so a flood cannot keep a wait from
+// its deadline.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -31,13 +36,16 @@ using zmq_clock = std::chrono::steady_clock;
 
 class zmq_links {
  public:
-  zmq_links(int rank, int size, zmq_data_endpoint own);
+  /// `peer_public_keys`: by rank, when `own` is secure (checked by the caller); else empty.
+  zmq_links(int rank, int size, zmq_data_endpoint own, std::vector<std::string> peer_public_keys);
   ~zmq_links();
 
   /// Connects a DEALER to every peer, says hello to all and waits for every peer's hello.
   status join(const std::vector<std::string>& endpoints);
 
   const zmq_group_options& options() const { return options_; }
+  /// Messages dropped unread (insecure only).
+  std::uint64_t dropped() const { return dropped_; }
 
   /// Names the collective in progress (used in notes and errors).
   void begin(zmq_wire::wire_kind kind, std::uint64_t seq);
@@ -87,6 +95,14 @@ class zmq_links {
   /// kept.
   status drain(bool bounded);
   status on_message(std::vector<zmq::message_t>& frames);
+  /// Why an insecure group drops a message (an index into drops_).
+  enum class drop_reason { no_peer, frames, header, group_tag };
+  /// Insecure: counts and logs (rate-limited) a dropped message described by `what`; ok.
+  /// Secure: the failure "refused " + what.
+  status refuse(drop_reason why, const std::string& what);
+  /// The rank whose key is the User-Id of `body` (secure only); fails for any other key.
+  result<std::uint32_t> authenticated_rank(const zmq::message_t& body) const;
+  bool secure() const { return !keys_.empty(); }
   /// An abort or bye that ends the current collective, if one arrived.
   status peer_failure() const;
   void send_notes(std::uint32_t awaited);
@@ -98,13 +114,19 @@ class zmq_links {
   int rank_;
   int size_;
   zmq_group_options options_;
+  std::vector<std::string> keys_;  // Z85 public key by rank; empty when insecure
   std::chrono::milliseconds note_interval_;
-  std::shared_ptr<zmq::context_t> context_;  // outlives the sockets below
+  // Destroyed in reverse: the sockets, then the guard and the ZAP handler, then the context.
+  std::shared_ptr<zmq::context_t> context_;
+  std::unique_ptr<zap_handler> zap_;
+  std::unique_ptr<connection_guard> guard_;
   std::unique_ptr<zmq::socket_t> router_;
   std::vector<peer> peers_;
   zmq_wire::wire_kind kind_ = zmq_wire::wire_kind::hello;
   std::uint64_t seq_ = 0;
   std::optional<status> aborted_;  // the first abort a peer sent
+  std::uint64_t dropped_ = 0;
+  std::array<std::uint64_t, 4> drops_{};  // by drop_reason
 };
 
 }  // namespace tandem::gpu::internal

@@ -2,7 +2,8 @@
 // 56-byte little-endian header followed by the payload. The header names the group, the sender,
 // the collective (kind and sequence number) and the message's place in it, so a stale,
 // mismatched or foreign message is refused with a message naming both sides instead of being
-// mixed into a result. Plain bytes, no ZeroMQ: tests build and inspect messages with it.
+// mixed into a result (or, when a stranger may have sent it to an insecure group, dropped:
+// zmq_group.h). Plain bytes, no ZeroMQ: tests build and inspect messages with it.
 //
 //   offset size field
 //        0    4 magic          "TZDP" (0x50445a54)
@@ -79,7 +80,8 @@ void encode_header(const wire_header& h, std::byte* out);
 /// kind or dtype code, non-zero reserved bytes and a payload size other than the frame's rest.
 result<wire_header> decode_header(const std::byte* frame, std::size_t size);
 
-/// The ZeroMQ routing id a rank's sending sockets carry ("r3"); rank_of_routing_id inverts it.
+/// The ZeroMQ routing id a rank's sending sockets carry in an insecure group ("r3"; a secure
+/// group knows its peers by their keys); rank_of_routing_id inverts it.
 std::string routing_id(std::uint32_t rank);
 std::optional<std::uint32_t> rank_of_routing_id(const std::string& id);
 

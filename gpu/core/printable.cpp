@@ -58,8 +58,7 @@ std::string printable(std::string_view text, std::size_t max_bytes) {
     }
     const auto c = static_cast<unsigned char>(text[i]);
     if (c >= 0x20 && c < 0x7f) {
-      if (c == '\\') out += "\\\\";
-      else out += static_cast<char>(c);
+      out += static_cast<char>(c);
       ++i;
       continue;
     }

@@ -162,6 +162,7 @@ struct cluster_config {
   double device_memory_gib{};
   std::string controller_host{};
   std::int64_t controller_port{};
+  bool secure{};  // CurveZMQ on every socket of the run; false only when every address is loopback
 };
 
 /// How the processes run: the engines behind the actors, liveness, deadlines.

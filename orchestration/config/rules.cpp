@@ -1,6 +1,7 @@
 // The cross-field rules, one function per concern.
 #include "orchestration/config/rules.h"
 
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 
@@ -45,7 +46,29 @@ class rule_checker {
 
   static std::string n(std::int64_t v) { return std::to_string(v); }
 
+  static bool loopback_host(const std::string& h) {
+    if (h == "localhost" || h == "::1") return true;
+    int a = -1, b = -1, c = -1, d = -1;
+    char tail = 0;
+    return std::sscanf(h.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b >= 0 && b < 256 &&
+           c >= 0 && c < 256 && d >= 0 && d < 256;
+  }
+
+  void network() {
+    const auto& cl = c_.cluster;
+    if (cl.controller_host == "0.0.0.0" || cl.controller_host == "::" || cl.controller_host == "*" ||
+        cl.controller_host.empty())
+      fail({"cluster.controller_host"}, "'" + cl.controller_host +
+                                            "' binds every interface: name the address of the one the workers reach "
+                                            "the controller on (a run binds only that interface)");
+    else if (!cl.secure && !loopback_host(cl.controller_host))
+      fail({"cluster.secure", "cluster.controller_host"},
+           "false is accepted only when every address is loopback, but cluster.controller_host is " + cl.controller_host +
+               ": without CurveZMQ anyone who reaches the port can join the run or feed it weights");
+  }
+
   void runtime() {
+    network();
     const auto& rt = c_.runtime;
     if (rt.heartbeat_timeout_ms < 2 * rt.heartbeat_interval_ms)
       fail({"runtime.heartbeat_timeout_ms", "runtime.heartbeat_interval_ms"},

@@ -254,6 +254,9 @@ void declare_cluster(schema& s) {
       .string("127.0.0.1").to([](R& r) -> auto& { return r.cluster.controller_host; });
   key(s, "cluster.controller_port", "TCP port of the controller's control socket").integer(29650)
       .at_least(1024).at_most(65535).to([](R& r) -> auto& { return r.cluster.controller_port; });
+  key(s, "cluster.secure",
+      "CurveZMQ on every socket of the run: peers prove the run's keys, traffic is encrypted; false only on loopback")
+      .boolean(true).to([](R& r) -> auto& { return r.cluster.secure; });
 }
 
 void declare_runtime(schema& s) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <concepts>
+#include <algorithm>
 #include <limits>
 
 namespace tandem::control {
@@ -445,9 +446,38 @@ std::string_view to_string(codec_errc code) {
   return "unknown";
 }
 
+std::size_t max_frame_bytes_of(message_kind kind) {
+  constexpr std::size_t KiB = 1024, MiB = 1024 * KiB;
+  switch (kind) {
+    case message_kind::heartbeat: return 1 * KiB;
+    case message_kind::hello:
+    case message_kind::data_endpoint: return 64 * KiB;
+    case message_kind::error:
+    case message_kind::shutdown:
+    case message_kind::goodbye:
+    case message_kind::manifest_result:
+    case message_kind::refit_commit:
+    case message_kind::refit_abort: return 1 * MiB;
+    case message_kind::welcome:
+    case message_kind::peer_table:
+    case message_kind::train_result:
+    case message_kind::refit_begin:
+    case message_kind::refit_ack: return 16 * MiB;
+    case message_kind::manifest:
+    case message_kind::manifest_check: return 64 * MiB;
+    case message_kind::generate_request:
+    case message_kind::generate_result:
+    case message_kind::logprob_request:
+    case message_kind::logprob_result:
+    case message_kind::train_request: return max_frame_bytes;
+  }
+  return max_frame_bytes;
+}
+
 template <message_struct M>
 codec_result<frame> encode(const M& m, std::size_t limit) {
   const std::string kind(to_string(M::kind));
+  limit = std::min(limit, max_frame_bytes_of(M::kind));
   sizer s;
   fields(s, m);
   if (s.too_long != nullptr) {
@@ -514,6 +544,13 @@ codec_result<message> decode(std::span<const std::byte> bytes, std::size_t limit
     return make_error(codec_errc::too_large, 8,
                       "too large: the " + std::string(kind) + " body length " + std::to_string(body) +
                           " at byte 8 exceeds the frame limit of " + std::to_string(limit) + " bytes");
+  }
+  if (const std::size_t of_kind = max_frame_bytes_of(static_cast<message_kind>(code));
+      body > of_kind || header_bytes > of_kind - body) {
+    return make_error(codec_errc::too_large, 8,
+                      "too large: the " + std::string(kind) + " body length " + std::to_string(body) +
+                          " at byte 8 exceeds the " + std::to_string(of_kind) + "-byte limit of a " + std::string(kind) +
+                          " frame");
   }
   const std::size_t present = size - header_bytes;
   if (body > present) {

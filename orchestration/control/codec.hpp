@@ -54,6 +54,13 @@ inline constexpr std::size_t header_bytes = 12;
 /// The socket layer sets ZMQ_MAXMSGSIZE to it.
 inline constexpr std::size_t max_frame_bytes = std::size_t{256} << 20;  // 256 MiB
 
+/// The largest frame of one kind, below max_frame_bytes: the bulk kinds (requests and results
+/// carrying tokens or logprobs) may use it all; the others are bounded by what they can
+/// legitimately hold (a hello's strings, a heartbeat's two integers, an error's text, a recipe in
+/// a welcome), so a peer cannot make a receiver hold a large frame of a small kind. Applied by
+/// encode and decode on top of their `limit`.
+std::size_t max_frame_bytes_of(message_kind kind);
+
 /// What is wrong with a frame or a message.
 enum class codec_errc {
   bad_magic,         ///< the first four bytes are not "TNDM"

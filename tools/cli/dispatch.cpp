@@ -14,6 +14,7 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "validate") return validate_command(rest, out, err);
   if (cmd == "run") return run_command(rest, out, err);
   if (cmd == "worker") return worker_command(rest, out, err);
+  if (cmd == "keys") return keys_command(rest, out, err);
   if (cmd == "inspect") return inspect_command(rest, out, err);
   if (cmd == "convert") return convert_command(rest, out, err);
   if (cmd == "logprobs") return logprobs_command(rest, out, err);
@@ -21,7 +22,7 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "loss") return loss_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, inspect, convert, logprobs, loss, generate, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, keys, inspect, convert, logprobs, loss, generate, help, --version)\n";
   return exit_usage;
 }
 

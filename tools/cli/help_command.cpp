@@ -20,6 +20,8 @@ commands:
   worker --controller ADDR --rank R --world W
                                      one worker process of a run (started by `tandem run` or a
                                      launcher; settable from TANDEM_CONTROLLER, TANDEM_RANK, ...)
+  keys FILE --world N                the run's CurveZMQ keys (mode 0600) for workers started by
+                                     hand or by a launcher: TANDEM_KEYS=FILE for them and `run`
   inspect --model DIR [--json]       what a checkpoint holds: architecture, resolved config, every
                                      text tensor with its layout offset, what a load skips
   convert --model DIR --out DIR [--dtype T] [--max-shard-size SIZE] [--replace]
@@ -146,6 +148,16 @@ environments); it starts the workers of its own node (`tandem worker`, one per d
 for the others, started by a launcher (tools/launch/slurm/), then runs grpo.max_num_steps steps.
 --no-spawn starts no worker: every rank is started by hand or by a launcher and dials
 cluster.controller_host:controller_port.
+
+Every socket of a run speaks CurveZMQ (cluster.secure: true, the default): traffic is encrypted,
+and the controller and every data-plane port admit only peers that prove one of the run's keys;
+a worker is known by its key, never by a name it claims. Workers spawned here receive their keys
+on an inherited descriptor. Workers started elsewhere need the run's keys file: make it with
+`tandem keys FILE --world W` and set TANDEM_KEYS=FILE for this command and for those workers.
+cluster.secure: false (no authentication, no encryption) is accepted only on loopback.
+cluster.controller_host names the one interface the controller binds (never a wildcard); the
+workers' data-plane sockets bind the interface that routes to it (or TANDEM_DATA_HOST); the
+first lines of a run say which.
 Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
 bytes the controller moved, the policy ranks' weights digest) and appends a record to
 logger.log_dir/metrics.jsonl and every trajectory to logger.log_dir/generations.jsonl. A worker
@@ -171,15 +183,36 @@ the timeout the welcome set (the controller died or hangs).
 A local controller starts its workers itself; a launcher starts them on every node, each setting from
 the environment (a flag wins over its variable):
   TANDEM_CONTROLLER=ADDR  TANDEM_RANK=R  TANDEM_WORLD=W  TANDEM_LOCAL_WORKERS=N  TANDEM_WELCOME_TIMEOUT_MS=MS
+The run's keys: TANDEM_KEYS=FILE (a keys file of `tandem keys`, mode 0600, the same file the
+controller reads) or TANDEM_KEYS_FD (set by a controller that spawned the worker). Without keys a
+worker connects only to a controller on loopback that runs with cluster.secure: false.
 TANDEM_LOCAL_WORKERS (default W) is the number of workers on this node: each worker caps its
 threads (CAF scheduler, OpenMP, OpenBLAS) to its share of the node's cores. A worker started by a
 local controller (TANDEM_PARENT_PID set) dies with it.
 
-Two workers by hand, against a controller listening on 127.0.0.1:29650:
-  tandem worker --controller tcp://127.0.0.1:29650 --rank 0 --world 2 &
-  TANDEM_CONTROLLER=tcp://127.0.0.1:29650 TANDEM_RANK=1 TANDEM_WORLD=2 tandem worker
+Two workers by hand, against a controller started with TANDEM_KEYS=run.keys on 127.0.0.1:29650:
+  tandem keys run.keys --world 2
+  TANDEM_KEYS=run.keys tandem run RECIPE --no-spawn &
+  TANDEM_KEYS=run.keys tandem worker --controller tcp://127.0.0.1:29650 --rank 0 --world 2 &
+  TANDEM_KEYS=run.keys TANDEM_CONTROLLER=tcp://127.0.0.1:29650 TANDEM_RANK=1 TANDEM_WORLD=2 tandem worker
 
 exit status: 0 shut down by the controller, 1 failed (the reason on stderr), 2 usage error
+)";
+
+constexpr const char* keys_help = R"(usage: tandem keys FILE --world N
+
+Writes the CurveZMQ keys of a run of N workers to FILE: the controller's key pair and one per
+worker rank, as text, with mode 0600. The file appears whole or not at all and an existing FILE is
+never replaced. Whoever can read it can join the run: keep it private, in a directory only you
+can read (a job's directory on a shared file system).
+
+Give it to the controller and to every worker started outside it as TANDEM_KEYS=FILE:
+  tandem keys run.keys --world 4
+  TANDEM_KEYS=run.keys tandem run RECIPE --no-spawn
+  TANDEM_KEYS=run.keys tandem worker --controller tcp://HOST:PORT --rank R --world 4
+A keys file that anyone but its owner can read or write is refused.
+
+exit status: 0 written, 1 refused (FILE exists, cannot be written), 2 usage error
 )";
 
 }  // namespace
@@ -192,6 +225,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   if (a[0] == "validate") out << validate_help;
   else if (a[0] == "run") out << run_help;
   else if (a[0] == "worker") out << worker_help;
+  else if (a[0] == "keys") out << keys_help;
   else if (a[0] == "inspect") out << inspect_help;
   else if (a[0] == "convert") out << convert_help;
   else if (a[0] == "logprobs") out << logprobs_help;

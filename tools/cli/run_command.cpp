@@ -3,6 +3,8 @@
 #include <cstdio>
 
 #include "actors/controller/controller.hpp"
+#include "actors/runtime/run_keys.hpp"
+#include "gpu/core/printable.h"
 #include "orchestration/config/render.h"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/memory_plan.h"
@@ -37,15 +39,21 @@ int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std
   std::int64_t local = 0;
   for (const auto& w : o.plan.workers) local += w.node == 0 ? 1 : 0;
   o.spawn_local = spawn ? local : 0;
+  auto keys = controller_keys(c.cluster.secure, static_cast<std::int64_t>(o.plan.workers.size()), o.spawn_local);
+  if (!keys) {
+    err << r.file << ": " << keys.error().message() << "\n";
+    return exit_refused;
+  }
+  o.keys = std::move(keys.value());
   o.report = [&out](const std::string& line) {
     // Called on several threads, one call per line.
-    const std::string text = line + "\n";
+    const std::string text = gpu::printable(line, std::size_t{1} << 16) + "\n";
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();
   };
   const controller_result result = run_controller(o);
   if (!result.ok) {
-    err << "tandem run: failed: " << result.message << "\n";
+    err << "tandem run: failed: " << gpu::printable(result.message, std::size_t{1} << 16) << "\n";
     return exit_refused;
   }
   out << "tandem run: " << result.message << "\n";

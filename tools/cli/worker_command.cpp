@@ -7,6 +7,9 @@
 //   --local-workers N        TANDEM_LOCAL_WORKERS  workers on this node (thread caps); default W
 //   --welcome-timeout-ms MS  TANDEM_WELCOME_TIMEOUT_MS   default 60000
 // TANDEM_PARENT_PID (set by a controller that spawned this worker): die with that process.
+// The run's keys (CurveZMQ): TANDEM_KEYS_FD, a descriptor a spawning controller handed over, or
+// TANDEM_KEYS, the path of the run's keys file (0600; `tandem keys`). Without either the worker
+// runs unauthenticated, which only a controller on loopback with cluster.secure: false accepts.
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/runtime/run_keys.hpp"
 #include "actors/worker/worker.hpp"
 #include "tools/cli/commands.h"
 
@@ -116,6 +120,12 @@ int worker_command(const args& a, std::ostream& out, std::ostream& err) {
     }
     o.parent_pid = *pid;
   }
+  auto keys = worker_keys_from_environment();
+  if (!keys) {
+    err << "tandem worker: " << keys.error().message() << "\n";
+    return exit_usage;
+  }
+  o.keys = std::move(keys.value());
   const worker_result r = run_worker(o);  // prints its last line to stderr
   return r.exit_code;
 }

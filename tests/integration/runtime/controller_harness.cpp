@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "actors/controller/controller.hpp"
+#include "actors/runtime/run_keys.hpp"
+#include "gpu/core/printable.h"
 #include "orchestration/config/render.h"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/placement.h"
@@ -30,7 +32,7 @@
 namespace {
 
 void say(const std::string& line) {
-  const std::string text = line + "\n";
+  const std::string text = tandem::gpu::printable(line, std::size_t{1} << 16) + "\n";
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
@@ -102,6 +104,14 @@ int main(int argc, char** argv) {
   if (auto it = options.find("--bind"); it != options.end()) o.bind_endpoint = it->second;
   if (auto it = options.find("--worker-exe"); it != options.end()) o.worker_executable = it->second;
   if (auto it = options.find("--spawn"); it != options.end()) o.spawn_local = std::atoll(it->second.c_str());
+  // The run's keys as `tandem run` takes them: $TANDEM_KEYS, or fresh when every worker is spawned here.
+  const auto world = static_cast<std::int64_t>(o.plan.workers.size());
+  auto keys = tandem::controller_keys(r.recipe->config.cluster.secure, world, o.spawn_local < 0 ? world : o.spawn_local);
+  if (!keys) {
+    std::cerr << keys.error().message() << "\n";
+    return 2;
+  }
+  o.keys = std::move(keys.value());
 
   const tandem::controller_result result = tandem::run_controller(o);
   say(result.ok ? "ok" : "failed: " + result.message);

@@ -26,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include <zmq.hpp>
+
+#include "actors/runtime/run_keys.hpp"
 #include "support/temp_dir.h"
 
 extern char** environ;
@@ -210,6 +213,35 @@ class child_process {
   pid_t pid_ = -1;
   std::optional<int> status_;
 };
+
+/// A run's keys in a 0600 file of a temporary folder, as `tandem keys` writes it: hand its path to
+/// a controller and to the workers started by hand as TANDEM_KEYS.
+struct keys_file {
+  tandem::test::temp_dir dir;
+  tandem::run_keys keys;
+  std::string path;
+  explicit keys_file(std::int64_t world) : keys(tandem::make_run_keys(world).value()), path((dir.path() / "run.keys").string()) {
+    if (!tandem::write_run_keys_file(path, keys)) throw std::runtime_error("cannot write " + path);
+  }
+  std::pair<std::string, std::string> variable() const { return {"TANDEM_KEYS", path}; }
+};
+
+/// A DEALER connected to `endpoint` as `routing_id`; with `client` it is a CURVE client of the
+/// server key `server_public` (a run's worker, or a stranger with a key of its own).
+inline zmq::socket_t dealer_to(zmq::context_t& context, const std::string& endpoint, const std::string& routing_id,
+                               const std::optional<tandem::gpu::curve_keypair>& client = std::nullopt,
+                               const std::string& server_public = "") {
+  zmq::socket_t s(context, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  if (!routing_id.empty()) s.set(zmq::sockopt::routing_id, routing_id);
+  if (client) {
+    s.set(zmq::sockopt::curve_serverkey, server_public);
+    s.set(zmq::sockopt::curve_publickey, client->public_key);
+    s.set(zmq::sockopt::curve_secretkey, client->secret_key);
+  }
+  s.connect(endpoint);
+  return s;
+}
 
 /// The controller harness for the dedicated tiny recipe (4 workers: 2 policy, 2 rollout) on an
 /// ephemeral loopback port, its workers running the real `tandem worker`, plus `extra` options.

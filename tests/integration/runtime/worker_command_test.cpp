@@ -68,8 +68,9 @@ struct fake_controller {
 };
 
 /// Environment variables a worker reads, cleared so the test's own environment cannot leak in.
-const std::vector<std::string> worker_variables = {"TANDEM_CONTROLLER",    "TANDEM_RANK",       "TANDEM_WORLD",
-                                                   "TANDEM_LOCAL_WORKERS", "TANDEM_PARENT_PID", "TANDEM_WELCOME_TIMEOUT_MS"};
+const std::vector<std::string> worker_variables = {"TANDEM_CONTROLLER",         "TANDEM_RANK",  "TANDEM_WORLD",
+                                                   "TANDEM_LOCAL_WORKERS",      "TANDEM_PARENT_PID",
+                                                   "TANDEM_WELCOME_TIMEOUT_MS", "TANDEM_KEYS", "TANDEM_KEYS_FD"};
 
 }  // namespace worker_command_test_support
 
@@ -151,10 +152,13 @@ BOOST_AUTO_TEST_CASE(a_worker_whose_spawning_controller_is_gone_exits_at_once) {
 
 BOOST_AUTO_TEST_CASE(a_worker_started_by_hand_joins_a_controller_that_spawned_the_others_and_leaves_with_them) {
   // As a launcher would: the controller starts ranks 0-2 itself and waits for rank 3.
-  child_process h(harness_args({"--spawn", "3", "--seconds", "2", "--heartbeat-interval-ms", "200"}));
+  // The run's keys come from a file both read (TANDEM_KEYS), as a launcher would hand them out.
+  const keys_file keys(4);
+  child_process h(harness_args({"--spawn", "3", "--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
   const auto endpoint = h.await_out(std::regex("controller listening on (tcp://[0-9.:]+)"));
   BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
-  child_process w({tandem_binary, "worker"}, {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}},
+  child_process w({tandem_binary, "worker"},
+                  {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}, keys.variable()},
                   worker_variables);
   BOOST_TEST(h.exit_code() == 0, h.output());
   BOOST_TEST(w.exit_code() == 0, w.output());

@@ -10,6 +10,11 @@
 # TANDEM_WORLD; ranks are node-major, as the placement plan numbers them). The controller's exit
 # status is the launch's; the workers exit when it ends or dies.
 #
+# The run's CurveZMQ keys (`tandem keys`) are written into the job's directory,
+# $SLURM_SUBMIT_DIR/.tandem/job-$SLURM_JOB_ID (mode 0700; the file 0600), and handed to the
+# controller and every worker as TANDEM_KEYS: only this job's processes complete a handshake with
+# its ports. TANDEM_JOB_DIR overrides the directory (it must be private to you).
+#
 # TANDEM: the tandem binary (default: build/tandem of this checkout).
 # TANDEM_LAUNCH_DRY_RUN=1: print the commands instead of running them.
 set -euo pipefail
@@ -37,12 +42,18 @@ run() {
   if [ "${TANDEM_LAUNCH_DRY_RUN:-0}" = 1 ]; then printf '%q ' "$@"; echo; else "$@"; fi
 }
 
+job_dir="${TANDEM_JOB_DIR:-${SLURM_SUBMIT_DIR:-$PWD}/.tandem/job-${SLURM_JOB_ID:-$$}}"
+keys="$job_dir/run.keys"
+run mkdir -p -m 0700 "$job_dir"
+run "$tandem" keys "$keys" --world "$world"
+export TANDEM_KEYS="$keys"
+
 # The controller, on the first node, spawning no worker: every rank comes from srun below.
 run srun --nodes=1 --ntasks=1 --nodelist="$head_node" --overlap \
   "$tandem" run "$recipe" "$@" "cluster.controller_host=$head_addr" --no-spawn &
 controller=$!
 # One worker per device, node-major ranks (block distribution).
 run srun --nodes="${#nodes[@]}" --ntasks="$world" --ntasks-per-node="$gpus_per_node" --distribution=block --overlap \
-  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_WORKERS="$gpus_per_node" \
+  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_WORKERS="$gpus_per_node",TANDEM_KEYS="$keys" \
   bash -c 'TANDEM_RANK=$SLURM_PROCID exec "$0" worker' "$tandem" &
 wait "$controller"

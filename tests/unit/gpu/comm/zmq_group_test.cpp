@@ -576,19 +576,9 @@ BOOST_AUTO_TEST_CASE(a_well_formed_message_as_expected_is_accepted_from_the_hand
   BOOST_TEST(error == "");
 }
 
-BOOST_AUTO_TEST_CASE(a_frame_that_is_not_a_data_plane_message_is_refused) {
-  const std::string error = rank0_error_after([](const zmq_wire::wire_header&) { return zmq::message_t(std::string("GET / HTTP/1.1")); });
-  BOOST_TEST(error == "zmq_group rank 0 of 2: broadcast #1: refused a message from rank 1: frame of 14 bytes is shorter than the 56-byte header");
-}
-
-BOOST_AUTO_TEST_CASE(a_message_of_another_group_is_refused) {
-  const std::string error = rank0_error_after([](zmq_wire::wire_header h) {
-    h.group_tag = 99;
-    return encoded(h);
-  });
-  BOOST_TEST(error.find("refused broadcast #1 message 0 from rank 1 (4 float32 elements with root 1): group tag 99, this group's is 0") !=
-             std::string::npos);
-}
+// A frame that is no data-plane message, or one of another group, is dropped and logged by an
+// insecure group (anyone can claim a routing id there) and fails a secure one naming the rank:
+// zmq_group_security_test.cpp checks both.
 
 BOOST_AUTO_TEST_CASE(the_header_round_trips_and_decoding_refuses_damage) {
   zmq_wire::wire_header h;

@@ -292,6 +292,29 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST(mentions(e.text, "this build speaks 3"), e.text);
 }
 
+BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {
+  // A heartbeat header that declares a 1 MiB body: refused from the header alone, whatever follows.
+  tc::frame f = encoded(sample(tc::message_kind::heartbeat));
+  f.resize(tc::header_bytes + (std::size_t{1} << 20));
+  put_u32(f, 8, static_cast<std::uint32_t>(std::size_t{1} << 20));
+  const tc::codec_error e = refused(f);
+  BOOST_TEST((e.code == tc::codec_errc::too_large));
+  BOOST_TEST(e.offset == 8u);
+  BOOST_TEST(mentions(e.text, "the heartbeat body length 1048576 at byte 8 exceeds the 1024-byte limit of a heartbeat frame"),
+             e.text);
+  // Encoding holds the same limit: a hello whose hostname outgrows 64 KiB is not sent.
+  tc::hello h;
+  h.hostname.assign(std::size_t{70} << 10, 'h');
+  const auto big = tc::encode(h);
+  BOOST_TEST_REQUIRE(!big.ok());
+  BOOST_TEST((big.error().code == tc::codec_errc::too_large));
+  // Every kind's limit is within the frame limit, and the bulk kinds may use all of it.
+  for (std::uint16_t k = 1; k <= tc::kind_count; ++k)
+    BOOST_TEST(tc::max_frame_bytes_of(static_cast<tc::message_kind>(k)) <= tc::max_frame_bytes);
+  BOOST_TEST(tc::max_frame_bytes_of(tc::message_kind::generate_result) == tc::max_frame_bytes);
+  BOOST_TEST(tc::max_frame_bytes_of(tc::message_kind::train_request) == tc::max_frame_bytes);
+}
+
 BOOST_AUTO_TEST_CASE(a_frame_with_bad_magic_is_refused) {
   tc::frame f = encoded(sample(tc::message_kind::goodbye));
   f[3] = std::byte{'X'};
