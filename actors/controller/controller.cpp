@@ -85,6 +85,7 @@ controller_result run(const controller_options& o) {
   so.endpoint = o.bind_endpoint.empty() ? o.plan.control_endpoint : o.bind_endpoint;
   so.log_name = "tandem controller";
   so.expected_peers = static_cast<int>(world);
+  so.max_frame_bytes = o.max_frame_bytes;
   if (o.keys) {
     if (gpu::status s = check_run_keys_for(*o.keys, static_cast<std::int64_t>(world), -1, "the run's keys"); !s)
       return {false, s.message()};

@@ -21,6 +21,7 @@
 
 #include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
+#include "orchestration/control/codec.hpp"
 #include "orchestration/topology/placement.h"
 
 namespace tandem {
@@ -51,6 +52,10 @@ struct controller_options {
   /// whose every address is loopback (cluster.secure: false). Spawned workers receive their
   /// credentials on an inherited descriptor (TANDEM_KEYS_FD), never on the command line.
   std::optional<run_keys> keys;
+  /// The largest frame the control socket takes from a worker (ZMQ_MAXMSGSIZE): what a stranger
+  /// can make this process hold per connection before its handshake fails. A recipe's run sets
+  /// it from the recipe (orchestration/control/frame_limits.hpp).
+  std::size_t max_frame_bytes = control::max_frame_bytes;
   /// The `tandem` binary the local workers run; empty: this process's own (/proc/self/exe).
   std::string worker_executable;
   /// Progress lines ("controller listening on tcp://...", "spawned worker 1 (pid 1234): ...",

@@ -464,7 +464,7 @@ std::size_t max_frame_bytes_of(message_kind kind) {
     case message_kind::refit_begin:
     case message_kind::refit_ack: return 16 * MiB;
     case message_kind::manifest:
-    case message_kind::manifest_check: return 64 * MiB;
+    case message_kind::manifest_check: return 16 * MiB;
     case message_kind::generate_request:
     case message_kind::generate_result:
     case message_kind::logprob_request:

@@ -6,6 +6,7 @@
 #include "actors/runtime/run_keys.hpp"
 #include "gpu/core/printable.h"
 #include "orchestration/config/render.h"
+#include "orchestration/control/frame_limits.hpp"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/memory_plan.h"
 #include "orchestration/topology/placement.h"
@@ -45,6 +46,7 @@ int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std
     return exit_refused;
   }
   o.keys = std::move(keys.value());
+  o.max_frame_bytes = control::controller_frame_limit(c);
   o.report = [&out](const std::string& line) {
     // Called on several threads, one call per line.
     const std::string text = gpu::printable(line, std::size_t{1} << 16) + "\n";

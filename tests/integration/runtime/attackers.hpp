@@ -11,6 +11,9 @@
 //                   holds a key of its own
 //   impostor_hello  a hello for every rank, claiming its routing id ("w<r>"), from a plain DEALER
 //                   and from a CURVE client with a key of its own
+//   big_frames      eight connections at once, each a ZMTP 3.0 greeting of the CURVE mechanism
+//                   (what a secure port expects), then a 250 MB frame header and as much of the
+//                   250 MB as the port takes before it closes the connection
 #pragma once
 
 #include <arpa/inet.h>
@@ -36,7 +39,7 @@
 
 namespace runtime_test {
 
-enum class attack { raw_random, random_frame, oversized, forged_bucket, impostor_hello };
+enum class attack { raw_random, random_frame, oversized, forged_bucket, impostor_hello, big_frames };
 
 /// Where to attack: lines of the run's output matching `pattern` (first group: a tcp:// address),
 /// with the server public key for CURVE attacks (empty: plain ones only).
@@ -168,6 +171,33 @@ class attacker {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           ++made_;
         }
+        return;
+      }
+      case attack::big_frames: {
+        std::vector<std::thread> peers;
+        for (int p = 0; p < 8; ++p)
+          peers.emplace_back([&endpoint] {
+            const int fd = tcp_connect(endpoint);
+            if (fd < 0) return;
+            unsigned char greeting[64] = {};
+            greeting[0] = 0xff;
+            greeting[9] = 0x7f;
+            greeting[10] = 3;
+            std::memcpy(greeting + 12, "CURVE", 5);
+            write_all(fd, greeting, sizeof greeting);
+            const std::uint64_t size = 250'000'000;
+            unsigned char header[9] = {0x06};  // a long command frame
+            for (int b = 0; b < 8; ++b) header[1 + b] = static_cast<unsigned char>(size >> (56 - 8 * b));
+            write_all(fd, header, sizeof header);
+            std::vector<unsigned char> chunk(std::size_t{1} << 20, 0x33);
+            for (std::uint64_t sent = 0; sent < size; sent += chunk.size()) {
+              const ssize_t w = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+              if (w <= 0) break;  // the port closed it
+            }
+            ::close(fd);
+          });
+        for (auto& t : peers) t.join();
+        made_ += 8;
         return;
       }
       case attack::impostor_hello: {

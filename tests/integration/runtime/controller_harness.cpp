@@ -25,6 +25,7 @@
 #include "actors/runtime/run_keys.hpp"
 #include "gpu/core/printable.h"
 #include "orchestration/config/render.h"
+#include "orchestration/control/frame_limits.hpp"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/placement.h"
 #include "tools/cli/commands.h"
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.keys = std::move(keys.value());
+  o.max_frame_bytes = tandem::control::controller_frame_limit(r.recipe->config);
 
   const tandem::controller_result result = tandem::run_controller(o);
   say(result.ok ? "ok" : "failed: " + result.message);

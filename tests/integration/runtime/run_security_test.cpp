@@ -156,6 +156,31 @@ BOOST_AUTO_TEST_CASE(random_bytes_and_oversized_frames_to_the_controller_and_the
   }
 }
 
+/// The peak resident memory of `pid` in bytes (VmHWM), 0 when unreadable.
+std::size_t peak_memory(pid_t pid) {
+  const std::string status = read_text("/proc/" + std::to_string(pid) + "/status");
+  std::smatch m;
+  return std::regex_search(status, m, std::regex(R"(VmHWM:\s+([0-9]+) kB)")) ? std::stoull(m[1].str()) * 1024 : 0;
+}
+
+BOOST_AUTO_TEST_CASE(eight_peers_sending_250_mb_frames_do_not_swell_the_controller) {
+  // The controller's frame limit follows the recipe (16 MiB for this one): a stranger's frame is
+  // refused from its header, before ZeroMQ holds more than that per connection.
+  std::size_t peak = 0;
+  std::shared_ptr<attacker> a;
+  const std::string out = check_run(dedicated_recipe, dedicated_overrides(false), 3, 2, {}, [&](child_process& run) {
+    a = std::make_shared<attacker>(run, std::vector<target_pattern>{{controller_line, {attack::big_frames}, ""}});
+    // Waits for two rounds of eight while the run goes on, then reads the controller's peak.
+    eventually([&] { return a->made() >= 16 || run.wait_exit(std::chrono::milliseconds(0)).has_value(); });
+    peak = peak_memory(run.pid());
+    return std::shared_ptr<void>(a);
+  });
+  BOOST_TEST(a->made() >= 16u, out);
+  BOOST_TEST(peak > 0u, out);
+  BOOST_TEST(peak < std::size_t{400} << 20, "the controller peaked at " << (peak >> 20) << " MiB\n" << out);
+  BOOST_TEST(out.find("before its handshake completed") != std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_CASE(a_hostname_with_newlines_and_terminal_escapes_reaches_every_log_line_escaped) {
   // The test plays rank 3 with its key (only a holder of the run's keys can send a hello at all),
   // joins with a hostname that would forge lines and clear the terminal, then leaves on shutdown.

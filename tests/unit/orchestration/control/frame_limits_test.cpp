@@ -1,0 +1,46 @@
+// The controller's frame limit follows the recipe: a small run's controller holds no more than
+// 16 MiB for a stranger, and a large run's every legitimate result still fits.
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+
+#include "orchestration/config/resolve.h"
+#include "orchestration/control/codec.hpp"
+#include "orchestration/control/frame_limits.hpp"
+
+namespace tc = tandem::control;
+
+namespace {
+
+tandem::config::recipe_config recipe(const std::vector<std::string>& overrides) {
+  auto r = tandem::config::resolve_recipe(std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml", overrides);
+  BOOST_TEST_REQUIRE(r.errors.empty(), tandem::config::to_string(r.errors));
+  return r.recipe->config;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(frame_limits_test)
+
+BOOST_AUTO_TEST_CASE(a_small_runs_controller_accepts_frames_of_16_mib_at_most) {
+  BOOST_TEST(tc::controller_frame_limit(recipe({})) == std::size_t{16} << 20);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_runs_whole_step_of_generations_fits_under_its_limit_and_the_codec_ceiling_caps_it) {
+  const auto large = recipe({"grpo.num_prompts_per_step=64", "grpo.num_generations_per_prompt=16",
+                             "policy.generation.max_new_tokens=2048", "policy.max_total_sequence_length=4096"});
+  const std::size_t limit = tc::controller_frame_limit(large);
+  BOOST_TEST(limit > std::size_t{16} << 20);
+  tc::generate_result every;  // one rollout worker returning every sequence of the step at full length
+  for (std::uint64_t s = 0; s < 64 * 16; ++s)
+    every.sequences.push_back({s, std::vector<std::int32_t>(2048, 1), std::vector<float>(2048, -1.0f), tc::finish_reason::length, 0});
+  const auto frame = tc::encode(every);
+  BOOST_TEST_REQUIRE(frame.ok());
+  BOOST_TEST(frame.value().size() <= limit);
+  BOOST_TEST(2 * frame.value().size() >= limit / 2, "the limit should follow the recipe, not be far above it");
+  const auto huge = recipe({"grpo.num_prompts_per_step=4096", "grpo.num_generations_per_prompt=64",
+                            "policy.generation.max_new_tokens=8192", "policy.max_total_sequence_length=16384"});
+  BOOST_TEST(tc::controller_frame_limit(huge) == tc::max_frame_bytes);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
