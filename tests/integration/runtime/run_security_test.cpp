@@ -215,6 +215,48 @@ BOOST_AUTO_TEST_CASE(a_hostname_with_newlines_and_terminal_escapes_reaches_every
   BOOST_TEST(err.find("\ntandem controller: the run ended after 1 ms") == std::string::npos, h.output());
 }
 
+BOOST_AUTO_TEST_CASE(spawned_workers_get_their_keys_on_a_descriptor_never_on_the_command_line_or_in_the_environment) {
+  const keys_file keys(4);
+  child_process h(harness_args({"--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
+  const auto pids = start_and_join(h);
+  BOOST_TEST_REQUIRE(pids.size() == 4u, h.output());
+  for (const auto& [rank, pid] : pids) {
+    const std::string proc = "/proc/" + std::to_string(pid);
+    const std::string cmdline = read_text(proc + "/cmdline"), environment = read_text(proc + "/environ");
+    BOOST_TEST(environment.find(std::string("TANDEM_KEYS_FD=3") + '\0') != std::string::npos, "worker " << rank);
+    for (const auto& k : keys.keys.workers) {
+      BOOST_TEST(cmdline.find(k.secret_key) == std::string::npos, "worker " << rank);
+      BOOST_TEST(environment.find(k.secret_key) == std::string::npos, "worker " << rank);
+    }
+    BOOST_TEST(environment.find(keys.keys.controller.secret_key) == std::string::npos, "worker " << rank);
+    // The descriptor (an anonymous memory file) was read and closed once the worker had its keys.
+    std::error_code ec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc + "/fd", ec)) {
+      const auto target = std::filesystem::read_symlink(fd.path(), ec);
+      BOOST_TEST(target.string().find("tandem-keys") == std::string::npos,
+                 "worker " << rank << " still holds its keys descriptor (" << fd.path() << " -> " << target << ")");
+    }
+  }
+  BOOST_TEST(h.exit_code() == 0, h.output());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_holding_another_runs_keys_is_refused_and_says_why) {
+  const keys_file ours(4), theirs(4);
+  child_process h(harness_args({"--spawn", "3", "--seconds", "1", "--join-timeout-ms", "8000"}), {ours.variable()});
+  const auto endpoint = h.await_out(controller_line);
+  BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
+  child_process w({tandem_binary, "worker", "--welcome-timeout-ms", "3000"},
+                  {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}, theirs.variable()});
+  BOOST_TEST(w.exit_code() == 1, w.output());
+  BOOST_TEST(w.err().find("tandem worker 3: the handshake with the controller at " + *endpoint) != std::string::npos, w.output());
+  BOOST_TEST(w.err().find("no welcome from the controller") != std::string::npos, w.output());
+  BOOST_TEST(h.exit_code() == 1, h.output());  // rank 3 never joined
+  // Its hello box was sealed for the other run's controller key: refused before ZAP is asked.
+  BOOST_TEST(h.err().find("to the control socket " + *endpoint + ": a CURVE message failed its cryptographic check") !=
+                 std::string::npos,
+             h.output());
+}
+
 BOOST_AUTO_TEST_CASE(an_insecure_run_is_refused_unless_every_address_is_loopback) {
   std::ostringstream out, err;
   const int code = tandem::cli::run_cli({"run", dedicated_recipe, "runtime.engine=fake", "cluster.secure=false",
