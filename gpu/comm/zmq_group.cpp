@@ -227,7 +227,10 @@ result<zmq_data_endpoint> bind_data_endpoint(const std::string& where, const zmq
   std::unique_ptr<connection_guard> guard;
   std::unique_ptr<zmq::socket_t> socket;
   try {
-    if (!context) context = std::make_shared<zmq::context_t>(1);
+    // Two I/O threads: a ring rank receives from its predecessor while it sends to its successor,
+    // and with one thread both streams (and, with CURVE, their decryption and encryption) share
+    // a core; curve_bench measures a 3-rank refit 1.3x (plain) to 1.7x (CURVE) faster with two.
+    if (!context) context = std::make_shared<zmq::context_t>(2);
     socket = std::make_unique<zmq::socket_t>(*context, zmq::socket_type::router);
     socket->set(zmq::sockopt::linger, 0);
     socket->set(zmq::sockopt::router_mandatory, true);

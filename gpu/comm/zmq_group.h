@@ -105,7 +105,8 @@
 //
 // Threads: not thread-safe. One thread at a time calls a group (one thread per rank is the
 // intended use); handing it to another thread needs a synchronising hand-off (join, mutex).
-// The ZeroMQ context belongs to the endpoint and then the group (shared with the caller when
+// The ZeroMQ context (two I/O threads, so a ring rank receives and sends on separate cores)
+// belongs to the endpoint and then the group (shared with the caller when
 // the caller passed one in, as inproc:// addresses require; a secure endpoint's is its own),
 // and so do a secure endpoint's ZAP handler and connection guard, each with a thread that may
 // call options.log while the group's thread does: the log function must be thread-safe.
