@@ -1,5 +1,6 @@
 // The controller process's runtime as one library call: bind the control socket, start the local
-// workers (fork/exec of `tandem worker --controller ADDR --rank R --world W`), welcome every rank
+// workers (fork/exec of `tandem worker --controller ADDR --rank R --world W`, each with its keys on
+// an inherited descriptor), welcome every rank
 // of the placement plan, exchange heartbeats, and end the run cleanly or name the worker that
 // failed it. `tandem run` (a later issue) and tests/integration/runtime/controller_harness.cpp
 // call it.

@@ -8,8 +8,9 @@
 //      +--no welcome within welcome_timeout--> exit 1
 //   joined: a heartbeat every interval; no controller heartbeat for the timeout --> exit 1
 //
-// Policy and rollout actors, the data plane and the RL loop join this process in later issues;
-// the welcome already carries the roles and ranks they will use.
+// With the run's keys (worker_options::keys) every connection is CurveZMQ: to the controller
+// (whose key it must prove) and on the data plane; without them the worker dials only a
+// controller on loopback (cluster.secure: false).
 #pragma once
 
 #include <chrono>
