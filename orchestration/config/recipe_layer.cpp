@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <set>
 
 #include "orchestration/config/suggest.h"
@@ -120,19 +122,49 @@ std::string identity(const std::string& display) {
   return ec ? display : c.string();
 }
 
+/// A recipe file's text, or why it cannot be one: not found, not a regular file (a directory, a
+/// FIFO that would block the read, a device), larger than a recipe can be, unreadable.
+struct recipe_text {
+  std::string text;
+  std::string error;
+};
+
+recipe_text read_recipe_text(const std::string& file) {
+  constexpr std::uintmax_t max_recipe_bytes = std::uintmax_t{16} << 20;
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (ec || st.type() == fs::file_type::not_found) return {"", "cannot read the recipe file: no such file"};
+  if (st.type() == fs::file_type::directory) return {"", "is a directory, not a recipe file"};
+  if (st.type() != fs::file_type::regular)
+    return {"", "is not a regular file (a FIFO, socket or device): a recipe is a YAML file"};
+  const std::uintmax_t size = fs::file_size(file, ec);
+  if (ec) return {"", "cannot read the recipe file: " + ec.message()};
+  if (size > max_recipe_bytes)
+    return {"", "is " + std::to_string(size) + " bytes, more than a recipe can be (16 MiB)"};
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return {"", "cannot read the recipe file: permission denied or unreadable"};
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) return {"", "cannot read the recipe file: a read error"};
+  return {s.str(), ""};
+}
+
 class chain_loader {
  public:
   chain_loader(const schema& s, recipe_chain& out) : schema_(s), out_(out) {}
 
   /// Loads `file` and its parents; `stack` holds the files that include it (for cycle reports).
   void load(const std::string& file, std::vector<std::string>& stack) {
+    auto text = read_recipe_text(file);
+    if (!text.error.empty()) return fail({source_location{file, 0, 0, 0}, "", text.error});
     YAML::Node root;
     try {
-      root = YAML::LoadFile(file);
-    } catch (const YAML::BadFile&) {
-      out_.errors.push_back({source_location{file, 0, 0, 0}, "", "cannot read the recipe file"});
-      out_.complete = false;
-      return;
+      std::vector<YAML::Node> documents = YAML::LoadAll(text.text);
+      if (documents.size() > 1)
+        return fail({at(file, documents[1].Mark()), "",
+                     "the file holds " + std::to_string(documents.size()) +
+                         " YAML documents; a recipe is one (this one would be ignored)"});
+      if (!documents.empty()) root = documents.front();
     } catch (const YAML::ParserException& e) {
       out_.errors.push_back({at(file, e.mark), "", "YAML syntax: " + e.msg});
       out_.complete = false;

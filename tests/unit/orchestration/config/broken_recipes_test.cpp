@@ -9,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "orchestration/config/resolve.h"
 
 namespace fs = std::filesystem;
@@ -56,7 +59,7 @@ BOOST_AUTO_TEST_CASE(the_corpus_covers_every_error_class) {
                              "rule_global_batch_not_multiple_of_data_parallel", "rule_sequence_lengths_exceed_total",
                              "rule_overlong_buffer_not_shorter", "rule_ratio_clip_c_not_above_one",
                              "rule_batch_multiplier_without_dynamic_sampling", "not_implemented_context_parallel",
-                             "not_implemented_expert_parallel", "override_unknown_key"})
+                             "not_implemented_expert_parallel", "override_unknown_key", "multi_document"})
     BOOST_TEST((std::find(names.begin(), names.end(), needed) != names.end()), needed);
 }
 
@@ -76,6 +79,26 @@ BOOST_AUTO_TEST_CASE(a_valid_parent_of_the_corpus_resolves_cleanly) {
   const resolution r = resolve_recipe((corpus / "parents" / "valid.yaml").string());
   BOOST_TEST(r.errors.empty(), to_string(r.errors));
   BOOST_TEST(r.recipe.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_directory_or_a_fifo_as_the_recipe_is_refused_saying_so_and_never_blocks) {
+  const fs::path dir = fs::temp_directory_path() / ("tandem-recipe-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "recipe.yaml";
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // nobody writes it: a read would block forever
+  const resolution as_dir = resolve_recipe(dir.string());
+  BOOST_TEST(to_string(as_dir.errors) == dir.string() + ": error: is a directory, not a recipe file\n");
+  const resolution as_fifo = resolve_recipe(fifo.string());
+  BOOST_TEST(to_string(as_fifo.errors) ==
+             fifo.string() + ": error: is not a regular file (a FIFO, socket or device): a recipe is a YAML file\n");
+  // A parent that is a directory is refused where it is named.
+  const fs::path child = dir / "child.yaml";
+  std::ofstream(child) << "defaults: " << dir.filename().string() << "\n";
+  const resolution as_parent = resolve_recipe(child.string());
+  BOOST_TEST(!as_parent.errors.empty());
+  BOOST_TEST(to_string(as_parent.errors).find("child.yaml:1:11: error: defaults: parent recipe") != std::string::npos,
+             to_string(as_parent.errors));
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
