@@ -1,7 +1,12 @@
 // run_controller: the actor system, the socket, the controller actor, the local workers, the end.
 #include "actors/controller/controller.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include <algorithm>
 #include <exception>
@@ -70,7 +75,50 @@ void spawn_local_workers(const controller_options& o, std::size_t count, const s
   }
 }
 
+/// SIGINT and SIGTERM for the length of a run: blocked in this thread (and so in every thread
+/// started after it), and waited for by one thread that hands them to the controller actor.
+class interrupt_watch {
+ public:
+  interrupt_watch() {
+    sigset_t s;
+    ::sigemptyset(&s);
+    ::sigaddset(&s, SIGINT);
+    ::sigaddset(&s, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &s, &previous_);
+  }
+  ~interrupt_watch() {
+    stopping_ = true;
+    if (thread_.joinable()) thread_.join();
+    ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  /// From now on a signal goes to `ctl` as (ctl_intr, signal); a second one too (ignored there).
+  void deliver_to(const caf::actor& ctl) {
+    thread_ = std::thread([this, ctl] {
+      sigset_t s;
+      ::sigemptyset(&s);
+      ::sigaddset(&s, SIGINT);
+      ::sigaddset(&s, SIGTERM);
+      const timespec slice{0, 100'000'000};
+      while (!stopping_) {
+        const int signal = ::sigtimedwait(&s, nullptr, &slice);
+        if (signal == SIGINT || signal == SIGTERM) {
+          caught_ = signal;
+          caf::anon_send(ctl, ctl_interrupt_atom::value, signal);
+        }
+      }
+    });
+  }
+  int caught() const { return caught_.load(); }
+
+ private:
+  sigset_t previous_{};
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> caught_{0};
+};
+
 controller_result run(const controller_options& o) {
+  interrupt_watch interrupts;  // before any thread starts: they all inherit the blocked mask
   const std::size_t world = o.plan.workers.size();
   if (world == 0) return {false, "the placement plan has no workers"};
   const std::size_t local = o.spawn_local < 0 ? world : std::min<std::size_t>(world, static_cast<std::size_t>(o.spawn_local));
@@ -112,6 +160,7 @@ controller_result run(const controller_options& o) {
   s.report = o.report;
   const caf::actor ctl = spawn_controller(sys, std::move(s));
   self->monitor(ctl);
+  interrupts.deliver_to(ctl);
 
   std::optional<controller_result> result;
   std::int64_t lost_rank = -1;
@@ -147,6 +196,7 @@ controller_result run(const controller_options& o) {
   }
   socket->stop();
   self->send_exit(ctl, caf::exit_reason::user_shutdown);  // its bridge and supervisor are linked to it
+  result->signal = interrupts.caught();
   return *result;
 }
 

@@ -69,11 +69,14 @@ struct controller_options {
 struct controller_result {
   bool ok = false;
   std::string message;  ///< ok: a summary; else the failure, naming the worker and why
+  int signal = 0;       ///< SIGINT or SIGTERM when one interrupted the run (the workers were stopped)
 };
 
 /// Runs the controller until the run ends (see the header comment); blocks. Call it from the
 /// thread that lives as long as the run (normally main): workers' parent-death signal is tied to
-/// the thread that forked them. Never throws.
+/// the thread that forked them. SIGINT and SIGTERM are taken over for the call (blocked in every
+/// thread it starts and waited for by one of them): the first stops the workers in order and ends
+/// the run with `signal` set; the signal mask is restored on return. Never throws.
 controller_result run_controller(const controller_options& options);
 
 }  // namespace tandem

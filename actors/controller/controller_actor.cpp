@@ -1,6 +1,7 @@
 // The controller actor: joins, heartbeats, the end of a run (see the state machine in the header).
 #include "actors/controller/controller_actor.hpp"
 
+#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -65,6 +66,7 @@ struct controller_state {
   std::uint64_t heartbeat_seq = 0;
   caf::actor_clock::time_point running_since;
   bool peers_sent = false;  // the peer table went out (RL runs)
+  int interrupted = 0;      // the signal that stopped the run, 0 if none
   caf::actor loop;          // the RL loop, once the peer table went out
   static inline const char* name = "controller";
 };
@@ -103,6 +105,13 @@ void check_stopped(controller_ptr self) {
   for (const auto& w : st.workers)
     if (w.spawned ? !w.exited : !w.left) return;
   st.now = phase::finished;
+  if (st.interrupted != 0) {
+    const std::string why = std::string("interrupted by ") + (st.interrupted == SIGINT ? "SIGINT" : "SIGTERM") +
+                            "; all " + std::to_string(st.workers.size()) + " workers left";
+    log_event(why);
+    self->send(st.s.listener, ctl_done_atom::value, false, why, std::int64_t{-1});
+    return;
+  }
   const auto ran = std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - st.running_since);
   const std::string summary =
       "the run ended after " + ms_text(ran) + "; all " + std::to_string(st.workers.size()) + " workers left";
@@ -335,6 +344,17 @@ std::string missing_workers(const controller_state& st, bool (*missing)(const wo
   return std::to_string(n) + " of " + std::to_string(st.workers.size()) + " workers " + what + ": " + list;
 }
 
+/// stopping: shutdown to every worker still there; done once all left (check_stopped).
+void stop_workers(controller_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  if (st.now == phase::stopping || st.now == phase::finished) return;
+  st.now = phase::stopping;
+  for (const auto& w : st.workers)
+    if (present(w)) send_to(self, w.peer, control::shutdown{reason});
+  self->delayed_send(self, st.s.stop_timeout, ctl_stop_deadline_atom::value);
+  check_stopped(self);  // nobody there (an interrupt while joining): done at once
+}
+
 caf::behavior controller(controller_ptr self, controller_settings s) {
   auto& st = self->state;
   st.s = std::move(s);
@@ -390,9 +410,33 @@ caf::behavior controller(controller_ptr self, controller_settings s) {
                        "did not say hello within " + ms_text(self->state.s.join_timeout)));
       },
       [=](rl_done_atom, bool ok, const std::string& message) {
+        if (self->state.interrupted != 0) {
+          report(self, message);
+          return stop_workers(self, std::string("the run was interrupted (") +
+                                        (self->state.interrupted == SIGINT ? "SIGINT" : "SIGTERM") + ")");
+        }
         if (!ok) return fail(self, message);
         report(self, message);
         self->send(self, ctl_end_atom::value);
+      },
+      [=](ctl_interrupt_atom, int signal) {
+        auto& st = self->state;
+        if (st.now == phase::finished) return;
+        const std::string name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+        if (st.interrupted != 0 || !st.loop || st.now != phase::running) {  // a second signal, or no step to finish
+          if (st.interrupted == 0) st.interrupted = signal;
+          log_event("interrupted by " + name + ": stopping the workers");
+          if (st.loop) {  // no step goes on (unlinked first: its end must not end this actor)
+            self->unlink_from(st.loop);
+            self->send_exit(st.loop, caf::exit_reason::user_shutdown);
+            st.loop = caf::actor{};
+          }
+          return stop_workers(self, "the run was interrupted (" + name + ")");
+        }
+        st.interrupted = signal;
+        log_event("interrupted by " + name + ": finishing the step in flight, then stopping the workers (" + name +
+                  " again stops them at once)");
+        self->send(st.loop, rl_stop_atom::value);
       },
       [=](ctl_end_atom) {
         auto& st = self->state;

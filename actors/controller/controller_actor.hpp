@@ -27,6 +27,9 @@
 //   (ctl_spawn, rank, pid)                      a local child was started for rank
 //   (ctl_exit, rank, pid, wait status, how)     a local child ended ("exited with signal 9 (SIGKILL)")
 //   (ctl_fail, message)                         the run function could not start a worker
+//   (ctl_intr, signal)                          SIGINT/SIGTERM: joining or running --> stopping
+//                                               (shutdown to every worker), then finished(failed,
+//                                               "interrupted by SIGINT ...") once all left
 // The supervisor's notice (worker_lost_atom, name, reason) fails the run with that name.
 #pragma once
 
@@ -52,6 +55,9 @@ using ctl_exit_atom = caf::atom_constant<caf::atom("ctl_exit")>;
 using ctl_fail_atom = caf::atom_constant<caf::atom("ctl_fail")>;
 /// (ctl_done, ok, message, lost rank or -1): the outcome, sent to the listener once.
 using ctl_done_atom = caf::atom_constant<caf::atom("ctl_done")>;
+/// (ctl_intr, signal number): SIGINT or SIGTERM reached the controller process: stop the workers
+/// in order (shutdown, wait for them to leave), then finish failed, saying so.
+using ctl_interrupt_atom = caf::atom_constant<caf::atom("ctl_intr")>;
 
 /// What the controller actor needs (controller.hpp fills it from controller_options).
 struct controller_settings {

@@ -57,6 +57,7 @@ struct rl_loop_state {
   driver_actor driver;
   std::int64_t steps = 0;
   std::int64_t done = 0;
+  bool stop_requested = false;  // rl_stop: no step starts after the one in flight
   std::chrono::steady_clock::time_point started;
   std::shared_ptr<jsonl_file> metrics, generations;
   bool finished = false;
@@ -129,6 +130,8 @@ std::string digests_text(const step_report& r) {
 
 void next_step(loop_ptr self) {
   auto& st = self->state;
+  if (st.stop_requested)
+    return finish(self, true, std::to_string(st.done) + " of " + std::to_string(st.steps) + " steps done; stopped on request");
   if (st.done == st.steps) {
     const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
     char text[128];
@@ -227,6 +230,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
       [self](worker_lost_atom, const std::string& name, const std::string& reason) {
         self->send(self->state.driver, worker_lost_atom_v, name, reason);
       },
+      [self](rl_stop_atom) { self->state.stop_requested = true; },
   };
 }
 

@@ -6,6 +6,7 @@
 //   stepping(n) --step report--> step line, metrics.jsonl, generations.jsonl --> stepping(n + 1)
 //               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG)
 //               --the last step--> (rl_done, true, summary)
+//   rl_stop --the step in flight ends--> (rl_done, true, "N of M steps done; stopped on request")
 //   any failure (handshake, a step: a worker's error, a deadline, a lost worker)
 //               --> (rl_done, false, why naming the worker)
 //
@@ -35,6 +36,9 @@ namespace tandem {
 
 /// (rl_done, ok, message): how the loop ended, sent to the listener once.
 using rl_done_atom = caf::atom_constant<caf::atom("rl_done")>;
+/// (rl_stop): finish the step in flight (its records written whole), start no other, then
+/// (rl_done, true, "N of M steps done; stopped on request").
+using rl_stop_atom = caf::atom_constant<caf::atom("rl_stop")>;
 
 struct rl_loop_settings {
   config::recipe_config recipe;

@@ -56,6 +56,9 @@ worker_result run(const worker_options& o) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != static_cast<pid_t>(o.parent_pid))
       return {1, "the controller (pid " + std::to_string(o.parent_pid) + ") that started this worker is gone"};
+    // A Ctrl-C on the terminal reaches the whole process group: the controller stops this worker
+    // in order (shutdown, goodbye) instead of every process dying at once.
+    ::signal(SIGINT, SIG_IGN);
   }
 
   const std::size_t cores = available_cores();

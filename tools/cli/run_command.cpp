@@ -54,6 +54,10 @@ int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std
     out.flush();
   };
   const controller_result result = run_controller(o);
+  if (result.signal != 0) {  // the workers were stopped in order; what was written is whole
+    err << "tandem run: " << gpu::printable(result.message, std::size_t{1} << 16) << "\n";
+    return 128 + result.signal;
+  }
   if (!result.ok) {
     err << "tandem run: failed: " << gpu::printable(result.message, std::size_t{1} << 16) << "\n";
     return exit_refused;

@@ -4,6 +4,7 @@
 // the fake generator's tokens from the weights digest of the version each trajectory names.
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -94,6 +95,35 @@ BOOST_AUTO_TEST_CASE(a_worker_that_cannot_bind_its_data_plane_fails_the_run_sayi
   BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 1, run.output());
   BOOST_TEST(run.err().find("tandem run: failed: worker ") != std::string::npos, run.output());
   BOOST_TEST(run.err().find("cannot bind 'tcp://10.255.255.1:*'") != std::string::npos, run.output());
+}
+
+BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops_every_worker_and_exits_130_or_143) {
+  for (const int signal : {SIGINT, SIGTERM}) {
+    const std::string name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+    BOOST_TEST_CONTEXT(name) {
+      tandem::test::temp_dir dir;
+      child_process run(run_args(dedicated_recipe, dir.path(), {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=2"}));
+      BOOST_TEST_REQUIRE(run.await_out(std::regex("step 2/")).has_value(), run.output());
+      const auto pids = worker_pids(run.out());
+      BOOST_TEST_REQUIRE(::kill(run.pid(), signal) == 0);
+      BOOST_TEST(run.exit_code() == 128 + signal, run.output());
+      const std::string err = run.err();
+      BOOST_TEST(err.find("tandem controller: interrupted by " + name + ": finishing the step in flight") != std::string::npos,
+                 run.output());
+      BOOST_TEST(err.find("tandem run: interrupted by " + name + "; all 4 workers left") != std::string::npos, run.output());
+      BOOST_TEST(err.find("killed the workers") == std::string::npos, run.output());
+      for (const auto& [rank, pid] : pids) {
+        BOOST_TEST(err.find("tandem worker " + std::to_string(rank) + ": shut down by the controller (the run was interrupted (" +
+                            name + "))") != std::string::npos,
+                   run.output());
+        BOOST_TEST(eventually([pid = pid] { return gone(pid); }), "worker " << rank << " outlived the run");
+      }
+      // Every record written is whole: one per step done, each a JSON object.
+      const auto steps_log = records(dir.path() / "metrics.jsonl");
+      BOOST_TEST(steps_log.size() >= 2u);
+      for (std::size_t i = 0; i < steps_log.size(); ++i) BOOST_TEST(steps_log[i]["step"].get<std::size_t>() == i + 1);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
