@@ -15,9 +15,9 @@ using R = recipe_config;
 
 void declare_grpo(schema& s) {
   key(s, "grpo.num_prompts_per_step", "Prompts drawn from the dataset per step").integer(32).at_least(1)
-      .to([](R& r) -> auto& { return r.grpo.num_prompts_per_step; });
+      .at_most(1 << 20).to([](R& r) -> auto& { return r.grpo.num_prompts_per_step; });
   key(s, "grpo.num_generations_per_prompt", "Samples per prompt (the GRPO group size)").integer(16)
-      .at_least(2).to([](R& r) -> auto& { return r.grpo.num_generations_per_prompt; });
+      .at_least(2).at_most(1 << 16).to([](R& r) -> auto& { return r.grpo.num_generations_per_prompt; });
   key(s, "grpo.max_num_steps", "Stop after this many steps").integer(1000000).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.max_num_steps; });
   key(s, "grpo.max_num_epochs", "Stop after this many passes over the training data").integer(1)
@@ -266,11 +266,11 @@ void declare_runtime(schema& s) {
   key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
       .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; });
   key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every worker, both ways")
-      .integer(1000).at_least(10).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; });
+      .integer(1000).at_least(10).at_most(3'600'000).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; });
   key(s, "runtime.heartbeat_timeout_ms", "A worker silent this long is declared dead or hung and the run fails naming it")
-      .integer(10000).at_least(100).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; });
+      .integer(10000).at_least(100).at_most(86'400'000).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; });
   key(s, "runtime.request_timeout_s", "Deadline of one generate, logprob, train or refit request")
-      .integer(1800).at_least(1).to([](R& r) -> auto& { return r.runtime.request_timeout_s; });
+      .integer(1800).at_least(1).at_most(604'800).to([](R& r) -> auto& { return r.runtime.request_timeout_s; });
 }
 
 schema build() {
