@@ -21,7 +21,10 @@ gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bo
   out.data_parallel = std::move(data_parallel);
   std::shared_ptr<gpu::fake_train_engine> trainer;
   if (policy) {
-    trainer = std::make_shared<gpu::fake_train_engine>(model, train, out.data_parallel.get());
+    // The engine calls its group from the executor's thread: the engine keeps the group alive, so
+    // a worker that ends mid-step (a shutdown, a failed run) never leaves a call on a freed group.
+    trainer = std::shared_ptr<gpu::fake_train_engine>(new gpu::fake_train_engine(model, train, out.data_parallel.get()),
+                                                      [group = out.data_parallel](gpu::fake_train_engine* e) { delete e; });
     out.train = trainer;
     out.weights_digest = [trainer] { return trainer->weights_digest(); };
   } else {

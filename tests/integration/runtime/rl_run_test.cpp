@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -123,6 +124,22 @@ BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops
       BOOST_TEST(steps_log.size() >= 2u);
       for (std::size_t i = 0; i < steps_log.size(); ++i) BOOST_TEST(steps_log[i]["step"].get<std::size_t>() == i + 1);
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_second_sigint_stops_the_workers_mid_step_and_none_of_them_crashes) {
+  // The workers get their shutdown while a step runs: an engine call still in flight must not
+  // outlive what it uses (its data-parallel group) when the worker ends.
+  for (int round = 0; round < 3; ++round) {
+    tandem::test::temp_dir dir;
+    child_process run(run_args(dedicated_recipe, dir.path(), {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=2"}));
+    BOOST_TEST_REQUIRE(run.await_out(std::regex("step 2/")).has_value(), run.output());
+    BOOST_TEST_REQUIRE(::kill(run.pid(), SIGINT) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    BOOST_TEST_REQUIRE(::kill(run.pid(), SIGINT) == 0);
+    BOOST_TEST(run.exit_code() == 130, run.output());
+    BOOST_TEST(run.err().find("tandem run: interrupted by SIGINT; all 4 workers left") != std::string::npos, run.output());
+    BOOST_TEST(run.err().find("SIGSEGV") == std::string::npos, run.output());
   }
 }
 
