@@ -29,6 +29,14 @@ std::regex refit_port_of(int worker) {
 const std::regex any_data_port("data plane bound to [a-z-]+ (tcp://[0-9.:]+)");
 const std::regex second_data_port("data plane bound to [a-z-]+ tcp://[0-9.:]+, [a-z-]+ (tcp://[0-9.:]+)");
 
+/// A plain (non-CURVE) peer's refusal was logged with its reason: the mechanism mismatch, or the
+/// reset the server saw first when the client noticed the mismatch before it (timing decides).
+bool refused_plainly(const std::string& log) {
+  return log.find("the peer does not speak CurveZMQ") != std::string::npos ||
+         std::regex_search(log, std::regex("refused the connection from [0-9.:]+ to the [a-z]+ socket tcp://[0-9.:]+: the "
+                                           "handshake failed: "));
+}
+
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -84,7 +92,7 @@ BOOST_AUTO_TEST_CASE(forged_weight_buckets_from_strangers_claiming_the_roots_rou
       // stranger's key is not one of the run's.
       BOOST_TEST(err.find("refit port: refused a handshake from 127.0.0.1 on tandem-data-") != std::string::npos, err);
       BOOST_TEST(err.find("is not one of this run's") != std::string::npos, err);
-      BOOST_TEST(err.find("the peer does not speak CurveZMQ") != std::string::npos, err);
+      BOOST_TEST(refused_plainly(err), err);
     }
   }
 }
@@ -148,7 +156,7 @@ BOOST_AUTO_TEST_CASE(random_bytes_and_oversized_frames_to_the_controller_and_the
       BOOST_TEST(a->made() >= 9u, err);
       if (secure) {
         BOOST_TEST(err.find("before its handshake completed") != std::string::npos, err);
-        BOOST_TEST(err.find("the peer does not speak CurveZMQ") != std::string::npos, err);
+        BOOST_TEST(refused_plainly(err), err);
       } else {
         BOOST_TEST(err.find("cluster.secure is false") != std::string::npos, err);
       }
