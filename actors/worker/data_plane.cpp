@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/bridge/log_line.hpp"
+#include "orchestration/config/rules.h"
 
 namespace tandem {
 namespace {
@@ -146,12 +147,7 @@ std::string host_of(const std::string& text) {
 
 }  // namespace
 
-bool loopback_address(const std::string& host_or_address) {
-  const std::string h = host_of(host_or_address);
-  if (h == "localhost" || h == "::1") return true;
-  in_addr a{};
-  return ::inet_pton(AF_INET, h.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
-}
+bool loopback_address(const std::string& host_or_address) { return config::loopback_host(host_of(host_or_address)); }
 
 std::string data_plane_host(const std::string& controller_address) {
   if (const char* h = std::getenv("TANDEM_DATA_HOST"); h != nullptr && *h != '\0') return h;

@@ -9,6 +9,15 @@
 #include "orchestration/topology/worlds.h"
 
 namespace tandem::config {
+
+bool loopback_host(const std::string& h) {
+  if (h == "localhost" || h == "::1") return true;
+  int a = -1, b = -1, c = -1, d = -1;
+  char tail = 0;
+  return std::sscanf(h.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b >= 0 && b < 256 && c >= 0 &&
+         c < 256 && d >= 0 && d < 256;
+}
+
 namespace {
 
 class rule_checker {
@@ -45,14 +54,6 @@ class rule_checker {
   }
 
   static std::string n(std::int64_t v) { return std::to_string(v); }
-
-  static bool loopback_host(const std::string& h) {
-    if (h == "localhost" || h == "::1") return true;
-    int a = -1, b = -1, c = -1, d = -1;
-    char tail = 0;
-    return std::sscanf(h.c_str(), "%d.%d.%d.%d%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b >= 0 && b < 256 &&
-           c >= 0 && c < 256 && d >= 0 && d < 256;
-  }
 
   void network() {
     const auto& cl = c_.cluster;
