@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libcaf-dev libzmq3-dev cppzmq-dev libyaml-cpp-dev
-          libboost-test-dev nlohmann-json3-dev libopenblas-openmp-dev)
+          libboost-test-dev nlohmann-json3-dev libopenblas-openmp-dev libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

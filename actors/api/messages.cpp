@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "gpu/core/chunked_hash.h"
+
 namespace tandem {
 namespace {
 
@@ -16,14 +18,7 @@ std::string fmt(double x) {
 
 }  // namespace
 
-std::uint64_t bucket_checksum(std::span<const std::byte> bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte b : bytes) {
-    h ^= static_cast<std::uint64_t>(b);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+std::uint64_t bucket_checksum(std::span<const std::byte> bytes) { return gpu::chunked_xxh3(bytes); }
 
 std::string to_string(const generate_job& x) {
   return "generate_job(" + v(x.version) + ", " + std::to_string(x.requests.size()) + " requests)";

@@ -119,7 +119,9 @@ struct manifest_reply {
 
 // ---- refit ------------------------------------------------------------------------------------
 
-/// FNV-1a 64 of a bucket's bytes: the refit integrity checksum.
+/// The refit integrity checksum: the chunked XXH3-64 of a bucket's bytes (gpu/core/chunked_hash.h
+/// defines it bit for bit), as the fake engines check it. It travels on the refit stream's closing
+/// (refit_stream.hpp); a change to it is a control protocol version bump.
 std::uint64_t bucket_checksum(std::span<const std::byte> bytes);
 
 /// The policy's manifest for a rollout worker to check against its own layout, and the bucket

@@ -99,7 +99,7 @@ class cpu_generate_engine final : public generate_engine {
   const weight_manifest& manifest() const { return manifest_; }
   const bucket_plan& plan() const { return plan_; }
   const model_config& config() const { return source_.config; }
-  /// FNV-1a 64 of the live weights in manifest order (a train engine's weights_digest()).
+  /// chunked_xxh3 of the live weights in manifest order (a train engine's weights_digest()).
   std::uint64_t weights_digest() const;
   /// The KV cache (for tests and the benchmark); empty while released.
   const kv_cache* cache() const { return cache_ ? &*cache_ : nullptr; }

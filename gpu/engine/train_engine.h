@@ -155,8 +155,9 @@ class train_engine {
                                                const ops::pg_loss_settings& loss, const global_counts& counts,
                                                const ops::sampling_params& params);
 
-  /// A 64-bit digest of the weights (FNV-1a of the manifest's byte stream, or an equivalent the
-  /// engine documents), equal on every data-parallel rank holding the same weights.
+  /// A 64-bit digest of the weights (chunked_xxh3, gpu/core/chunked_hash.h, of the manifest's byte
+  /// stream, or an equivalent the engine documents), equal on every data-parallel rank holding the
+  /// same weights.
   virtual std::uint64_t weights_digest() const = 0;
 
   /// Offloads or restores the training state (train_memory_state above). No-op when already there.

@@ -7,14 +7,6 @@
 
 namespace tandem::gpu {
 
-std::uint64_t fnv1a_64(std::span<const std::byte> bytes, std::uint64_t hash) {
-  for (const std::byte b : bytes) {
-    hash ^= static_cast<std::uint64_t>(b);
-    hash *= 0x100000001b3ull;
-  }
-  return hash;
-}
-
 std::int64_t manifest_entry::bytes() const {
   std::int64_t n = static_cast<std::int64_t>(size_of(type));
   for (auto d : shape) n *= d;

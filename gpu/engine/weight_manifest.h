@@ -16,11 +16,6 @@
 
 namespace tandem::gpu {
 
-/// FNV-1a 64 of `bytes` (offset basis 0xcbf29ce484222325, prime 0x100000001b3). Continue a
-/// running hash by passing it as `hash`: the weights digest of every engine (over the manifest's
-/// byte stream) and the refit bucket checksum.
-std::uint64_t fnv1a_64(std::span<const std::byte> bytes, std::uint64_t hash = 0xcbf29ce484222325ull);
-
 struct manifest_entry {
   std::string name;               ///< Hugging Face name, e.g. "model.language_model.layers.0.mlp.up_proj.weight"
   std::vector<std::int64_t> shape;

@@ -4,13 +4,15 @@
 #include <span>
 #include <string>
 
+#include "gpu/core/chunked_hash.h"
+
 namespace tandem::gpu {
 
 std::uint64_t weight_source::digest() const {
-  std::uint64_t h = fnv1a_64({});
+  chunked_xxh3_stream h;
   for (std::size_t i = 0; i < tensors.size() && i < manifest.size(); ++i)
-    h = fnv1a_64(std::span<const std::byte>(tensors[i], static_cast<std::size_t>(manifest[i].bytes())), h);
-  return h;
+    h.update(std::span<const std::byte>(tensors[i], static_cast<std::size_t>(manifest[i].bytes())));
+  return h.digest();
 }
 
 status check_weight_source(const char* who, const weight_source& source, const weight_manifest& expected) {

@@ -20,8 +20,9 @@ struct weight_source {
   std::vector<const std::byte*> tensors; ///< tensors[i]: manifest[i].bytes() bytes on dev
 
   bool empty() const { return tensors.empty(); }
-  /// FNV-1a 64 of the tensors' bytes in manifest order: the digest of the refit byte stream.
-  /// Host memory only (a CUDA engine digests on its device).
+  /// chunked_xxh3 (gpu/core/chunked_hash.h) of the tensors' bytes concatenated in manifest order:
+  /// the digest of the refit byte stream, whatever the tensors' sizes. Host memory only (a CUDA
+  /// engine digests on its device).
   std::uint64_t digest() const;
 };
 

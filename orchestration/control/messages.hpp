@@ -34,8 +34,11 @@
 namespace tandem::control {
 
 /// The protocol this build speaks. Bump it on any change to a kind's fields or meaning; peers of
-/// different versions refuse each other's frames (codec.hpp).
-inline constexpr std::uint16_t protocol_version = 3;
+/// different versions refuse each other's frames (codec.hpp). Version 4: refit bucket checksums
+/// (refit_begin.checksums) and weights digests (train_result.weights_digest) are the chunked
+/// XXH3-64 of gpu/core/chunked_hash.h, no longer FNV-1a 64, so a version-3 peer would report
+/// checksum mismatches and differing digests instead of being refused.
+inline constexpr std::uint16_t protocol_version = 4;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
