@@ -117,7 +117,7 @@ class interrupt_watch {
   std::atomic<int> caught_{0};
 };
 
-controller_result run(const controller_options& o) {
+controller_result run_to_end(const controller_options& o) {
   interrupt_watch interrupts;  // before any thread starts: they all inherit the blocked mask
   const std::size_t world = o.plan.workers.size();
   if (world == 0) return {false, "the placement plan has no workers"};
@@ -155,6 +155,7 @@ controller_result run(const controller_options& o) {
   s.run_for = o.run_for;
   s.recipe = o.recipe;
   s.steps = o.steps;
+  s.records = o.records;
   s.socket = socket;
   s.listener = caf::actor{self};
   s.report = o.report;
@@ -204,7 +205,7 @@ controller_result run(const controller_options& o) {
 
 controller_result run_controller(const controller_options& options) {
   try {
-    return run(options);
+    return run_to_end(options);
   } catch (const std::exception& e) {
     return {false, std::string("internal error in the controller: ") + e.what()};
   }

@@ -23,6 +23,7 @@
 #include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/control/codec.hpp"
+#include "orchestration/records/run_files.h"
 #include "orchestration/topology/placement.h"
 
 namespace tandem {
@@ -46,6 +47,10 @@ struct controller_options {
   /// loop for `steps` steps (0: grpo.max_num_steps), then shuts the workers down.
   std::optional<config::recipe_config> recipe;
   std::int64_t steps = 0;
+  /// The run's files in its directory (orchestration/records/run_files.h), made by the caller
+  /// before the run: the RL loop appends its records to them, and a record that cannot be written
+  /// fails the run. Null files are not written.
+  records::run_files records;
   /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
   /// connect on their own. -1: every rank.
   std::int64_t spawn_local = -1;

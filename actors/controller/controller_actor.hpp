@@ -45,6 +45,7 @@
 
 #include "actors/bridge/socket_thread.hpp"
 #include "orchestration/config/recipe.h"
+#include "orchestration/records/run_files.h"
 #include "orchestration/topology/placement.h"
 
 namespace tandem {
@@ -72,6 +73,8 @@ struct controller_settings {
   /// Set: run the RL loop (rl_loop.hpp) for `steps` steps (0: grpo.max_num_steps), then stop.
   std::optional<config::recipe_config> recipe;
   std::int64_t steps = 0;
+  /// The run's files, for the RL loop's records (null files: not written).
+  records::run_files records;
   /// Not started yet: the actor starts it with its bridge's events.
   std::shared_ptr<socket_thread> socket;
   /// Receives ctl_listen and ctl_done.

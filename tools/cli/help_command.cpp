@@ -131,13 +131,20 @@ Resolves RECIPE: its `defaults:` parents (paths relative to the file, merged in 
 recipe, then the overrides, over the schema defaults. Prints the result as YAML, each value
 commented with the file:line:column (or override) that set it. On errors prints every one as
   FILE:LINE:COLUMN: error: KEY.PATH: MESSAGE
-and exits 1. --minimize prints the recipe's keys whose value equals what it inherits (exit 1 if
-any). --schema prints the documented schema.
+and exits 1 (a report shows the first 50 errors and counts the rest). A well-formed recipe that
+asks for something this build cannot run yet (dynamic sampling, validation, checkpoints, the CUDA
+engines, ...) still validates, with one note per such setting on stderr:
+  FILE:LINE:COLUMN: note: KEY.PATH: VALUE: what is not built
+`tandem run` refuses it with the same list. With runtime.engine: fake, settings only the Gemma 4
+engines read are noted as ignored. --minimize prints the recipe's keys whose value equals what it
+inherits (exit 1 if any). --schema prints the documented schema.
 )";
 
-constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] [--dry-run | --no-spawn]
+constexpr const char* run_help = R"(usage: tandem run RECIPE [key=value ...] [--dry-run | --no-spawn] [--fresh]
 
-Resolves and validates RECIPE like `tandem validate` and loads the model's config.json.
+Resolves and validates RECIPE like `tandem validate` and loads the model's config.json. A recipe
+that asks for something this build cannot run yet is refused, listing every such setting where it
+was set; --dry-run prints the plan first, then refuses the same way. Dataset files must exist.
 
 --dry-run prints the placement plan: one worker process per device, which actors each hosts
 (policy_worker, rollout_worker), data-parallel and rollout ranks, the controller's control-plane
@@ -160,12 +167,22 @@ workers' data-plane sockets bind the interface that routes to it (or TANDEM_DATA
 first lines of a run say which.
 Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
 bytes the controller moved, the policy ranks' weights digest) and appends a record to
-logger.log_dir/metrics.jsonl and every trajectory to logger.log_dir/generations.jsonl. A worker
-that dies or hangs (no heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
+metrics.jsonl and every trajectory to generations.jsonl. A worker that dies or hangs (no
+heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
+
+logger.log_dir is the run's directory: everything the run writes goes there (metrics.jsonl,
+generations.jsonl, recipe.yaml: the resolved recipe, controller.log: this command's lines). It is
+made, with its parents, and checked before any worker starts: a path that is not a directory or
+where no file can be created fails the run, naming the path and the reason. A directory that
+holds another run's records (recipe.yaml, metrics.jsonl, generations.jsonl or controller.log) is
+refused; --fresh leaves it as it is and runs in the first free sibling, LOG_DIR.2, LOG_DIR.3, ...
+(the first lines say which). Every record is written whole or not at all: a record that cannot
+be written (a full disk, a file-size limit, an I/O error) is cut off the file and fails the run,
+naming the file and the reason.
 
 runtime.engine=fake runs the whole runtime with deterministic fake engines (a fake model of
-runtime.fake_weight_mb MiB, prompts and a parity reward of its own); the Gemma 4 engines
-(runtime.engine=gemma4, the default) are not built yet and are refused.
+runtime.fake_weight_mb MiB and prompts of its own, scored by env.name: parity); the Gemma 4
+engines (runtime.engine=gemma4, the default) are not built yet and are refused.
 
 exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";

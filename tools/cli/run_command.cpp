@@ -1,10 +1,12 @@
-// `tandem run RECIPE [--dry-run] [--no-spawn]`: resolve, validate, load the model config; print the
-// plan, or run it (the controller here, the workers of this node spawned here unless --no-spawn).
+// `tandem run RECIPE [--dry-run] [--no-spawn] [--fresh]`: resolve, validate, load the model config;
+// print the plan, or run it (the controller here, the workers of this node spawned here unless
+// --no-spawn) into its run directory (logger.log_dir; --fresh: a new sibling when it holds a run).
 #include <cstdio>
 
 #include "actors/controller/controller.hpp"
 #include "actors/runtime/run_keys.hpp"
 #include "gpu/core/printable.h"
+#include "orchestration/config/not_built.h"
 #include "orchestration/config/render.h"
 #include "orchestration/control/frame_limits.hpp"
 #include "orchestration/config/resolve.h"
@@ -14,23 +16,21 @@
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_resolution.h"
+#include "tools/cli/run_lines.h"
+#include "tools/cli/run_preparation.h"
 
 namespace tandem::cli {
 namespace {
 
 /// Runs the plan; progress lines on `out`.
-int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std::ostream& err) {
+int execute(const config::resolved_recipe& r, bool spawn, bool fresh, std::ostream& out, std::ostream& err) {
   const config::recipe_config& c = r.config;
-  if (c.runtime.engine != config::engine_kind::fake) {
-    err << r.file << ": runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
-        << "runtime.engine=fake runs the whole runtime (processes, control and data planes, refits) with "
-        << "deterministic fake engines\n";
+  if (const config::config_errors missing = config::missing_data_files(r); !missing.empty()) {
+    err << config::to_string(missing);
     return exit_refused;
   }
   controller_options o;
   o.plan = topology::plan_placement(c);
-  o.recipe_yaml = config::render_resolved(r);
-  o.recipe = c;
   o.heartbeat_interval = std::chrono::milliseconds(c.runtime.heartbeat_interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(c.runtime.heartbeat_timeout_ms);
   // One node, workers spawned here: every worker is a child of this process, so any free port will
@@ -47,29 +47,39 @@ int execute(const config::resolved_recipe& r, bool spawn, std::ostream& out, std
   }
   o.keys = std::move(keys.value());
   o.max_frame_bytes = control::controller_frame_limit(c);
-  o.report = [&out](const std::string& line) {
-    // Called on several threads, one call per line.
-    const std::string text = gpu::printable(line, std::size_t{1} << 16) + "\n";
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-  };
-  const controller_result result = run_controller(o);
-  if (result.signal != 0) {  // the workers were stopped in order; what was written is whole
-    err << "tandem run: " << gpu::printable(result.message, std::size_t{1} << 16) << "\n";
-    return 128 + result.signal;
-  }
-  if (!result.ok) {
-    err << "tandem run: failed: " << gpu::printable(result.message, std::size_t{1} << 16) << "\n";
+  // The run's directory, made and checked before any worker starts; everything the run writes goes
+  // there (tools/cli/run_preparation.h).
+  auto prepared = prepare_run(r, fresh);
+  if (!prepared) {
+    err << "tandem run: " << gpu::printable(prepared.error().message, std::size_t{1} << 16) << "\n";
     return exit_refused;
   }
-  out << "tandem run: " << result.message << "\n";
+  o.recipe_yaml = prepared->recipe_yaml;
+  o.recipe = prepared->recipe.config;
+  o.records = prepared->files;
+  const run_lines lines(out, err, prepared->files.log);  // the terminal and controller.log
+  lines.out(prepared->first_line);
+  o.report = [&lines](const std::string& line) { lines.out(line); };  // on several threads, one call per line
+  const controller_result result = run_controller(o);
+  // A record that could not be written fails the run, however it ended otherwise.
+  const std::optional<records::file_error> lost = prepared->files.failure();
+  if (result.signal != 0) {  // the workers were stopped in order; what was written is whole
+    lines.err("tandem run: " + result.message);
+    if (lost) lines.err("tandem run: failed: " + lost->message);
+    return 128 + result.signal;
+  }
+  if (!result.ok || lost) {
+    lines.err("tandem run: failed: " + (result.ok ? lost->message : result.message));
+    return exit_refused;
+  }
+  lines.out("tandem run: " + result.message);
   return exit_ok;
 }
 
 }  // namespace
 
 int run_command(const args& a, std::ostream& out, std::ostream& err) {
-  const parsed_args p = parse_args(a, {"--dry-run", "--no-spawn"});
+  const parsed_args p = parse_args(a, {"--dry-run", "--no-spawn", "--fresh"});
   if (!p.problem.empty()) {
     err << "tandem run: " << p.problem << "\n";
     return exit_usage;
@@ -85,11 +95,23 @@ int run_command(const args& a, std::ostream& out, std::ostream& err) {
     err << config::to_string(r.errors);
     return exit_refused;
   }
-  if (!p.flags.count("--dry-run")) return execute(*r.recipe, !p.flags.count("--no-spawn"), out, err);
+  // Something this build cannot run refuses the run; a dry run still prints the plan (a recipe for
+  // a later build can be planned) and then refuses with the same list.
+  const config::config_errors unbuilt = config::unbuilt_settings(*r.recipe);
+  const auto refuse_unbuilt = [&] {
+    err << "tandem run: " << *p.recipe << " asks for " << unbuilt.size() << (unbuilt.size() == 1 ? " thing" : " things")
+        << " this build cannot run yet:\n"
+        << config::to_string(unbuilt);
+    return exit_refused;
+  };
+  const bool dry_run = p.flags.count("--dry-run") > 0;
+  if (!dry_run && !unbuilt.empty()) return refuse_unbuilt();
+  err << config::to_notes(config::fake_ignored_settings(*r.recipe));
+  if (!dry_run) return execute(*r.recipe, !p.flags.count("--no-spawn"), p.flags.count("--fresh") > 0, out, err);
   const topology::placement_plan plan = topology::plan_placement(r.recipe->config);
   const topology::memory_plan mem = topology::plan_memory(r.recipe->config, plan.sizes, model->facts);
   out << topology::render_plan(*r.recipe, model->facts, plan, mem);
-  return exit_ok;
+  return unbuilt.empty() ? exit_ok : refuse_unbuilt();
 }
 
 }  // namespace tandem::cli

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,13 +98,20 @@ inline bool reaped_here(pid_t pid) {
   return reaped_statuses().count(pid) > 0;
 }
 
+/// Limits a child_process starts under (inherited by the processes it starts).
+struct child_limits {
+  /// RLIMIT_FSIZE in bytes, with SIGXFSZ ignored: a write past it fails with EFBIG, as on a full
+  /// disk (its stdout and stderr files are limited too).
+  std::optional<rlim_t> file_size;
+};
+
 /// A process started in its own process group, stdout and stderr in files of a temporary folder.
 /// The destructor kills the group (SIGCONT first, so stopped members die too), reaps the process
 /// and any orphan that came to this process.
 class child_process {
  public:
   child_process(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env = {},
-                const std::vector<std::string>& unset = {}) {
+                const std::vector<std::string>& unset = {}, const child_limits& limits = {}) {
     become_subreaper();
     out_path_ = dir_.path() / "stdout";
     err_path_ = dir_.path() / "stderr";
@@ -124,9 +132,14 @@ class child_process {
     c_args.push_back(nullptr);
     c_env.push_back(nullptr);
     const std::string out = out_path_.string(), err = err_path_.string();
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    const rlimit file_size{limits.file_size.value_or(RLIM_INFINITY), limits.file_size.value_or(RLIM_INFINITY)};
     pid_ = ::fork();
     if (pid_ == 0) {
       ::setpgid(0, 0);
+      if (limits.file_size && (::sigaction(SIGXFSZ, &ignore, nullptr) != 0 || ::setrlimit(RLIMIT_FSIZE, &file_size) != 0))
+        ::_exit(126);
       const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
       const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
       ::dup2(o, 1);

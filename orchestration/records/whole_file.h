@@ -1,0 +1,18 @@
+// A file written whole or not at all: the text goes to PATH.tmp, is synced, then renamed over
+// PATH, so a reader (or a crash) sees either no file or all of it.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+#include "orchestration/records/file_error.h"
+
+namespace tandem::records {
+
+/// Writes `text` to `path` through `path`.tmp and rename(2); nullopt when done. Errors:
+/// cannot_create ("cannot create PATH.tmp: REASON"), cannot_write ("cannot write PATH: REASON");
+/// on an error neither PATH nor PATH.tmp is left behind by this call.
+[[nodiscard]] std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text);
+
+}  // namespace tandem::records
