@@ -3,8 +3,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -14,8 +12,8 @@
 #include "actors/driver/driver.hpp"
 #include "actors/environment/environment.hpp"
 #include "actors/refit_coordinator/refit_coordinator.hpp"
+#include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
-#include "gpu/engine/fake_weights.h"
 
 namespace tandem {
 namespace {
@@ -28,26 +26,6 @@ std::string hex(std::uint64_t x) {
   return text;
 }
 
-/// Appends one JSON record per line; a file that cannot be opened is reported once, then skipped.
-class jsonl_file {
- public:
-  jsonl_file() = default;
-  jsonl_file(const std::filesystem::path& path, const std::function<void(const std::string&)>& report) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    out_.open(path, std::ios::app);
-    if (!out_ && report) report("cannot write " + path.string() + "; its records are dropped");
-  }
-  void write(const json& record) {
-    if (!out_) return;
-    out_ << record.dump() << '\n';
-    out_.flush();
-  }
-
- private:
-  std::ofstream out_;
-};
-
 struct rl_loop_state {
   static inline const char* name = "rl_loop";
 
@@ -59,7 +37,6 @@ struct rl_loop_state {
   std::int64_t done = 0;
   bool stop_requested = false;  // rl_stop: no step starts after the one in flight
   std::chrono::steady_clock::time_point started;
-  std::shared_ptr<jsonl_file> metrics, generations;
   bool finished = false;
 };
 
@@ -128,6 +105,20 @@ std::string digests_text(const step_report& r) {
   return ", weights " + hex(r.weights_digests.front()) + (same ? " on every policy rank" : " (ranks differ)");
 }
 
+/// The step's trajectories, then its metrics record; the first record that cannot be written (or
+/// an earlier failure of controller.log) ends the run.
+std::optional<records::file_error> write_records(rl_loop_state& st, const step_report& r,
+                                                 const socket_thread::traffic_counts& traffic, double seconds) {
+  const auto& files = st.s.records;
+  if (files.generations)
+    for (std::size_t i = 0; i < r.trajectories.size(); ++i)
+      if (auto e = files.generations->append(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)).dump()))
+        return e;
+  if (files.metrics)
+    if (auto e = files.metrics->append(step_record(r, traffic, seconds).dump())) return e;
+  return files.failure();
+}
+
 void next_step(loop_ptr self) {
   auto& st = self->state;
   if (st.stop_requested)
@@ -157,9 +148,7 @@ void next_step(loop_ptr self) {
                           to_string(r.refit.mode).c_str(), r.refit.buckets, static_cast<long long>(r.refit.bytes),
                           static_cast<unsigned long long>(traffic.sent_bytes + traffic.received_bytes), seconds);
             say(self, line + digests_text(r));
-            if (st.metrics) st.metrics->write(step_record(r, traffic, seconds));
-            if (st.generations)
-              for (std::size_t i = 0; i < r.trajectories.size(); ++i) st.generations->write(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)));
+            if (auto failed = write_records(st, r, traffic, seconds)) return finish(self, false, failed->message);
             next_step(self);
           },
           [self](caf::error& e) { finish(self, false, "step " + std::to_string(self->state.done + 1) + ": " + error_text(e)); });
@@ -171,10 +160,13 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   const auto& recipe = st.s.recipe;
   st.steps = st.s.steps > 0 ? st.s.steps : recipe.grpo.max_num_steps;
   const auto timeout = std::chrono::milliseconds(recipe.runtime.request_timeout_s * 1000);
-  if (recipe.logger.jsonl_enabled) {
-    const std::filesystem::path dir = recipe.logger.log_dir;
-    st.metrics = std::make_shared<jsonl_file>(dir / "metrics.jsonl", st.s.report);
-    st.generations = std::make_shared<jsonl_file>(dir / "generations.jsonl", st.s.report);
+  // What the run trains on and how it is scored, as the engine factory derives them from the recipe
+  // (`tandem run` refuses the choices not built before any process starts; this is the second line).
+  auto prompts = training_prompts(recipe);
+  auto reward = reward_for(recipe);
+  if (!prompts || !reward) {
+    finish(self, false, (!prompts ? prompts.error() : reward.error()).message());
+    return {[](worker_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
   }
 
   refit_coordinator_config rc;
@@ -188,7 +180,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
 
   environment_config ec;
   ec.workers = static_cast<std::size_t>(recipe.env.num_workers);
-  ec.score = parity_reward;
+  ec.score = std::move(reward.value());
   ec.timeout = timeout;
   st.environment = spawn_environment(self->system(), std::move(ec));
 
@@ -197,8 +189,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.rollout = st.s.rollout;
   dc.refit = st.coordinator;
   dc.environment = st.environment;
-  const auto model = fake_model_settings(recipe);
-  dc.prompts = fake_prompts(static_cast<std::uint64_t>(recipe.grpo.seed), 64, model.vocab);
+  dc.prompts = std::move(prompts.value());
   dc.prompts_per_step = static_cast<std::size_t>(recipe.grpo.num_prompts_per_step);
   dc.samples_per_prompt = static_cast<std::size_t>(recipe.grpo.num_generations_per_prompt);
   dc.max_new_tokens = static_cast<std::int32_t>(recipe.policy.generation.max_new_tokens);
@@ -206,8 +197,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
     for (const auto t : *recipe.policy.generation.stop_token_ids) dc.stop_tokens.push_back(static_cast<std::int32_t>(t));
   dc.sampling = sampling_settings(recipe);
   dc.loss = loss_settings(recipe);
-  // The token budget of train_micro_batch_size full-length samples: short samples share a pass.
-  dc.micro_batch_tokens = recipe.policy.train_micro_batch_size * recipe.policy.max_total_sequence_length;
+  dc.micro_batch_tokens = micro_batch_token_budget(recipe);
   dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
   dc.timeout = timeout;
   st.driver = spawn_driver(self->system(), std::move(dc));
@@ -237,17 +227,5 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
 }  // namespace
 
 caf::actor spawn_rl_loop(caf::actor_system& sys, rl_loop_settings settings) { return sys.spawn(rl_loop, std::move(settings)); }
-
-std::vector<std::vector<std::int32_t>> fake_prompts(std::uint64_t seed, std::size_t count, std::int32_t vocab) {
-  std::vector<std::vector<std::int32_t>> prompts(count);
-  const auto span = static_cast<std::uint64_t>(vocab > 2 ? vocab - 2 : 1);
-  std::uint64_t counter = gpu::fake_mix64(seed ^ 0x70726F6D707473ull);  // "prompts"
-  const auto next = [&counter] { return gpu::fake_mix64(++counter); };
-  for (auto& prompt : prompts) {
-    const std::size_t length = 3 + next() % 6;
-    for (std::size_t i = 0; i < length; ++i) prompt.push_back(static_cast<std::int32_t>(2 + next() % span));
-  }
-  return prompts;
-}
 
 }  // namespace tandem

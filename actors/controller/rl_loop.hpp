@@ -2,10 +2,16 @@
 // refit handshake, then one driver step after another, a progress line and metrics records per
 // step, and the outcome to the controller actor.
 //
+//   start --the engine factory's training_prompts and reward_for (engine_factory.hpp)--> handshaking
+//         --either refused--> (rl_done, false, why naming the recipe key)
 //   handshaking --every rollout worker accepted policy rank 0's manifest--> stepping(1)
-//   stepping(n) --step report--> step line, metrics.jsonl, generations.jsonl --> stepping(n + 1)
-//               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG)
+//   stepping(n) --step report--> step line, generations.jsonl, metrics.jsonl --> stepping(n + 1)
+//               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG;
+//               a step's metrics record follows all its trajectories)
 //               --the last step--> (rl_done, true, summary)
+//               --a record that cannot be written (or controller.log failed)--> (rl_done, false,
+//               "cannot write DIR/generations.jsonl: No space left on device"); the file keeps
+//               only whole records (orchestration/records/record_file.h)
 //   rl_stop --the step in flight ends--> (rl_done, true, "N of M steps done; stopped on request")
 //   any failure (handshake, a step: a worker's error, a deadline, a lost worker)
 //               --> (rl_done, false, why naming the worker)
@@ -31,6 +37,7 @@
 #include "actors/api/rollout_actor.hpp"
 #include "actors/bridge/socket_thread.hpp"
 #include "orchestration/config/recipe.h"
+#include "orchestration/records/run_files.h"
 
 namespace tandem {
 
@@ -48,13 +55,11 @@ struct rl_loop_settings {
   std::shared_ptr<socket_thread> socket;  ///< the controller's; its traffic counts per step
   caf::actor listener;                 ///< receives rl_done
   std::function<void(const std::string&)> report;  ///< progress lines; may be empty
+  /// The run's files in its directory (created by `tandem run`); a null file is not written.
+  records::run_files records;
 };
 
 /// Spawns the loop, which starts with the handshake at once.
 caf::actor spawn_rl_loop(caf::actor_system& sys, rl_loop_settings settings);
-
-/// The prompt set of runtime.engine fake: `count` prompts of 3 to 8 tokens in [2, vocab), a pure
-/// function of the seed.
-std::vector<std::vector<std::int32_t>> fake_prompts(std::uint64_t seed, std::size_t count, std::int32_t vocab);
 
 }  // namespace tandem

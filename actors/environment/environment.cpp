@@ -93,7 +93,8 @@ environment_actor::behavior_type environment_pool(environment_actor::stateful_po
 }  // namespace
 
 environment_actor::behavior_type environment_worker(environment_actor::pointer, scoring_function score) {
-  return {[score](score_atom, const score_job& job) {
+  return {[score](score_atom, const score_job& job) -> caf::result<score_result> {
+    if (!score) return tandem_error(tandem_errc::invalid_config, "no scoring function (environment_config::score is empty)");
     score_result out;
     out.feedback.reserve(job.trajectories.size());
     for (const auto& t : job.trajectories) out.feedback.push_back(score(t));

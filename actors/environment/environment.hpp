@@ -21,7 +21,7 @@ namespace tandem {
 
 struct environment_config {
   std::size_t workers = 2;              ///< scoring workers, >= 1 (0 is taken as 1)
-  scoring_function score = parity_reward;
+  scoring_function score;               ///< required: the reward (engine_factory.hpp reward_for gives the recipe's)
   /// off_scheduler (production): each worker is a detached actor (slow scorers such as a math
   /// checker do not hold CAF's scheduler threads); inline_calls (deterministic tests): workers
   /// are ordinary actors that the test coordinator runs.

@@ -1,12 +1,16 @@
-// The fake environment's scoring (scoring.hpp).
+// Single-turn scoring (scoring.hpp).
 #include "actors/environment/scoring.hpp"
+
+#include <utility>
 
 namespace tandem {
 
-env_feedback parity_reward(const trajectory& t) {
-  env_feedback out;
-  out.reward = !t.tokens.empty() && t.tokens.back() % 2 == 0 ? 1.0 : 0.0;
-  return out;
+scoring_function single_turn(token_reward reward) {
+  return [reward = std::move(reward)](const trajectory& t) {
+    env_feedback out;
+    out.reward = reward(t.tokens);
+    return out;
+  };
 }
 
 }  // namespace tandem

@@ -1,8 +1,11 @@
-// Scoring functions an environment worker runs on one trajectory, and the built-in fake
-// environment of the runtime tests.
+// Scoring functions an environment worker runs on one trajectory, and the adapter that makes one
+// from a single-turn reward on the generated tokens. Which reward a run uses is the engine
+// factory's choice (actors/runtime/engine_factory.hpp reward_for, by env.name).
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <span>
 
 #include "actors/api/messages.hpp"
 
@@ -12,8 +15,11 @@ namespace tandem {
 /// Called on an environment worker's thread; must be thread-safe when shared by several workers.
 using scoring_function = std::function<env_feedback(const trajectory&)>;
 
-/// The fake environment of the runtime tests (single-turn, deterministic): reward 1 when the last
-/// generated token is even, 0 when it is odd or nothing was generated; never a next observation.
-env_feedback parity_reward(const trajectory& t);
+/// A reward of one response from its generated tokens (the prompt excluded).
+using token_reward = std::function<double(std::span<const std::int32_t> generated)>;
+
+/// The scoring function of a single-turn task: `reward` of the trajectory's generated tokens,
+/// done, never a next observation. `reward` must be thread-safe, as the scoring function is.
+scoring_function single_turn(token_reward reward);
 
 }  // namespace tandem

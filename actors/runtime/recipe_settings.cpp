@@ -38,16 +38,6 @@ gpu::ops::sampling_params sampling_settings(const config::recipe_config& recipe)
   return {g.temperature, static_cast<std::int32_t>(g.top_k.value_or(0)), g.top_p};
 }
 
-gpu::fake_model_options fake_model_settings(const config::recipe_config& recipe) {
-  gpu::fake_model_options o;
-  o.weight_bytes = recipe.runtime.fake_weight_mb << 20;
-  o.tensors = 8;
-  o.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
-  o.vocab = 64;
-  o.max_sequence_length = static_cast<std::int32_t>(recipe.policy.max_total_sequence_length);
-  return o;
-}
-
 namespace {
 
 gpu::dtype dtype_of(config::state_dtype t) {
@@ -77,6 +67,10 @@ gpu::train_engine_options train_engine_settings(const config::recipe_config& rec
   o.first_moment_dtype = dtype_of(p.optimizer.first_moment_dtype);
   o.second_moment_dtype = dtype_of(p.optimizer.second_moment_dtype);
   return o;
+}
+
+std::int64_t micro_batch_token_budget(const config::recipe_config& recipe) {
+  return recipe.policy.train_micro_batch_size * recipe.policy.max_total_sequence_length;
 }
 
 std::int64_t refit_bucket_bytes(const config::recipe_config& recipe) { return recipe.policy.refit.bucket_mb << 20; }

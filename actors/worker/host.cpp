@@ -12,9 +12,9 @@
 #include "actors/policy_worker/policy_worker.hpp"
 #include "actors/remote/translate.hpp"
 #include "actors/rollout_worker/rollout_worker.hpp"
+#include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
 #include "actors/worker/data_plane.hpp"
-#include "actors/worker/engines.hpp"
 #include "actors/worker/fault_injection.hpp"
 #include "orchestration/config/resolve.h"
 
@@ -202,8 +202,7 @@ void on_train(host_ptr self, const control::train_request& m) {
   if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::train_request)) return;
   self->request(st.policy, caf::infinite, train_atom_v, wire::from_wire(m, st.loss))
       .then(
-          [self, step = m.step](train_report& r) {
-            r.weights_digest = self->state.engines.weights_digest();  // the engine is idle between calls
+          [self, step = m.step](train_report& r) {  // the policy worker took the weights digest
             send(self, wire::to_wire(r, step));
           },
             [self](caf::error& e) { reply_error(self, e, K::train_request); });

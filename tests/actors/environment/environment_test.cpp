@@ -1,5 +1,6 @@
 // The environment pool on CAF's test coordinator: jobs split over the workers come back in job
-// order; the fake environment rewards an even last token; multi-turn feedback passes through.
+// order; the parity scoring (the fake task's reward, single-turn) rewards an even last token;
+// multi-turn feedback passes through; a pool without a scoring function refuses its jobs.
 #define CAF_SUITE environment
 #include "actors/environment/environment.hpp"
 
@@ -17,7 +18,7 @@ struct fixture : test_coordinator_fixture<actor_test_config> {
     for (auto& p : pools) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
   }
 
-  environment_actor pool(std::size_t workers, scoring_function f = parity_reward) {
+  environment_actor pool(std::size_t workers, scoring_function f = parity_scoring()) {
     environment_config c;
     c.workers = workers;
     c.score = std::move(f);
@@ -58,14 +59,17 @@ std::vector<double> rewards(const score_result& r) {
 
 }  // namespace
 
-CAF_TEST(the fake environment rewards an even last token with 1 and anything else with 0) {
+CAF_TEST(the parity scoring rewards an even last generated token with 1 and anything else with 0) {
+  const scoring_function parity = parity_scoring();
   trajectory t;
-  CAF_CHECK_EQUAL(parity_reward(t).reward, 0.0);
+  t.prompt = {4};  // the prompt does not count
+  CAF_CHECK_EQUAL(parity(t).reward, 0.0);
   t.tokens = {3, 8};
-  CAF_CHECK_EQUAL(parity_reward(t).reward, 1.0);
-  CAF_CHECK(parity_reward(t).done);
+  CAF_CHECK_EQUAL(parity(t).reward, 1.0);
+  CAF_CHECK(parity(t).done);
+  CAF_CHECK(!parity(t).next_observation.has_value());
   t.tokens = {8, 3};
-  CAF_CHECK_EQUAL(parity_reward(t).reward, 0.0);
+  CAF_CHECK_EQUAL(parity(t).reward, 0.0);
 }
 
 CAF_TEST_FIXTURE_SCOPE(environment_tests, fixture)
@@ -80,6 +84,17 @@ CAF_TEST(a pool scores every trajectory in job order whatever the split over its
 CAF_TEST(an empty job is answered with no rewards) {
   auto env = pool(2);
   CAF_CHECK(score(env, score_job{}).feedback.empty());
+}
+
+CAF_TEST(a pool without a scoring function refuses every job saying so) {
+  auto env = pool(2, scoring_function{});
+  auto h = self->request(env, caf::infinite, score_atom_v, job_of(3));
+  sched.run();
+  h.receive([](score_result&) { CAF_FAIL("an unscored job was answered"); },
+            [](caf::error& e) {
+              CAF_CHECK(is_tandem_error(e, tandem_errc::invalid_config));
+              CAF_CHECK(text_of(e).find("no scoring function") != std::string::npos);
+            });
 }
 
 CAF_TEST(the next observation of a multi-turn environment reaches the caller) {

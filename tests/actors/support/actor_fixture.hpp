@@ -6,9 +6,11 @@
 // Two ways to run it: deterministically on CAF's test coordinator with engine calls inline
 // (cluster_fixture: exact message order; a stream, whose broadcasts wait for every rank, is
 // refused there), or on a real actor system with engine calls on their own threads
-// (threaded_cluster_fixture: streams, waits with generous deadlines only).
+// (threaded_cluster_fixture: streams, waits with generous deadlines only). Faults are injected
+// through cluster_hooks, set before start().
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,8 +28,9 @@
 #include "actors/rollout_worker/rollout_worker.hpp"
 #include "actors/runtime/system_config.hpp"
 #include "gpu/comm/local_group.h"
-#include "gpu/engine/fake_generate_engine.h"
-#include "gpu/engine/fake_train_engine.h"
+#include "gpu/engine/fake/fake_generate_engine.h"
+#include "gpu/engine/fake/fake_task.h"
+#include "gpu/engine/fake/fake_train_engine.h"
 
 namespace tandem::test {
 
@@ -108,18 +111,42 @@ struct cluster_options {
   std::int32_t max_new_tokens = 3;
   std::size_t environment_workers = 0;  ///< 0: one environment_worker as the environment; else a pool of that many
   bool checksums = false;               ///< refits compare every bucket's checksum
+  /// Data-parallel policy ranks "policy-0", "policy-1", ... whose optimizer steps all-reduce over an
+  /// in-process group; more than one need threaded_cluster_fixture (an all-reduce waits for every rank).
+  std::size_t policy_ranks = 1;
+};
+
+/// Where a test injects a fault; an empty hook leaves that part of the cluster as it is.
+struct cluster_hooks {
+  /// The train options of policy rank `rank`'s engine (default: train_engine_options{}).
+  std::function<gpu::train_engine_options(std::size_t rank)> train_options;
+  /// The engine rollout worker `worker` drives instead of its fake engine (which stays in
+  /// cluster::generators).
+  std::function<std::shared_ptr<gpu::generate_engine>(std::size_t worker, std::shared_ptr<gpu::fake_generate_engine>)>
+      rollout_engine;
+  /// The handle the driver gets for policy rank `rank` or rollout worker `worker` instead of the
+  /// worker itself (the refit coordinator keeps the worker). An actor spawned here must quit with
+  /// the worker it stands in front of (link to it).
+  std::function<policy_actor(caf::actor_system&, std::size_t rank, policy_actor)> policy_for_driver;
+  std::function<rollout_actor(caf::actor_system&, std::size_t worker, rollout_actor)> rollout_for_driver;
 };
 
 /// The prompts the test drivers cycle through.
 inline std::vector<std::vector<std::int32_t>> test_prompts() { return {{5, 6, 7}, {9, 10}, {11, 12, 13, 14}}; }
 
-/// Policy rank 0, rollout workers "rollout-0", "rollout-1", ..., the refit coordinator, the
-/// environment (the parity fake) and the driver, with fake engines.
+/// The environment's scoring in these tests: the fake task's parity reward, single-turn.
+inline scoring_function parity_scoring() { return single_turn(gpu::fake_parity_reward); }
+
+/// Policy rank 0 (and further data-parallel ranks), rollout workers "rollout-0", "rollout-1", ...,
+/// the refit coordinator, the environment (the parity fake) and the driver, with fake engines.
 struct cluster {
   cluster_options options;
-  std::shared_ptr<gpu::fake_train_engine> trainer;
+  cluster_hooks hooks;
+  std::shared_ptr<gpu::fake_train_engine> trainer;  ///< rank 0's
+  std::vector<std::shared_ptr<gpu::fake_train_engine>> trainers;  ///< by rank
   std::vector<std::shared_ptr<gpu::fake_generate_engine>> generators;
-  policy_actor policy;
+  policy_actor policy;            ///< rank 0
+  std::vector<policy_actor> policies;  ///< by rank
   std::vector<rollout_actor> rollout;
   refit_coordinator_actor coordinator;
   environment_actor environment;
@@ -128,22 +155,33 @@ struct cluster {
   /// Spawns every actor in `sys`; engine calls run where `execution` says.
   void spawn(caf::actor_system& sys, const cluster_options& o, engine_execution execution) {
     options = o;
-    trainer = std::make_shared<gpu::fake_train_engine>(tiny_model());
     std::vector<std::unique_ptr<gpu::communicator>> group;  // the refit group: policy rank 0, then the rollout workers
     if (o.mode == refit_mode::dedicated) group = gpu::make_local_group(1 + static_cast<int>(o.rollout_workers));
-    policy_worker_config pc;
-    pc.name = "policy-0";
-    pc.engine = trainer;
-    pc.execution = execution;
-    if (!group.empty()) pc.refit_group = std::move(group[0]);
-    policy = spawn_policy_worker(sys, pc);
+    std::vector<std::unique_ptr<gpu::communicator>> data_parallel;
+    if (o.policy_ranks > 1) data_parallel = gpu::make_local_group(static_cast<int>(o.policy_ranks));
+    for (std::size_t r = 0; r < o.policy_ranks; ++r) {
+      const auto train = hooks.train_options ? hooks.train_options(r) : gpu::train_engine_options{};
+      std::shared_ptr<gpu::communicator> dp;
+      if (!data_parallel.empty()) dp = std::move(data_parallel[r]);
+      // the engine keeps its data-parallel group alive (as actors/runtime/engine_factory.cpp does)
+      trainers.emplace_back(new gpu::fake_train_engine(tiny_model(), train, dp.get()),
+                            [dp](gpu::fake_train_engine* e) { delete e; });
+      policy_worker_config pc;
+      pc.name = "policy-" + std::to_string(r);
+      pc.engine = trainers.back();
+      pc.execution = execution;
+      if (r == 0 && !group.empty()) pc.refit_group = std::move(group[0]);
+      policies.push_back(spawn_policy_worker(sys, pc));
+    }
+    trainer = trainers[0];
+    policy = policies[0];
     for (std::size_t i = 0; i < o.rollout_workers; ++i) {
       auto g = std::make_shared<gpu::fake_generate_engine>(tiny_generator());
       if (o.mode == refit_mode::colocated) CAF_REQUIRE(g->share_weights(trainer->shared_weights()).is_ok());
       generators.push_back(g);
       rollout_worker_config rc;
       rc.name = "rollout-" + std::to_string(i);
-      rc.engine = g;
+      rc.engine = hooks.rollout_engine ? hooks.rollout_engine(i, g) : g;
       rc.manifest = gpu::fake_manifest(tiny_model());
       rc.execution = execution;
       if (!group.empty()) rc.refit_group = std::move(group[i + 1]);
@@ -159,16 +197,19 @@ struct cluster {
     cc.timeout = std::chrono::seconds(30);
     coordinator = spawn_refit_coordinator(sys, cc);
     if (o.environment_workers == 0) {
-      environment = sys.spawn(environment_worker, scoring_function(parity_reward));
+      environment = sys.spawn(environment_worker, parity_scoring());
     } else {
       environment_config ec;
       ec.workers = o.environment_workers;
+      ec.score = parity_scoring();
       ec.execution = execution;
       environment = spawn_environment(sys, ec);
     }
     driver_config dc;
-    dc.policy = {policy};
-    dc.rollout = rollout;
+    for (std::size_t r = 0; r < policies.size(); ++r)
+      dc.policy.push_back(hooks.policy_for_driver ? hooks.policy_for_driver(sys, r, policies[r]) : policies[r]);
+    for (std::size_t i = 0; i < rollout.size(); ++i)
+      dc.rollout.push_back(hooks.rollout_for_driver ? hooks.rollout_for_driver(sys, i, rollout[i]) : rollout[i]);
     dc.refit = coordinator;
     dc.environment = environment;
     dc.prompts = test_prompts();
@@ -184,7 +225,7 @@ struct cluster {
   /// Asks every actor to exit.
   void shut_down() {
     for (auto& r : rollout) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
-    if (policy) caf::anon_send_exit(policy, caf::exit_reason::user_shutdown);
+    for (auto& p : policies) caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
     if (coordinator) caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     if (environment) caf::anon_send_exit(environment, caf::exit_reason::user_shutdown);
     if (driver) caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);

@@ -15,9 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
-#include "gpu/engine/fake_generate_engine.h"
-#include "gpu/engine/fake_train_engine.h"
+#include "gpu/engine/fake/fake_generate_engine.h"
+#include "gpu/engine/fake/fake_train_engine.h"
 #include "orchestration/config/resolve.h"
 #include "process_support.hpp"
 
@@ -73,9 +74,14 @@ inline std::string check_run(const std::string& recipe, const std::vector<std::s
   std::vector<std::string> resolved_overrides = all;
   resolved_overrides.push_back("runtime.engine=fake");
   const auto config = resolved(recipe, resolved_overrides);
-  const auto model = tandem::fake_model_settings(config);
+  // The trainer every policy rank built from this recipe (the engine factory's), at version 0.
+  auto engines = tandem::make_engines(config, true, false, nullptr);
+  BOOST_TEST_REQUIRE(bool(engines), (engines ? std::string() : engines.error().message()));
+  const auto* trainer = dynamic_cast<const tandem::gpu::fake_train_engine*>(engines->train.get());
+  BOOST_TEST_REQUIRE(trainer != nullptr);
+  const auto model = trainer->options();
   std::map<std::uint64_t, std::uint64_t> hash_of_version;  // weight version -> digest of its weights
-  hash_of_version[0] = tandem::gpu::fake_train_engine(model).weight_hash();
+  hash_of_version[0] = trainer->weight_hash();
 
   const auto steps_log = records(dir.path() / "metrics.jsonl");
   BOOST_TEST(steps_log.size() == steps, run.output());

@@ -10,8 +10,9 @@
 #include <vector>
 
 #include "gpu/comm/local_group.h"
-#include "gpu/engine/fake_generate_engine.h"
-#include "gpu/engine/fake_train_engine.h"
+#include "gpu/core/chunked_hash.h"
+#include "gpu/engine/fake/fake_generate_engine.h"
+#include "gpu/engine/fake/fake_train_engine.h"
 #include "support/temp_dir.h"
 
 using namespace tandem::gpu;
@@ -93,7 +94,7 @@ status refit(const fake_train_engine& trainer, fake_generate_engine& generator, 
       generator.abort_weight_update();
       return s;
     }
-    const status s = with_checksums ? generator.import_bucket(i, bucket, fnv1a_64(bucket))
+    const status s = with_checksums ? generator.import_bucket(i, bucket, chunked_xxh3(bucket))
                                     : generator.import_bucket(i, bucket);
     if (!s) return s;
   }
@@ -117,11 +118,20 @@ std::vector<finished_sequence> run_to_completion(fake_generate_engine& generator
 
 BOOST_AUTO_TEST_SUITE(fake_engines_test)
 
-BOOST_AUTO_TEST_CASE(fnv1a_64_matches_the_reference_vectors) {
-  const auto bytes = [](const std::string& s) { return std::as_bytes(std::span<const char>(s.data(), s.size())); };
-  BOOST_TEST(fnv1a_64(bytes("")) == 0xcbf29ce484222325ull);
-  BOOST_TEST(fnv1a_64(bytes("a")) == 0xaf63dc4c8601ec8cull);
-  BOOST_TEST(fnv1a_64(bytes("foobar")) == 0x85944171f73967e8ull);
+BOOST_AUTO_TEST_CASE(the_weight_hash_is_the_chunked_xxh3_of_the_weight_stream_over_several_chunks_and_tensors) {
+  // 3 MiB + 12 bytes in 5 tensors: tensor and chunk boundaries fall apart, so the shared view's
+  // per-tensor stream digest must chunk the concatenation exactly as the one-shot hash does.
+  fake_model_options o = small_model();
+  o.weight_bytes = 3 * static_cast<std::int64_t>(chunked_hash_chunk_bytes) + 12;
+  o.tensors = 5;
+  const fake_train_engine trainer(o);
+  fake_generate_engine generator(generator_options(o, 1 << 20));
+  BOOST_TEST(trainer.weight_hash() == chunked_xxh3(trainer.weight_bytes()));
+  BOOST_TEST(trainer.shared_weights().digest() == trainer.weight_hash());
+  BOOST_TEST(trainer.weights_digest() == trainer.weight_hash());
+  BOOST_TEST(generator.weight_hash() == trainer.weight_hash());
+  BOOST_REQUIRE(generator.share_weights(trainer.shared_weights()).is_ok());
+  BOOST_TEST(generator.weight_hash() == trainer.weight_hash());
 }
 
 BOOST_AUTO_TEST_CASE(the_manifest_lists_float32_tensors_whose_sizes_add_up_to_weight_bytes) {
@@ -146,7 +156,7 @@ BOOST_AUTO_TEST_CASE(weights_and_their_hash_are_a_pure_function_of_the_seed) {
   const fake_train_engine a(small_model(1)), b(small_model(1)), c(small_model(2));
   BOOST_TEST(a.weight_hash() == b.weight_hash());
   BOOST_TEST(a.weight_hash() != c.weight_hash());
-  BOOST_TEST(a.weight_hash() == fnv1a_64(a.weight_bytes()));
+  BOOST_TEST(a.weight_hash() == chunked_xxh3(a.weight_bytes()));
   BOOST_TEST(std::equal(a.weight_bytes().begin(), a.weight_bytes().end(), b.weight_bytes().begin()));
   const fake_generate_engine generator(generator_options(small_model(1)));
   BOOST_TEST(generator.weight_hash() == a.weight_hash());  // version 0 of both sides agree
@@ -205,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_train_step_changes_the_hash_and_reports_plausible_metrics
   BOOST_TEST(trainer.step_count() == 1);
   BOOST_TEST(trainer.accumulated_micro_batches() == 0);
   BOOST_TEST(trainer.weight_hash() != before);
-  BOOST_TEST(trainer.weight_hash() == fnv1a_64(trainer.weight_bytes()));
+  BOOST_TEST(trainer.weight_hash() == chunked_xxh3(trainer.weight_bytes()));
 }
 
 BOOST_AUTO_TEST_CASE(the_same_training_on_two_engines_gives_the_same_weights) {
@@ -323,7 +333,7 @@ BOOST_AUTO_TEST_CASE(a_corrupted_bucket_with_checksums_on_is_refused_and_the_old
   BOOST_TEST(!generator.pending_version().has_value());
 
   BOOST_REQUIRE(generator.begin_weight_update(1).is_ok());
-  const std::uint64_t checksum = fnv1a_64(bucket);
+  const std::uint64_t checksum = chunked_xxh3(bucket);
   bucket[17] ^= std::byte{0x40};  // corrupted in transit
   const status s = generator.import_bucket(1, bucket, checksum);
   BOOST_TEST(!s.is_ok());

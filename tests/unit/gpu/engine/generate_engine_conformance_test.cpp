@@ -11,8 +11,8 @@
 
 #include "gpu/engine/cpu_generate_engine.h"
 #include "gpu/engine/cpu_train_engine.h"
-#include "gpu/engine/fake_generate_engine.h"
-#include "gpu/engine/fake_train_engine.h"
+#include "gpu/engine/fake/fake_generate_engine.h"
+#include "gpu/engine/fake/fake_train_engine.h"
 
 namespace tg = tandem::gpu;
 namespace fs = std::filesystem;

@@ -1,6 +1,7 @@
 // A fake train_engine for actor and multi-process tests: its "weights" are a deterministic float32
-// vector (fake_weights.h) that every optimizer step changes, so the FNV-1a hash of the weights
-// names a weight version. Cheap, CPU-only, sized at will (hundreds of MB move like real weights).
+// vector (fake_weights.h) that every optimizer step changes, so the hash of the weights
+// (chunked_xxh3, gpu/core/chunked_hash.h) names a weight version. Cheap, CPU-only, sized at will
+// (hundreds of MB move like real weights).
 //
 // Behaviour (all of it deterministic: the same inputs on the same weights give the same outputs):
 // - logprobs(): token t at position p > 0 of a sequence gets fake_token_logprob(hash, t, p, vocab);
@@ -8,7 +9,8 @@
 //   emits, so generator and trainer agree on-policy.
 // - train_micro_batch(): the real clipped policy-gradient loss (ops::pg_loss_forward) over those
 //   logprobs gives the loss and metrics; the "gradient" added to the accumulator is
-//   scale * u_i, u_i in [-1, 1) drawn from (weight hash, tokens, offsets, mask, masked advantages),
+//   scale * u_i, u_i in [-1, 1) drawn from the chunked_xxh3 of (mixed weight hash, tokens,
+//   offsets, mask, masked advantages) as one byte stream,
 //   scale = 1 + sum of masked |advantage| / global token count. Never zero, so every step changes
 //   the weights even when every advantage is 0.
 // - optimizer_step(): sums the gradients over the data-parallel group (when one is given; every
@@ -19,7 +21,7 @@
 //   activations to recompute, no logits to chunk, no AdamW moments).
 // - offload_state() / restore_state(): the gradient buffer is freed and re-created; the weights
 //   stay where shared_weights() points.
-// - save()/load(): "weights.bin" (the raw weight stream) and "weights.txt" ("fnv1a64 <16 hex>",
+// - save()/load(): "weights.bin" (the raw weight stream) and "weights.txt" ("chunked_xxh3 <16 hex>",
 //   "step <n>", "bytes <n>") written into a temporary sibling folder that is renamed into place
 //   (replacing an older save); load() refuses a folder whose weights do not hash to its weights.txt.
 //
@@ -32,7 +34,7 @@
 #include <vector>
 
 #include "gpu/comm/communicator.h"
-#include "gpu/engine/fake_weights.h"
+#include "gpu/engine/fake/fake_weights.h"
 #include "gpu/engine/train_engine.h"
 
 namespace tandem::gpu {
@@ -59,7 +61,7 @@ class fake_train_engine final : public train_engine {
   result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
-  /// weight_hash(): FNV-1a 64 of the weight stream.
+  /// weight_hash(): chunked_xxh3 of the weight stream.
   std::uint64_t weights_digest() const override { return weight_hash(); }
   const weight_manifest& manifest() const override { return manifest_; }
   status export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const override;
@@ -72,7 +74,7 @@ class fake_train_engine final : public train_engine {
 
   /// The options in use (after normalized()).
   const fake_model_options& options() const { return options_; }
-  /// FNV-1a 64 of weight_bytes() (cached until the weights change).
+  /// chunked_xxh3 of weight_bytes() (cached until the weights change).
   std::uint64_t weight_hash() const;
   /// The weights as bytes, in manifest order. Valid for the engine's lifetime; contents change
   /// on optimizer_step() and load().

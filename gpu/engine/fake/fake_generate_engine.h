@@ -12,7 +12,7 @@
 //
 // Token i of a request (position p = prompt length + i in the whole sequence):
 //   words = random_words(request.rng with position = p)
-//   token = fake_mix64(hash-mix of weight_hash, FNV-1a of the prompt tokens, words) mod vocab
+//   token = fake_mix64(hash-mix of weight_hash, chunked_xxh3 of the prompt tokens, words) mod vocab
 //   logprob = fake_token_logprob(weight_hash, token, p, vocab)   (what fake_train_engine reports)
 // Sampling parameters are checked but do not change tokens.
 //
@@ -27,7 +27,8 @@
 // weights there are no buckets: bump_weight_version is the whole refit, and begin_weight_update is
 // refused. release_cache() has no cache to free (the fake keeps none) but keeps the contract's
 // rules: refused while sequences wait or run, and step() refuses to run work while released. With verify_checksums every bucket must come through the overload
-// carrying its FNV-1a 64 checksum; a mismatch aborts the update.
+// carrying its checksum (chunked_xxh3 of its bytes, gpu/core/chunked_hash.h); a mismatch aborts
+// the update.
 //
 // Not thread-safe, except fail_next(), which a test may call from any thread.
 #pragma once
@@ -39,7 +40,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gpu/engine/fake_weights.h"
+#include "gpu/engine/fake/fake_weights.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/weight_manifest.h"
 
@@ -49,7 +50,7 @@ struct fake_generate_options {
   fake_model_options model;              ///< the same options as the trainer's
   std::int32_t max_num_sequences = 8;    ///< running sequences at once, >= 1 (0 or less: 1)
   std::int64_t bucket_bytes = 1 << 20;   ///< refit bucket size, > 0 (0 or less: 1 MiB)
-  bool verify_checksums = false;         ///< every bucket must come with its FNV-1a 64 checksum
+  bool verify_checksums = false;         ///< every bucket must come with its chunked_xxh3 checksum
 };
 
 /// The calls whose failure a test can inject.
@@ -70,7 +71,7 @@ class fake_generate_engine final : public generate_engine {
   status begin_weight_update(std::uint64_t version) override;
   /// Refused when checksums are on: use the overload with the checksum.
   status import_bucket(std::size_t index, std::span<const std::byte> bytes) override;
-  /// The same, checking that FNV-1a 64 of `bytes` is `checksum` (whatever verify_checksums says).
+  /// The same, checking that chunked_xxh3 of `bytes` is `checksum` (whatever verify_checksums says).
   status import_bucket(std::size_t index, std::span<const std::byte> bytes, std::uint64_t checksum);
   status commit_weight_update() override;
   void abort_weight_update() override;
@@ -83,7 +84,7 @@ class fake_generate_engine final : public generate_engine {
   status restore_cache() override;
   bool cache_resident() const override { return cache_resident_; }
 
-  /// FNV-1a 64 of the weights read now (cached for its own copy; recomputed on every call, and
+  /// chunked_xxh3 of the weights read now (cached for its own copy; recomputed on every call, and
   /// on every step() with running sequences, when shared, since the owner may change them).
   std::uint64_t weight_hash() const;
   const weight_manifest& manifest() const { return manifest_; }

@@ -1,12 +1,14 @@
 // The fake generator: a continuous-batching scheduler over hash-determined tokens, and versioned
 // refits into a staging copy.
-#include "gpu/engine/fake_generate_engine.h"
+#include "gpu/engine/fake/fake_generate_engine.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
+
+#include "gpu/core/chunked_hash.h"
 
 namespace tandem::gpu {
 namespace {
@@ -25,7 +27,7 @@ fake_generate_options normalized(fake_generate_options o) {
 }
 
 std::uint64_t prompt_hash(const std::vector<std::int32_t>& prompt) {
-  return fnv1a_64(std::as_bytes(std::span<const std::int32_t>(prompt)));
+  return chunked_xxh3(std::as_bytes(std::span<const std::int32_t>(prompt)));
 }
 
 /// Token at `position` of a request: the weights, the prompt and the counter RNG, mixed.
@@ -77,7 +79,7 @@ fake_generate_engine::fake_generate_engine(const fake_generate_options& options)
 
 std::uint64_t fake_generate_engine::weight_hash() const {
   if (!shared_.empty()) return shared_.digest();
-  if (!hash_) hash_ = fnv1a_64(std::as_bytes(std::span<const float>(own_)));
+  if (!hash_) hash_ = chunked_xxh3(std::as_bytes(std::span<const float>(own_)));
   return *hash_;
 }
 
@@ -218,9 +220,9 @@ status fake_generate_engine::import_checked(std::size_t index, std::span<const s
                            which + "verify_checksums is on and no checksum came with it (use import_bucket(index, "
                                    "bytes, checksum), or turn verify_checksums off when the caller checks)"));
   if (checksum) {
-    const std::uint64_t actual = fnv1a_64(bytes);
+    const std::uint64_t actual = chunked_xxh3(bytes);
     if (actual != *checksum)
-      return abort_with(fail(status_code::io_error, which + "corrupted: FNV-1a 64 " + hex64(actual) +
+      return abort_with(fail(status_code::io_error, which + "corrupted: checksum " + hex64(actual) +
                                                         ", the sender's " + hex64(*checksum) +
                                                         "; version " + std::to_string(version_) + " stays live"));
   }

@@ -1,5 +1,5 @@
 // The fake trainer: deterministic logprobs, loss, "gradients" and steps over a float vector.
-#include "gpu/engine/fake_train_engine.h"
+#include "gpu/engine/fake/fake_train_engine.h"
 
 #include <unistd.h>
 
@@ -14,11 +14,14 @@
 #include <string>
 #include <system_error>
 
+#include "gpu/core/chunked_hash.h"
+
 namespace tandem::gpu {
 namespace {
 
 constexpr const char* weights_file = "weights.bin";
 constexpr const char* info_file = "weights.txt";
+constexpr const char* hash_key = "chunked_xxh3";  // weights.txt's line naming the weights' hash
 
 status fail(status_code code, const std::string& what) { return {code, "fake_train_engine: " + what}; }
 
@@ -30,8 +33,15 @@ status injected(fake_train_operation op) {
 float signed_unit(std::uint64_t x) { return static_cast<float>(x >> 40) * 0x1.0p-23f - 1.0f; }
 
 template <class T>
-std::uint64_t hash_values(const std::vector<T>& v, std::uint64_t h) {
-  return fnv1a_64(std::as_bytes(std::span<const T>(v)), h);
+void hash_values(chunked_xxh3_stream& h, const std::vector<T>& v) {
+  h.update(std::as_bytes(std::span<const T>(v)));
+}
+
+/// A stream that starts with the 8 bytes of `x` (host order).
+chunked_xxh3_stream stream_from(std::uint64_t x) {
+  chunked_xxh3_stream h;
+  h.update(std::as_bytes(std::span<const std::uint64_t, 1>(&x, 1)));
+  return h;
 }
 
 std::string hex64(std::uint64_t v) {
@@ -95,7 +105,7 @@ fake_train_engine::fake_train_engine(const fake_model_options& model, const trai
 }
 
 std::uint64_t fake_train_engine::weight_hash() const {
-  if (!hash_) hash_ = fnv1a_64(weight_bytes());
+  if (!hash_) hash_ = chunked_xxh3(weight_bytes());
   return *hash_;
 }
 
@@ -160,11 +170,12 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
     masked_advantages[t] = mb.mask[t] != 0 ? mb.advantages[t] : 0.0f;
     advantage_mass += std::fabs(static_cast<double>(masked_advantages[t]));
   }
-  std::uint64_t seed = fake_mix64(weight_hash());
-  seed = hash_values(mb.sequences.tokens, seed);
-  seed = hash_values(mb.sequences.offsets, seed);
-  seed = hash_values(mb.mask, seed);
-  seed = hash_values(masked_advantages, seed);
+  chunked_xxh3_stream h = stream_from(fake_mix64(weight_hash()));
+  hash_values(h, mb.sequences.tokens);
+  hash_values(h, mb.sequences.offsets);
+  hash_values(h, mb.mask);
+  hash_values(h, masked_advantages);
+  const std::uint64_t seed = h.digest();
   const auto scale = static_cast<float>(1.0 + advantage_mass / static_cast<double>(std::max<std::int64_t>(1, counts.tokens)));
   ensure_gradients();
   for (std::size_t i = 0; i < gradients_.size(); ++i) gradients_[i] += scale * signed_unit(fake_mix64(seed + i));
@@ -180,9 +191,10 @@ result<double> fake_train_engine::train_cross_entropy(const packed_sequences& ba
   double loss = 0;
   for (float v : *lp) loss -= v;  // token 0 of each sequence contributes 0
   loss /= static_cast<double>(global_tokens);
-  std::uint64_t seed = fake_mix64(weight_hash() ^ 0x5f7a11ce5eedull);
-  seed = hash_values(batch.tokens, seed);
-  seed = hash_values(batch.offsets, seed);
+  chunked_xxh3_stream h = stream_from(fake_mix64(weight_hash() ^ 0x5f7a11ce5eedull));
+  hash_values(h, batch.tokens);
+  hash_values(h, batch.offsets);
+  const std::uint64_t seed = h.digest();
   ensure_gradients();
   const auto scale = static_cast<float>(1.0 + loss);
   for (std::size_t i = 0; i < gradients_.size(); ++i) gradients_[i] += scale * signed_unit(fake_mix64(seed + i));
@@ -268,8 +280,8 @@ status fake_train_engine::save(const std::filesystem::path& directory) const {
   std::filesystem::create_directories(temporary, ec);
   if (ec) return fail(status_code::io_error, "save: cannot create " + temporary.string() + ": " + ec.message());
   const auto bytes = weight_bytes();
-  const std::string info = "fnv1a64 " + hex64(weight_hash()) + "\nstep " + std::to_string(step_) + "\nbytes " +
-                           std::to_string(bytes.size()) + "\n";
+  const std::string info = std::string(hash_key) + " " + hex64(weight_hash()) + "\nstep " + std::to_string(step_) +
+                           "\nbytes " + std::to_string(bytes.size()) + "\n";
   status s = write_file(temporary / weights_file, reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (s) s = write_file(temporary / info_file, info.data(), info.size());
   if (s) {
@@ -307,10 +319,10 @@ status fake_train_engine::load(const std::filesystem::path& directory) {
   std::stringstream info;
   info << info_in.rdbuf();
   std::uint64_t hash = 0, step = 0, bytes = 0;
-  if (!read_field(info.str(), "fnv1a64", 16, hash) || !read_field(info.str(), "step", 10, step) ||
+  if (!read_field(info.str(), hash_key, 16, hash) || !read_field(info.str(), "step", 10, step) ||
       !read_field(info.str(), "bytes", 10, bytes))
-    return fail(status_code::io_error, "load: " + (directory / info_file).string() +
-                                           " lacks a valid \"fnv1a64 <hex>\", \"step <n>\" or \"bytes <n>\" line");
+    return fail(status_code::io_error, "load: " + (directory / info_file).string() + " lacks a valid \"" + hash_key +
+                                           " <hex>\", \"step <n>\" or \"bytes <n>\" line");
   if (bytes != static_cast<std::uint64_t>(options_.weight_bytes))
     return fail(status_code::invalid_argument, "load: " + directory.string() + " holds " + std::to_string(bytes) +
                                                    " bytes of weights, this model " +
@@ -324,7 +336,7 @@ status fake_train_engine::load(const std::filesystem::path& directory) {
   std::ifstream in(path, std::ios::binary);
   in.read(reinterpret_cast<char*>(loaded.data()), static_cast<std::streamsize>(bytes));
   if (!in) return fail(status_code::io_error, "load: cannot read " + path.string());
-  const std::uint64_t actual = fnv1a_64(std::as_bytes(std::span<const float>(loaded)));
+  const std::uint64_t actual = chunked_xxh3(std::as_bytes(std::span<const float>(loaded)));
   if (actual != hash)
     return fail(status_code::io_error, "load: " + path.string() + " hashes to " + hex64(actual) + ", " + info_file +
                                            " says " + hex64(hash));

@@ -1,6 +1,7 @@
 // What the fake engines (fake_train_engine.h, fake_generate_engine.h) share: the fake model's
-// options and manifest, its deterministic initial weights, the FNV-1a 64 hash that names a weight
-// version, the per-token logprob both engines report, and the switch that injects failures.
+// options and manifest, its deterministic initial weights, the per-token logprob both engines
+// report, and the switch that injects failures. A weight version is named by the chunked_xxh3
+// (gpu/core/chunked_hash.h) of the weight stream.
 //
 // The fake model: `tensors` float32 tensors "model.layers.N.fake.weight" (N = 0, 1, ...), each of
 // floor(weight_bytes / 4 / tensors) elements, the last one taking the remainder; laid out end to

@@ -1,5 +1,5 @@
 // The fake model's manifest, initial weights, hash and per-token logprob.
-#include "gpu/engine/fake_weights.h"
+#include "gpu/engine/fake/fake_weights.h"
 
 #include <cmath>
 #include <string>
