@@ -3,6 +3,7 @@
 #include "actors/driver/driver.hpp"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -294,14 +295,26 @@ struct driver_state {
   std::optional<caf::error> diverged(const step_report& rep, const std::vector<std::string>& names) const {
     const auto& d = rep.weights_digests;
     if (d.empty() || d.front() == 0) return std::nullopt;
-    for (std::size_t i = 1; i < d.size(); ++i) {
-      if (d[i] == d.front()) continue;
+    if (std::all_of(d.begin(), d.end(), [&](std::uint64_t x) { return x == d.front(); })) return std::nullopt;
+    // Name the ranks that left the majority's weights; with no majority, the first two that differ.
+    std::map<std::uint64_t, std::size_t> votes;
+    for (const auto x : d) ++votes[x];
+    const auto most = std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::string odd;
+    std::size_t odd_count = 0;
+    if (most->second * 2 > d.size()) {
+      for (std::size_t i = 0; i < d.size(); ++i)
+        if (d[i] != most->first) odd += (odd_count++ ? ", " : "") + names[i];
       return tandem_error(tandem_errc::engine_failure,
-                          "driver: step " + std::to_string(rep.step) + ": the weights of " +
-                              names[i] + " differ from " + names[0] +
-                              "'s after the optimizer step (data-parallel ranks diverged)");
+                          "driver: step " + std::to_string(rep.step) + ": the weights of " + odd + " differ from the other " +
+                              std::to_string(most->second) +
+                              " data-parallel ranks' after the optimizer step (data-parallel ranks diverged)");
     }
-    return std::nullopt;
+    std::size_t other = 1;
+    while (d[other] == d.front()) ++other;
+    return tandem_error(tandem_errc::engine_failure,
+                        "driver: step " + std::to_string(rep.step) + ": the weights of " + names[other] + " differ from " +
+                            names[0] + "'s after the optimizer step (data-parallel ranks diverged)");
   }
 
   // ---- refitting --------------------------------------------------------------------------------

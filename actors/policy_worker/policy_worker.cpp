@@ -2,6 +2,7 @@
 #include "actors/policy_worker/policy_worker.hpp"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -75,17 +76,24 @@ struct policy_worker_state {
     busy_with = "train";
     const std::size_t micro_batches = job.micro_batches.size();
     auto engine = config.engine;
-    auto work = [engine, job = std::move(job)]() -> gpu::result<gpu::train_step_result> {
-      return engine->train_step(job.micro_batches, job.loss, job.counts, job.sampling);
+    // The digest of the new weights, taken on the engine thread right after the step: the driver
+    // compares the data-parallel ranks' digests to catch a rank that drifted.
+    auto digest = std::make_shared<std::uint64_t>(0);
+    auto work = [engine, digest, job = std::move(job)]() -> gpu::result<gpu::train_step_result> {
+      auto r = engine->train_step(job.micro_batches, job.loss, job.counts, job.sampling);
+      if (r) *digest = engine->weights_digest();
+      return r;
     };
-    runner.run(self, std::move(work), [this, rp, micro_batches](gpu::result<gpu::train_step_result> r) mutable {
+    runner.run(self, std::move(work), [this, rp, micro_batches, digest](gpu::result<gpu::train_step_result> r) mutable {
       busy_with = nullptr;
       if (!r) {
         rp.deliver(engine_error(where("train from v" + std::to_string(version)), r.error()));
         return;
       }
       ++version;
-      rp.deliver(train_report{config.name, version, micro_batches, r.value().metrics, r.value().optimizer});
+      train_report report{config.name, version, micro_batches, r.value().metrics, r.value().optimizer};
+      report.weights_digest = *digest;
+      rp.deliver(std::move(report));
     });
     return rp;
   }
