@@ -2,9 +2,13 @@
 # Builds tandem and runs a recipe: the default one (configs/recipes/tiny-cpu.yaml) or the one given,
 # with any key=value overrides after it (`--dry-run` prints the plan instead).
 #
-# Until the Gemma 4 engines land, the run uses the fake engines (runtime.engine=fake): the whole
+# Until the Gemma 4 engines run in the RL loop, the tiny recipes set runtime.engine: fake: the whole
 # runtime (worker processes, control and data planes, training steps, refits) over a deterministic
-# fake model; a later runtime.engine=... on the command line wins.
+# fake model. A recipe asking for something not built yet is refused, with the list.
+#
+# --fresh: a run directory (logger.log_dir, logs/tiny-cpu by default) that holds an earlier run is
+# left as it is and this run writes to the first free sibling (logs/tiny-cpu.2, ...), so running
+# this script again never mixes two runs' records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh
@@ -13,4 +17,4 @@ if [ $# -gt 0 ] && [[ "$1" != *=* ]] && [[ "$1" != --* ]]; then
   recipe="$1"
   shift
 fi
-exec "${TANDEM_BUILD_DIR:-build}/tandem" run "$recipe" runtime.engine=fake "$@"
+exec "${TANDEM_BUILD_DIR:-build}/tandem" run "$recipe" --fresh "$@"

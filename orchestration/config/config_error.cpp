@@ -23,12 +23,15 @@ std::string config_error::to_string() const {
   return out;
 }
 
-std::string to_string(const config_errors& errors) {
+std::string to_string(const config_errors& errors, std::size_t limit) {
   std::string out;
-  for (const auto& e : errors) {
-    out += e.to_string();
+  for (std::size_t i = 0; i < errors.size() && i < limit; ++i) {
+    out += errors[i].to_string();
     out += '\n';
   }
+  if (errors.size() > limit)
+    out += "... and " + std::to_string(errors.size() - limit) + " more errors (" + std::to_string(errors.size()) +
+           " in all; fix these first)\n";
   return out;
 }
 

@@ -1,6 +1,7 @@
 // Where a configuration value came from, and the errors that point there.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,10 @@ struct config_error {
 
 using config_errors = std::vector<config_error>;
 
-/// All errors, one per line, in the order given.
-std::string to_string(const config_errors& errors);
+/// Errors a report prints; a recipe with more gets the first ones and a count of the rest.
+inline constexpr std::size_t reported_errors = 50;
+
+/// The errors, one per line, in the order given: the first `limit`, then one line counting the rest.
+std::string to_string(const config_errors& errors, std::size_t limit = reported_errors);
 
 }  // namespace tandem::config

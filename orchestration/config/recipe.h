@@ -13,7 +13,7 @@ enum class compute_backend { cpu, cuda };
 enum class recompute_granularity { none, selective, full };
 enum class state_dtype { float32, bfloat16 };
 enum class importance_sampling_type { tis, icepop, seq_mask_tis };
-enum class environment_kind { arithmetic, math };
+enum class environment_kind { parity, arithmetic, math };
 enum class engine_kind { gemma4, fake };
 
 struct reward_scaling_config {
@@ -109,7 +109,7 @@ struct policy_config {
   std::string model_name;
   std::int64_t train_global_batch_size{};
   std::int64_t train_micro_batch_size{};
-  std::int64_t logprob_batch_size{};
+  std::optional<std::int64_t> logprob_batch_size;  // null: a rank's whole share per pass
   std::int64_t max_total_sequence_length{};
   std::int64_t logprob_chunk_size{};
   std::optional<double> max_grad_norm{};
@@ -126,7 +126,7 @@ struct policy_config {
 };
 
 struct data_config {
-  std::string train_dataset{};
+  std::optional<std::string> train_dataset;  // null: the engines' own prompts (fake)
   std::optional<std::string> validation_dataset;
   std::int64_t max_input_seq_length{};
   bool shuffle{};

@@ -82,8 +82,10 @@ class layer_reader {
     } else if (schema_.is_section(path)) {
       layer_.sections.emplace(path, locate(key_node.Mark()));
       read_section(v, path, false);
-    } else {
+    } else if (errors_.size() < reported_errors) {
       error(key_node.Mark(), path, unknown_key_message(section, name, schema_));
+    } else {  // past what a report prints: counted, without the search for a suggestion
+      error(key_node.Mark(), path, "unknown key");
     }
   }
 
@@ -292,6 +294,13 @@ recipe_layer parse_overrides(const std::vector<std::string>& overrides, const sc
     layer_reader reader(s, layer, errors, origin);
     if (!s.is_section(section)) {
       errors.push_back({origin, path, unknown_key_message("", path, s)});
+      continue;
+    }
+    if (s.is_section(path) && !s.find(path) && (value.IsNull() || (value.IsMap() && value.size() == 0))) {
+      // In a file, an empty section is harmless; on the command line it reads as "clear the
+      // section", which a layer cannot do: say so instead of doing nothing.
+      errors.push_back({origin, path, "is a section: an override sets one key (" + path +
+                                          ".KEY=VALUE); an empty value would change nothing"});
       continue;
     }
     YAML::Node key_node(name);

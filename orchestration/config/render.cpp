@@ -104,7 +104,7 @@ std::string render_schema(const schema& s) {
     std::string type = type_text(k);
     if (k.nullable) type += " or null";
     std::string flags = k.required ? ", required" : "";
-    if (k.only_value) flags += ", only " + to_yaml(*k.only_value) + " for now";
+    if (k.unbuilt) flags += ", not built yet: " + k.unbuilt->reason;
     return {k.required ? "~" : to_yaml(k.default_value), type + range_text(k) + flags + ". " + k.description};
   }, out);
   return out;

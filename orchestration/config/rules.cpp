@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "orchestration/config/checked_int.h"
 #include "orchestration/config/resolve.h"
 #include "orchestration/topology/worlds.h"
 
@@ -71,7 +72,8 @@ class rule_checker {
   void runtime() {
     network();
     const auto& rt = c_.runtime;
-    if (rt.heartbeat_timeout_ms < 2 * rt.heartbeat_interval_ms)
+    const auto twice = checked_mul(2, rt.heartbeat_interval_ms);
+    if (!twice || rt.heartbeat_timeout_ms < *twice)
       fail({"runtime.heartbeat_timeout_ms", "runtime.heartbeat_interval_ms"},
            "must be at least twice runtime.heartbeat_interval_ms (" + n(rt.heartbeat_interval_ms) +
                "), or one late heartbeat declares a healthy worker dead; got " + n(rt.heartbeat_timeout_ms));
@@ -115,31 +117,53 @@ class rule_checker {
 
   void batch_sizes(bool cluster_fits) {
     const auto& p = c_.policy;
-    const std::int64_t rollouts = c_.grpo.num_prompts_per_step * c_.grpo.num_generations_per_prompt;
+    const char* counts[] = {"grpo.num_prompts_per_step", "grpo.num_generations_per_prompt"};
+    const auto product = checked_mul(c_.grpo.num_prompts_per_step, c_.grpo.num_generations_per_prompt);
+    if (!product) {
+      fail({counts[0], counts[1]}, "grpo.num_prompts_per_step x grpo.num_generations_per_prompt overflows a 64-bit count");
+      return;
+    }
+    const std::int64_t rollouts = *product;
+    // Every rollout of a step, at full length, must be addressable by a packed batch's offsets.
+    const auto step_tokens = checked_mul(rollouts, p.max_total_sequence_length);
+    if (!step_tokens || *step_tokens > max_packed_tokens)
+      fail({counts[0], counts[1], "policy.max_total_sequence_length"},
+           "a step of " + n(rollouts) + " rollouts of up to " + n(p.max_total_sequence_length) +
+               " tokens holds more than " + n(max_packed_tokens) + " tokens, the most a packed batch addresses");
     if (rollouts % p.train_global_batch_size != 0)
       fail({"grpo.num_prompts_per_step", "grpo.num_generations_per_prompt", "policy.train_global_batch_size"},
            "rollouts per step, grpo.num_prompts_per_step (" + n(c_.grpo.num_prompts_per_step) +
                ") x grpo.num_generations_per_prompt (" + n(c_.grpo.num_generations_per_prompt) + ") = " + n(rollouts) +
                ", must be a multiple of policy.train_global_batch_size (" + n(p.train_global_batch_size) + ")");
     if (cluster_fits) {  // the data-parallel size needs a cluster that fits
-      const std::int64_t dp = topology::compute_worlds(c_).data_parallel_size;
-      if (p.train_global_batch_size % (dp * p.train_micro_batch_size) != 0)
+      const topology::worlds w = topology::compute_worlds(c_);
+      const std::int64_t dp = w.data_parallel_size;
+      const std::int64_t model_parallel = p.tensor_parallel_size * p.context_parallel_size;  // each <= 2^16
+      if (dp == 0 || w.training_devices % model_parallel != 0) {
+        fail({"policy.tensor_parallel_size", "policy.context_parallel_size", "cluster.gpus_per_node", "cluster.num_nodes"},
+             "the " + n(w.training_devices) + " training devices are not a multiple of policy.tensor_parallel_size x "
+             "policy.context_parallel_size (" + n(model_parallel) + ")");
+        return;
+      }
+      const auto per_pass = checked_mul(dp, p.train_micro_batch_size);
+      if (!per_pass || p.train_global_batch_size % *per_pass != 0)
         fail({"policy.train_global_batch_size", "policy.train_micro_batch_size", "cluster.num_nodes",
               "cluster.gpus_per_node"},
              "policy.train_global_batch_size (" + n(p.train_global_batch_size) +
                  ") must be a multiple of the data-parallel size (" + n(dp) +
                  " training devices) x policy.train_micro_batch_size (" + n(p.train_micro_batch_size) + ") = " +
-                 n(dp * p.train_micro_batch_size));
+                 (per_pass ? n(*per_pass) : std::string("more than 2^63")));
     }
   }
 
   void lengths() {
     const auto in = c_.data.max_input_seq_length, out = c_.policy.generation.max_new_tokens,
                total = c_.policy.max_total_sequence_length;
-    if (in + out > total)
+    const auto sum = checked_add(in, out);
+    if (!sum || *sum > total)
       fail({"policy.max_total_sequence_length", "data.max_input_seq_length", "policy.generation.max_new_tokens"},
            "data.max_input_seq_length (" + n(in) + ") + policy.generation.max_new_tokens (" + n(out) + ") = " +
-               n(in + out) + " exceeds policy.max_total_sequence_length (" + n(total) + ")");
+               (sum ? n(*sum) : std::string("more than 2^63")) + " exceeds policy.max_total_sequence_length (" + n(total) + ")");
     const auto& s = c_.grpo.reward_shaping;
     if (s.enabled && s.overlong_buffer_length >= s.max_response_length)
       fail({"grpo.reward_shaping.overlong_buffer_length", "grpo.reward_shaping.max_response_length"},

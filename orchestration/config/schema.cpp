@@ -13,264 +13,372 @@ namespace {
 using internal::key;
 using R = recipe_config;
 
+// Upper bounds keep each value within the type it travels in or multiplies into: steps within the
+// 32-bit step of every sampling seed, token counts and lengths within 2^24 (a packed batch's
+// offsets are 32-bit), token ids and top_k within int32, batch sizes within 2^20 per pass, and
+// products (rollouts x length, devices) within the checked rules of rules.cpp.
 void declare_grpo(schema& s) {
   key(s, "grpo.num_prompts_per_step", "Prompts drawn from the dataset per step").integer(32).at_least(1)
-      .at_most(1 << 20).to([](R& r) -> auto& { return r.grpo.num_prompts_per_step; });
+      .at_most(1 << 20).to([](R& r) -> auto& { return r.grpo.num_prompts_per_step; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
   key(s, "grpo.num_generations_per_prompt", "Samples per prompt (the GRPO group size)").integer(16)
-      .at_least(2).at_most(1 << 16).to([](R& r) -> auto& { return r.grpo.num_generations_per_prompt; });
+      .at_least(2).at_most(1 << 16).to([](R& r) -> auto& { return r.grpo.num_generations_per_prompt; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
   key(s, "grpo.max_num_steps", "Stop after this many steps").integer(1000000).at_least(1)
-      .to([](R& r) -> auto& { return r.grpo.max_num_steps; });
+      .to([](R& r) -> auto& { return r.grpo.max_num_steps; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(4294967295.0);
   key(s, "grpo.max_num_epochs", "Stop after this many passes over the training data").integer(1)
-      .at_least(1).to([](R& r) -> auto& { return r.grpo.max_num_epochs; });
-  key(s, "grpo.normalize_rewards", "Divide advantages by the group's reward std").boolean(true)
-      .to([](R& r) -> auto& { return r.grpo.normalize_rewards; });
+      .at_least(1).to([](R& r) -> auto& { return r.grpo.max_num_epochs; })
+      .part_of("data.train_dataset").at_most(4294967295.0);
+  key(s, "grpo.normalize_rewards", "Divide advantages by the group's reward std").boolean(false)
+      .to([](R& r) -> auto& { return r.grpo.normalize_rewards; })
+      .not_built_unless([](const R& r) { return r.grpo.normalize_rewards; }, false, "true", "dividing advantages by the group reward std is not built yet (advantages are the reward minus the group mean)");
   key(s, "grpo.use_leave_one_out_baseline", "Baseline each sample on the other samples of its group (RLOO)")
-      .boolean(false).to([](R& r) -> auto& { return r.grpo.use_leave_one_out_baseline; });
+      .boolean(false).to([](R& r) -> auto& { return r.grpo.use_leave_one_out_baseline; })
+      .not_built_unless([](const R& r) { return r.grpo.use_leave_one_out_baseline; }, false, "true", "the leave-one-out baseline is not built yet");
   key(s, "grpo.use_dynamic_sampling", "DAPO: keep only groups whose rewards differ, generate until the batch is full")
-      .boolean(false).to([](R& r) -> auto& { return r.grpo.use_dynamic_sampling; });
+      .boolean(false).to([](R& r) -> auto& { return r.grpo.use_dynamic_sampling; })
+      .not_built_unless([](const R& r) { return r.grpo.use_dynamic_sampling; }, false, "true", "dynamic sampling is not built yet");
   key(s, "grpo.batch_multiplier", "Prompts per generation round = num_prompts_per_step x this (dynamic sampling)")
-      .integer(1).at_least(1).to([](R& r) -> auto& { return r.grpo.batch_multiplier; });
+      .integer(1).at_least(1).to([](R& r) -> auto& { return r.grpo.batch_multiplier; })
+      .part_of("grpo.use_dynamic_sampling").at_most(1024);
   key(s, "grpo.dynamic_sampling_max_gen_batches", "Fail the step after this many generation rounds without a full batch")
-      .integer(10).at_least(1).to([](R& r) -> auto& { return r.grpo.dynamic_sampling_max_gen_batches; });
+      .integer(10).at_least(1).to([](R& r) -> auto& { return r.grpo.dynamic_sampling_max_gen_batches; })
+      .part_of("grpo.use_dynamic_sampling").at_most(65536);
   key(s, "grpo.reward_scaling.enabled", "Clamp rewards to [source_min, source_max] and map them onto [target_min, target_max]")
-      .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_scaling.enabled; });
+      .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_scaling.enabled; })
+      .not_built_unless([](const R& r) { return r.grpo.reward_scaling.enabled; }, false, "true", "reward scaling is not built yet");
   key(s, "grpo.reward_scaling.source_min", "Lower end of the raw reward range").real(0.0)
-      .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_min; });
+      .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_min; })
+      .part_of("grpo.reward_scaling.enabled");
   key(s, "grpo.reward_scaling.source_max", "Upper end of the raw reward range").real(1.0)
-      .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_max; });
+      .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_max; })
+      .part_of("grpo.reward_scaling.enabled");
   key(s, "grpo.reward_scaling.target_min", "Scaled reward of source_min").real(0.0)
-      .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_min; });
+      .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_min; })
+      .part_of("grpo.reward_scaling.enabled");
   key(s, "grpo.reward_scaling.target_max", "Scaled reward of source_max").real(1.0)
-      .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_max; });
+      .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_max; })
+      .part_of("grpo.reward_scaling.enabled");
   key(s, "grpo.reward_shaping.enabled", "DAPO overlong shaping: penalise responses that run into the overlong buffer")
-      .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_shaping.enabled; });
+      .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_shaping.enabled; })
+      .not_built_unless([](const R& r) { return r.grpo.reward_shaping.enabled; }, false, "true", "overlong reward shaping is not built yet");
   key(s, "grpo.reward_shaping.overlong_buffer_length", "Tokens before max_response_length over which the penalty ramps up")
-      .integer(128).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_length; });
+      .integer(128).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_length; })
+      .part_of("grpo.reward_shaping.enabled").at_most(1 << 24);
   key(s, "grpo.reward_shaping.overlong_buffer_penalty", "Penalty at max_response_length").real(1.0)
-      .at_least(0).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_penalty; });
+      .at_least(0).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_penalty; })
+      .part_of("grpo.reward_shaping.enabled");
   key(s, "grpo.reward_shaping.max_response_length", "Response length at which the full penalty applies")
-      .integer(2048).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.max_response_length; });
+      .integer(2048).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.max_response_length; })
+      .part_of("grpo.reward_shaping.enabled").at_most(1 << 24);
   key(s, "grpo.overlong_filtering", "Exclude truncated samples from the loss").boolean(false)
-      .to([](R& r) -> auto& { return r.grpo.overlong_filtering; });
+      .to([](R& r) -> auto& { return r.grpo.overlong_filtering; })
+      .not_built_unless([](const R& r) { return r.grpo.overlong_filtering; }, false, "true", "overlong filtering is not built yet");
   key(s, "grpo.advantage_clip_low", "Clamp advantages from below (null: no clamp)").real(0).null_default()
-      .to([](R& r) -> auto& { return r.grpo.advantage_clip_low; });
+      .to([](R& r) -> auto& { return r.grpo.advantage_clip_low; })
+      .not_built_unless([](const R& r) { return r.grpo.advantage_clip_low; }, std::optional<double>{}, "-5.0", "advantage clipping is not built yet");
   key(s, "grpo.advantage_clip_high", "Clamp advantages from above (null: no clamp)").real(0).null_default()
-      .to([](R& r) -> auto& { return r.grpo.advantage_clip_high; });
+      .to([](R& r) -> auto& { return r.grpo.advantage_clip_high; })
+      .not_built_unless([](const R& r) { return r.grpo.advantage_clip_high; }, std::optional<double>{}, "5.0", "advantage clipping is not built yet");
   key(s, "grpo.max_trajectory_age_steps", "0: synchronous GRPO; 1: generation of step n+1 overlaps training of step n")
-      .integer(0).at_least(0).at_most(1).to([](R& r) -> auto& { return r.grpo.max_trajectory_age_steps; });
+      .integer(0).at_least(0).at_most(1).to([](R& r) -> auto& { return r.grpo.max_trajectory_age_steps; })
+      .not_built_unless([](const R& r) { return r.grpo.max_trajectory_age_steps; }, std::int64_t{0}, "1", "one-step off-policy generation is not built yet");
   key(s, "grpo.val_period", "Validate every this many steps (0: never)").integer(0).at_least(0)
-      .to([](R& r) -> auto& { return r.grpo.val_period; });
+      .to([](R& r) -> auto& { return r.grpo.val_period; })
+      .not_built_unless([](const R& r) { return r.grpo.val_period; }, std::int64_t{0}, "5", "validation is not built yet").at_most(4294967295.0);
   key(s, "grpo.val_at_start", "Validate before the first step").boolean(false)
-      .to([](R& r) -> auto& { return r.grpo.val_at_start; });
+      .to([](R& r) -> auto& { return r.grpo.val_at_start; })
+      .not_built_unless([](const R& r) { return r.grpo.val_at_start; }, false, "true", "validation is not built yet");
   key(s, "grpo.val_at_end", "Validate after the last step").boolean(false)
-      .to([](R& r) -> auto& { return r.grpo.val_at_end; });
+      .to([](R& r) -> auto& { return r.grpo.val_at_end; })
+      .not_built_unless([](const R& r) { return r.grpo.val_at_end; }, false, "true", "validation is not built yet");
   key(s, "grpo.max_val_samples", "Validation prompts per validation").integer(256).at_least(1)
-      .to([](R& r) -> auto& { return r.grpo.max_val_samples; });
+      .to([](R& r) -> auto& { return r.grpo.max_val_samples; })
+      .part_of("grpo.val_period").at_most(1 << 20);
   key(s, "grpo.val_batch_size", "Validation prompts generated at once").integer(256).at_least(1)
-      .to([](R& r) -> auto& { return r.grpo.val_batch_size; });
+      .to([](R& r) -> auto& { return r.grpo.val_batch_size; })
+      .part_of("grpo.val_period").at_most(1 << 20);
   key(s, "grpo.seed", "Seed of every random stream (data order, sampling)").integer(42).at_least(0)
-      .to([](R& r) -> auto& { return r.grpo.seed; });
+      .to([](R& r) -> auto& { return r.grpo.seed; })
+      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
 }
 
 void declare_loss(schema& s) {
   key(s, "loss_fn.reference_policy_kl_penalty", "Weight of the k3 KL term against the initial policy (0: off)")
-      .real(0.0).at_least(0).to([](R& r) -> auto& { return r.loss_fn.reference_policy_kl_penalty; });
+      .real(0.0).at_least(0).to([](R& r) -> auto& { return r.loss_fn.reference_policy_kl_penalty; })
+      .not_built_unless([](const R& r) { return r.loss_fn.reference_policy_kl_penalty; }, 0.0, "0.01", "the KL term needs reference-policy logprobs, which the RL loop does not compute yet");
   key(s, "loss_fn.kl_input_clamp_value", "Clamp of the log-ratio fed to the KL estimate").real(20.0)
-      .above(0).to([](R& r) -> auto& { return r.loss_fn.kl_input_clamp_value; });
+      .above(0).to([](R& r) -> auto& { return r.loss_fn.kl_input_clamp_value; })
+      .part_of("loss_fn.reference_policy_kl_penalty");
   key(s, "loss_fn.kl_output_clamp_value", "Clamp of the per-token KL estimate").real(10.0).above(0)
-      .to([](R& r) -> auto& { return r.loss_fn.kl_output_clamp_value; });
+      .to([](R& r) -> auto& { return r.loss_fn.kl_output_clamp_value; })
+      .part_of("loss_fn.reference_policy_kl_penalty");
   key(s, "loss_fn.ratio_clip_min", "PPO ratio lower clip: 1 - ratio_clip_min").real(0.2).at_least(0)
-      .below(1).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_min; });
+      .below(1).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_min; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: the_low_clip_fires_for_negative_advantages_below_one_minus_clip_min_and_stops_their_gradient");
   key(s, "loss_fn.ratio_clip_max", "PPO ratio upper clip: 1 + ratio_clip_max (DAPO clip-higher: 0.28)")
-      .real(0.2).at_least(0).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_max; });
+      .real(0.2).at_least(0).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_max; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: the_high_clip_fires_for_positive_advantages_above_one_plus_clip_max_and_stops_their_gradient");
   key(s, "loss_fn.ratio_clip_c", "Dual-clip bound c > 1 for negative advantages (null: off)").real(0)
-      .null_default().above(1).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_c; });
+      .null_default().above(1).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_c; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: the_dual_clip_caps_negative_advantage_losses_at_minus_a_c_and_stops_their_gradient");
   key(s, "loss_fn.use_importance_sampling_correction", "Weight tokens by the trainer/generator probability ratio")
-      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.use_importance_sampling_correction; });
+      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.use_importance_sampling_correction; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: tis_truncates_importance_weights_above_the_cap_and_scales_the_gradient_by_the_cap");
   key(s, "loss_fn.truncated_importance_sampling_type", "How the importance weight is bounded")
       .choice<importance_sampling_type>({{"tis", importance_sampling_type::tis},
                                          {"icepop", importance_sampling_type::icepop},
                                          {"seq-mask-tis", importance_sampling_type::seq_mask_tis}},
-                                        "tis", [](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_type; });
+                                        "tis", [](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_type; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: icepop_zeroes_tokens_whose_importance_weight_leaves_the_bounds");
   key(s, "loss_fn.truncated_importance_sampling_ratio", "Upper bound of the importance weight (null: unbounded)")
       .real(0).null_default().above(0)
-      .to([](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_ratio; });
+      .to([](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_ratio; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: tis_truncates_importance_weights_above_the_cap_and_scales_the_gradient_by_the_cap");
   key(s, "loss_fn.truncated_importance_sampling_ratio_min", "Lower bound of the weight (icepop, seq-mask-tis)")
-      .real(0.5).at_least(0).to([](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_ratio_min; });
+      .real(0.5).at_least(0).to([](R& r) -> auto& { return r.loss_fn.truncated_importance_sampling_ratio_min; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: seq_mask_tis_zeroes_a_whole_sequence_whose_geometric_mean_ratio_leaves_the_bounds");
   key(s, "loss_fn.token_level_loss", "Average over all tokens of the global batch (DAPO) instead of per sequence")
-      .boolean(true).to([](R& r) -> auto& { return r.loss_fn.token_level_loss; });
+      .boolean(true).to([](R& r) -> auto& { return r.loss_fn.token_level_loss; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: sequence_level_loss_averages_each_sequence_then_divides_by_the_global_sequence_count");
   key(s, "loss_fn.use_on_policy_kl_approximation", "Weight the KL term by the trainer/generator ratio")
-      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.use_on_policy_kl_approximation; });
+      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.use_on_policy_kl_approximation; })
+      .part_of("loss_fn.reference_policy_kl_penalty");
   key(s, "loss_fn.force_on_policy_ratio", "Use ratio 1 (skip the previous-policy logprob pass)")
-      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.force_on_policy_ratio; });
+      .boolean(false).to([](R& r) -> auto& { return r.loss_fn.force_on_policy_ratio; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: force_on_policy_ratio_uses_ratio_one_with_the_gradient_of_exp_x_minus_sg_x");
 }
 
 void declare_policy(schema& s) {
   key(s, "policy.model_name", "Local Hugging Face checkpoint directory, or a preset in configs/models/")
-      .string("").required().to([](R& r) -> auto& { return r.policy.model_name; });
+      .string("").required().to([](R& r) -> auto& { return r.policy.model_name; })
+      .shown_by("tests/unit/tools/cli/shipped_recipes_test.cpp: the_dry_run_reports_the_parameter_count_of_the_tensor_table");
   key(s, "policy.train_global_batch_size", "Samples per optimizer step, over all data-parallel ranks")
-      .integer(512).at_least(1).to([](R& r) -> auto& { return r.policy.train_global_batch_size; });
+      .integer(512).at_least(1).to([](R& r) -> auto& { return r.policy.train_global_batch_size; })
+      .not_built_when([](const R& r) { return r.grpo.num_prompts_per_step * r.grpo.num_generations_per_prompt > r.policy.train_global_batch_size; }, "256", "several optimizer steps per GRPO step are not built yet: set it to grpo.num_prompts_per_step x grpo.num_generations_per_prompt").shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(68719476736.0);
   key(s, "policy.train_micro_batch_size", "Token budget of one forward/backward pass on one rank, in samples of max_total_sequence_length tokens: samples are packed into a pass while they fit").integer(1)
-      .at_least(1).to([](R& r) -> auto& { return r.policy.train_micro_batch_size; });
-  key(s, "policy.logprob_batch_size", "Samples per logprob pass on one rank").integer(1).at_least(1)
-      .to([](R& r) -> auto& { return r.policy.logprob_batch_size; });
+      .at_least(1).to([](R& r) -> auto& { return r.policy.train_micro_batch_size; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples; tests/actors/driver/batch_test.cpp: micro-batches pack trajectories while the token budget holds them and give a longer one its own").at_most(1 << 20);
+  key(s, "policy.logprob_batch_size", "Samples per logprob pass on one rank (null: the rank's whole share at once)")
+      .integer(0).null_default().at_least(1)
+      .to([](R& r) -> auto& { return r.policy.logprob_batch_size; })
+      .not_built_unless([](const R& r) { return r.policy.logprob_batch_size; }, std::optional<std::int64_t>{}, "4", "splitting a rank's logprob pass into batches is not built yet (null: the rank's whole share in one pass)").at_most(1 << 20);
   key(s, "policy.max_total_sequence_length", "Longest prompt + response in tokens").integer(4096)
-      .at_least(2).to([](R& r) -> auto& { return r.policy.max_total_sequence_length; });
+      .at_least(2).to([](R& r) -> auto& { return r.policy.max_total_sequence_length; })
+      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples").at_most(1 << 24);
   key(s, "policy.logprob_chunk_size", "Tokens whose vocabulary logits exist at once when scoring")
-      .integer(1024).at_least(1).to([](R& r) -> auto& { return r.policy.logprob_chunk_size; });
+      .integer(1024).at_least(1).to([](R& r) -> auto& { return r.policy.logprob_chunk_size; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine").at_most(1 << 24);
   key(s, "policy.max_grad_norm", "Clip the global gradient norm to this (null: no clipping)").real(1.0)
-      .nullable().above(0).to([](R& r) -> auto& { return r.policy.max_grad_norm; });
+      .nullable().above(0).to([](R& r) -> auto& { return r.policy.max_grad_norm; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.offload_optimizer_for_logprob", "Move optimizer state to host memory during the logprob pass")
-      .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_logprob; });
+      .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_logprob; })
+      .not_built_unless([](const R& r) { return r.policy.offload_optimizer_for_logprob; }, false, "true", "offloading the optimizer state for the logprob pass is not built yet");
   key(s, "policy.offload_optimizer_for_generation", "Colocated: move optimizer state to host memory while generating")
-      .boolean(true).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_generation; });
+      .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_generation; })
+      .not_built_unless([](const R& r) { return r.policy.offload_optimizer_for_generation; }, false, "true", "offloading the optimizer state while generating is not built yet");
   key(s, "policy.recompute_granularity", "Activation recompute in backward: none, selective (attention and MLP insides), full (whole layers)")
       .choice<recompute_granularity>({{"none", recompute_granularity::none},
                                       {"selective", recompute_granularity::selective},
                                       {"full", recompute_granularity::full}},
-                                     "none", [](R& r) -> auto& { return r.policy.recompute; });
+                                     "none", [](R& r) -> auto& { return r.policy.recompute; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.tensor_parallel_size", "Tensor-parallel size of training").integer(1).at_least(1)
-      .only(std::int64_t{1}, "training shards parameters and optimizer state over data-parallel ranks; tensor parallelism is not implemented yet")
-      .to([](R& r) -> auto& { return r.policy.tensor_parallel_size; });
+      .to([](R& r) -> auto& { return r.policy.tensor_parallel_size; })
+      .not_built_unless([](const R& r) { return r.policy.tensor_parallel_size; }, std::int64_t{1}, "2", "tensor-parallel training is not built yet (training shards over data-parallel ranks)").at_most(65536);
   key(s, "policy.context_parallel_size", "Context-parallel size of training").integer(1).at_least(1)
-      .only(std::int64_t{1}, "context parallelism is not implemented yet")
-      .to([](R& r) -> auto& { return r.policy.context_parallel_size; });
+      .to([](R& r) -> auto& { return r.policy.context_parallel_size; })
+      .not_built_unless([](const R& r) { return r.policy.context_parallel_size; }, std::int64_t{1}, "2", "context parallelism is not built yet").at_most(65536);
   key(s, "policy.expert_parallel_size", "Expert-parallel size of training (MoE)").integer(1).at_least(1)
-      .only(std::int64_t{1}, "expert parallelism is not implemented yet")
-      .to([](R& r) -> auto& { return r.policy.expert_parallel_size; });
+      .to([](R& r) -> auto& { return r.policy.expert_parallel_size; })
+      .not_built_unless([](const R& r) { return r.policy.expert_parallel_size; }, std::int64_t{1}, "2", "expert parallelism is not built yet").at_most(65536);
 
   key(s, "policy.refit.bucket_mb", "Refit bucket size in MiB: new weights move to the generators in buckets of this size")
-      .integer(512).at_least(1).at_most(65536).to([](R& r) -> auto& { return r.policy.refit.bucket_mb; });
+      .integer(512).at_least(1).at_most(65536).to([](R& r) -> auto& { return r.policy.refit.bucket_mb; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_refit_bucket_is_bucket_mb_mebibytes; tests/integration/runtime/rl_run_test.cpp: the_controllers_bytes_per_step_do_not_grow_with_the_model_while_refits_take_many_buckets");
   key(s, "policy.refit.checksums", "Checksum every refit bucket and verify it before staging (debug integrity)")
-      .boolean(false).to([](R& r) -> auto& { return r.policy.refit.checksums; });
+      .boolean(false).to([](R& r) -> auto& { return r.policy.refit.checksums; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_corrupted_weight_bucket_leaves_the_rollout_workers_on_their_old_version_and_fails_the_run_saying_why");
 
   key(s, "policy.generation.max_new_tokens", "Longest response in tokens").integer(2048).at_least(1)
-      .to([](R& r) -> auto& { return r.policy.generation.max_new_tokens; });
+      .to([](R& r) -> auto& { return r.policy.generation.max_new_tokens; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(1 << 24);
   key(s, "policy.generation.temperature", "Sampling temperature (the trainer scores at the same one)")
-      .real(1.0).above(0).to([](R& r) -> auto& { return r.policy.generation.temperature; });
+      .real(1.0).above(0).to([](R& r) -> auto& { return r.policy.generation.temperature; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_sampling_keys_reach_generation_and_scoring");
   key(s, "policy.generation.top_p", "Nucleus sampling mass (1.0: off)").real(1.0).above(0).at_most(1)
-      .to([](R& r) -> auto& { return r.policy.generation.top_p; });
+      .to([](R& r) -> auto& { return r.policy.generation.top_p; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_sampling_keys_reach_generation_and_scoring");
   key(s, "policy.generation.top_k", "Sample among the k most likely tokens (null: off)").integer(0)
-      .null_default().at_least(1).to([](R& r) -> auto& { return r.policy.generation.top_k; });
+      .null_default().at_least(1).to([](R& r) -> auto& { return r.policy.generation.top_k; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_sampling_keys_reach_generation_and_scoring").at_most(2147483647.0);
   key(s, "policy.generation.stop_token_ids", "Token ids that end a response (null: the model's eos ids)")
       .integer_list().null_default().at_least(0)
-      .to([](R& r) -> auto& { return r.policy.generation.stop_token_ids; });
+      .to([](R& r) -> auto& { return r.policy.generation.stop_token_ids; })
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: stop_token_ids_end_every_response_at_its_first_stop_token").at_most(2147483647.0);
   key(s, "policy.generation.colocated.enabled", "Generate on the training devices (true) or on dedicated ones (false)")
-      .boolean(true).to([](R& r) -> auto& { return r.policy.generation.colocated; });
+      .boolean(true).to([](R& r) -> auto& { return r.policy.generation.colocated; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: every_colocated_worker_on_one_node_hosts_both_actors_with_ranks_in_device_order; tests/integration/runtime/rl_run_test.cpp: a_dedicated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
   key(s, "policy.generation.colocated.resources.gpus_per_node", "Non-colocated: generation devices per node (one node: taken from the training node)")
       .integer(0).null_default().at_least(1)
-      .to([](R& r) -> auto& { return r.policy.generation.resources.gpus_per_node; });
+      .to([](R& r) -> auto& { return r.policy.generation.resources.gpus_per_node; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: dedicated_generation_on_one_node_trains_on_the_first_devices_and_generates_on_the_last");
   key(s, "policy.generation.colocated.resources.num_nodes", "Non-colocated: dedicated generation nodes (several nodes)")
       .integer(0).null_default().at_least(1)
-      .to([](R& r) -> auto& { return r.policy.generation.resources.num_nodes; });
+      .to([](R& r) -> auto& { return r.policy.generation.resources.num_nodes; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: two_rollout_nodes_out_of_three_leave_one_training_node");
   key(s, "policy.generation.gpu_memory_utilization", "Fraction of device memory generation may use (weights, KV cache, resident training state)")
-      .real(0.9).above(0).at_most(1).to([](R& r) -> auto& { return r.policy.generation.gpu_memory_utilization; });
+      .real(0.9).above(0).at_most(1).to([](R& r) -> auto& { return r.policy.generation.gpu_memory_utilization; })
+      .fake_ignores().shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: the_kv_cache_gets_the_usable_memory_minus_the_rest_of_generation");
   key(s, "policy.generation.max_num_sequences", "Sequences one generator decodes at once").integer(256)
-      .at_least(1).to([](R& r) -> auto& { return r.policy.generation.max_num_sequences; });
+      .at_least(1).to([](R& r) -> auto& { return r.policy.generation.max_num_sequences; })
+      .shown_by("tests/unit/gpu/engine/fake_engines_test.cpp: generation_respects_max_num_sequences_and_every_token_comes_from_the_reported_version").at_most(1 << 20);
   key(s, "policy.generation.tensor_parallel_size", "Devices one generator spans").integer(1).at_least(1)
-      .only(std::int64_t{1}, "each generator holds the whole model on one device; tensor-parallel generation is not implemented yet")
-      .to([](R& r) -> auto& { return r.policy.generation.tensor_parallel_size; });
+      .to([](R& r) -> auto& { return r.policy.generation.tensor_parallel_size; })
+      .not_built_unless([](const R& r) { return r.policy.generation.tensor_parallel_size; }, std::int64_t{1}, "2", "tensor-parallel generation is not built yet (each generator holds the whole model on one device)").at_most(65536);
 
   key(s, "policy.optimizer.lr", "AdamW learning rate after warm-up").real(1e-6).above(0)
-      .to([](R& r) -> auto& { return r.policy.optimizer.lr; });
+      .to([](R& r) -> auto& { return r.policy.optimizer.lr; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.weight_decay", "AdamW decoupled weight decay").real(0.01).at_least(0)
-      .to([](R& r) -> auto& { return r.policy.optimizer.weight_decay; });
+      .to([](R& r) -> auto& { return r.policy.optimizer.weight_decay; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.beta1", "AdamW first-moment decay").real(0.9).at_least(0).below(1)
-      .to([](R& r) -> auto& { return r.policy.optimizer.beta1; });
+      .to([](R& r) -> auto& { return r.policy.optimizer.beta1; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.beta2", "AdamW second-moment decay").real(0.999).at_least(0).below(1)
-      .to([](R& r) -> auto& { return r.policy.optimizer.beta2; });
+      .to([](R& r) -> auto& { return r.policy.optimizer.beta2; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.eps", "AdamW denominator epsilon").real(1e-8).above(0)
-      .to([](R& r) -> auto& { return r.policy.optimizer.eps; });
+      .to([](R& r) -> auto& { return r.policy.optimizer.eps; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   const std::vector<std::pair<std::string, state_dtype>> dtypes = {{"float32", state_dtype::float32},
                                                                    {"bfloat16", state_dtype::bfloat16}};
   key(s, "policy.optimizer.master_weights_dtype", "Dtype of the master weights the optimizer updates")
-      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.master_weights_dtype; });
+      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.master_weights_dtype; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.first_moment_dtype", "Dtype of AdamW's first moment (exp_avg)")
-      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.first_moment_dtype; });
+      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.first_moment_dtype; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.second_moment_dtype", "Dtype of AdamW's second moment (exp_avg_sq)")
-      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.second_moment_dtype; });
+      .choice<state_dtype>(dtypes, "float32", [](R& r) -> auto& { return r.policy.optimizer.second_moment_dtype; })
+      .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.scheduler.warmup_steps", "Steps of linear learning-rate warm-up, then constant")
-      .integer(0).at_least(0).to([](R& r) -> auto& { return r.policy.scheduler.warmup_steps; });
+      .integer(0).at_least(0).to([](R& r) -> auto& { return r.policy.scheduler.warmup_steps; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine").at_most(4294967295.0);
   key(s, "policy.scheduler.warmup_start_factor", "Learning rate at step 0 as a fraction of lr")
-      .real(1e-8).above(0).at_most(1).to([](R& r) -> auto& { return r.policy.scheduler.warmup_start_factor; });
+      .real(1e-8).above(0).at_most(1).to([](R& r) -> auto& { return r.policy.scheduler.warmup_start_factor; })
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
 }
 
 void declare_data_env(schema& s) {
-  key(s, "data.train_dataset", "Training prompts: a JSONL file, or builtin:arithmetic").string("builtin:arithmetic")
-      .to([](R& r) -> auto& { return r.data.train_dataset; });
-  key(s, "data.validation_dataset", "Validation prompts: a JSONL file, or builtin:arithmetic (null: none)")
-      .string("").null_default().to([](R& r) -> auto& { return r.data.validation_dataset; });
+  key(s, "data.train_dataset", "Training prompts: a JSONL file (null: the prompts of runtime.engine: fake)").string("")
+      .null_default()
+      .to([](R& r) -> auto& { return r.data.train_dataset; })
+      .not_built_unless([](const R& r) { return r.data.train_dataset; }, std::optional<std::string>{}, "prompts.jsonl", "datasets are not built yet (null: the prompts of runtime.engine: fake)");
+  key(s, "data.validation_dataset", "Validation prompts: a JSONL file (null: none)")
+      .string("").null_default().to([](R& r) -> auto& { return r.data.validation_dataset; })
+      .part_of("grpo.val_period");
   key(s, "data.max_input_seq_length", "Longest prompt in tokens; longer prompts are skipped").integer(2048)
-      .at_least(1).to([](R& r) -> auto& { return r.data.max_input_seq_length; });
+      .at_least(1).to([](R& r) -> auto& { return r.data.max_input_seq_length; })
+      .shown_by("tests/unit/orchestration/config/broken_recipes_test.cpp: each_broken_recipe_is_refused_with_its_exact_located_error; tests/data/recipes/broken/rule_sequence_lengths_exceed_total.yaml").at_most(1 << 24);
   key(s, "data.shuffle", "Shuffle training prompts each epoch (seeded by grpo.seed)").boolean(true)
-      .to([](R& r) -> auto& { return r.data.shuffle; });
-  key(s, "env.name", "Reward environment: arithmetic (built-in demo task) or math (answer checker)")
-      .choice<environment_kind>({{"arithmetic", environment_kind::arithmetic}, {"math", environment_kind::math}},
-                                "arithmetic", [](R& r) -> auto& { return r.env.name; });
+      .to([](R& r) -> auto& { return r.data.shuffle; })
+      .part_of("data.train_dataset");
+  key(s, "env.name", "Reward environment: parity (the fake engines' task: an even last token scores 1), arithmetic (built-in demo task) or math (answer checker)")
+      .choice<environment_kind>({{"parity", environment_kind::parity}, {"arithmetic", environment_kind::arithmetic},
+                                 {"math", environment_kind::math}},
+                                "parity", [](R& r) -> auto& { return r.env.name; })
+      .not_built_unless([](const R& r) { return r.env.name; }, environment_kind::parity, "math", "only the parity environment is built (the fake engines reward an even last token); arithmetic and math are not built yet");
   key(s, "env.num_workers", "Threads scoring trajectories").integer(4).at_least(1).at_most(256)
-      .to([](R& r) -> auto& { return r.env.num_workers; });
+      .to([](R& r) -> auto& { return r.env.num_workers; })
+      .shown_by("tests/actors/environment/environment_test.cpp: a pool scores every trajectory in job order whatever the split over its workers");
 }
 
 void declare_checkpoint_logger(schema& s) {
-  key(s, "checkpointing.enabled", "Write checkpoints").boolean(true)
-      .to([](R& r) -> auto& { return r.checkpointing.enabled; });
+  key(s, "checkpointing.enabled", "Write checkpoints").boolean(false)
+      .to([](R& r) -> auto& { return r.checkpointing.enabled; })
+      .not_built_unless([](const R& r) { return r.checkpointing.enabled; }, false, "true", "checkpoints are not built yet");
   key(s, "checkpointing.checkpoint_dir", "Folder holding step_N/ checkpoints").string("results/checkpoints")
-      .to([](R& r) -> auto& { return r.checkpointing.checkpoint_dir; });
+      .to([](R& r) -> auto& { return r.checkpointing.checkpoint_dir; })
+      .part_of("checkpointing.enabled");
   key(s, "checkpointing.save_period", "Checkpoint every this many steps (and at the last step)")
-      .integer(10).at_least(1).to([](R& r) -> auto& { return r.checkpointing.save_period; });
+      .integer(10).at_least(1).to([](R& r) -> auto& { return r.checkpointing.save_period; })
+      .part_of("checkpointing.enabled").at_most(4294967295.0);
   key(s, "checkpointing.keep_top_k", "Checkpoints kept, best by metric_name or newest (null: all)")
-      .integer(3).nullable().at_least(1).to([](R& r) -> auto& { return r.checkpointing.keep_top_k; });
+      .integer(3).nullable().at_least(1).to([](R& r) -> auto& { return r.checkpointing.keep_top_k; })
+      .part_of("checkpointing.enabled").at_most(1 << 20);
   key(s, "checkpointing.metric_name", "Metric that ranks checkpoints, e.g. val:accuracy (null: newest)")
-      .string("").null_default().to([](R& r) -> auto& { return r.checkpointing.metric_name; });
+      .string("").null_default().to([](R& r) -> auto& { return r.checkpointing.metric_name; })
+      .part_of("checkpointing.enabled");
   key(s, "checkpointing.higher_is_better", "Direction of metric_name").boolean(true)
-      .to([](R& r) -> auto& { return r.checkpointing.higher_is_better; });
+      .to([](R& r) -> auto& { return r.checkpointing.higher_is_better; })
+      .part_of("checkpointing.enabled");
   key(s, "checkpointing.save_optimizer", "Include optimizer state (needed to resume exactly)")
-      .boolean(true).to([](R& r) -> auto& { return r.checkpointing.save_optimizer; });
+      .boolean(true).to([](R& r) -> auto& { return r.checkpointing.save_optimizer; })
+      .part_of("checkpointing.enabled");
   key(s, "logger.log_dir", "Folder for logs and metrics").string("logs")
-      .to([](R& r) -> auto& { return r.logger.log_dir; });
+      .to([](R& r) -> auto& { return r.logger.log_dir; })
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
   key(s, "logger.jsonl_enabled", "Write metrics to log_dir/metrics.jsonl").boolean(true)
-      .to([](R& r) -> auto& { return r.logger.jsonl_enabled; });
+      .to([](R& r) -> auto& { return r.logger.jsonl_enabled; })
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: with_jsonl_disabled_a_run_writes_no_metrics_or_generations");
   key(s, "logger.tensorboard_enabled", "TensorBoard event files").boolean(false)
-      .only(false, "TensorBoard output is not implemented yet; metrics go to metrics.jsonl")
-      .to([](R& r) -> auto& { return r.logger.tensorboard_enabled; });
+      .to([](R& r) -> auto& { return r.logger.tensorboard_enabled; })
+      .not_built_unless([](const R& r) { return r.logger.tensorboard_enabled; }, false, "true", "TensorBoard output is not built yet; metrics go to metrics.jsonl");
   key(s, "logger.wandb_enabled", "Weights & Biases logging").boolean(false)
-      .only(false, "Weights & Biases logging is not implemented; metrics go to metrics.jsonl")
-      .to([](R& r) -> auto& { return r.logger.wandb_enabled; });
+      .to([](R& r) -> auto& { return r.logger.wandb_enabled; })
+      .not_built_unless([](const R& r) { return r.logger.wandb_enabled; }, false, "true", "Weights & Biases logging is not built yet; metrics go to metrics.jsonl");
   key(s, "logger.num_val_samples_to_print", "Validation samples printed to the log").integer(0)
-      .at_least(0).to([](R& r) -> auto& { return r.logger.num_val_samples_to_print; });
+      .at_least(0).to([](R& r) -> auto& { return r.logger.num_val_samples_to_print; })
+      .part_of("grpo.val_period").at_most(1 << 20);
 }
 
 void declare_cluster(schema& s) {
   key(s, "cluster.backend", "Compute backend: cuda (bf16, GPUs) or cpu (float32 reference)")
       .choice<compute_backend>({{"cuda", compute_backend::cuda}, {"cpu", compute_backend::cpu}}, "cuda",
-                               [](R& r) -> auto& { return r.cluster.backend; });
+                               [](R& r) -> auto& { return r.cluster.backend; })
+      .not_built_unless([](const R& r) { return r.cluster.backend; }, compute_backend::cpu, "cuda", "the CUDA engines are not built yet");
   key(s, "cluster.num_nodes", "Nodes in the job").integer(1).at_least(1)
-      .to([](R& r) -> auto& { return r.cluster.num_nodes; });
+      .to([](R& r) -> auto& { return r.cluster.num_nodes; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: dedicated_generation_on_several_nodes_puts_whole_training_nodes_first_then_rollout_nodes").at_most(65536);
   key(s, "cluster.gpus_per_node", "Devices per node (cpu backend: worker processes per node)").integer(8)
-      .at_least(1).at_most(64).to([](R& r) -> auto& { return r.cluster.gpus_per_node; });
+      .at_least(1).at_most(64).to([](R& r) -> auto& { return r.cluster.gpus_per_node; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_data_parallel_size_counts_the_training_devices");
   key(s, "cluster.device_memory_gib", "Memory of one device, for the memory plan (H200: 140)").real(140.0)
-      .above(0).to([](R& r) -> auto& { return r.cluster.device_memory_gib; });
+      .above(0).to([](R& r) -> auto& { return r.cluster.device_memory_gib; })
+      .shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about").at_most(1 << 20);
   key(s, "cluster.controller_host", "Address the controller's control socket binds and workers dial")
-      .string("127.0.0.1").to([](R& r) -> auto& { return r.cluster.controller_host; });
+      .string("127.0.0.1").to([](R& r) -> auto& { return r.cluster.controller_host; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_control_endpoint_is_tcp_to_the_controller_host_and_port");
   key(s, "cluster.controller_port", "TCP port of the controller's control socket").integer(29650)
-      .at_least(1024).at_most(65535).to([](R& r) -> auto& { return r.cluster.controller_port; });
+      .at_least(1024).at_most(65535).to([](R& r) -> auto& { return r.cluster.controller_port; })
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_control_endpoint_is_tcp_to_the_controller_host_and_port");
   key(s, "cluster.secure",
       "CurveZMQ on every socket of the run: peers prove the run's keys, traffic is encrypted; false only on loopback")
-      .boolean(true).to([](R& r) -> auto& { return r.cluster.secure; });
+      .boolean(true).to([](R& r) -> auto& { return r.cluster.secure; })
+      .shown_by("tests/integration/runtime/run_security_test.cpp: an_insecure_run_is_refused_unless_every_address_is_loopback");
 }
 
 void declare_runtime(schema& s) {
-  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model) or fake (deterministic stand-ins that exercise the runtime)")
+  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model) or fake (deterministic stand-ins that exercise the runtime; they ignore the model's own settings)")
       .choice<engine_kind>({{"gemma4", engine_kind::gemma4}, {"fake", engine_kind::fake}}, "gemma4",
-                           [](R& r) -> auto& { return r.runtime.engine; });
+                           [](R& r) -> auto& { return r.runtime.engine; })
+      .not_built_unless([](const R& r) { return r.runtime.engine; }, engine_kind::fake, "gemma4", "the Gemma 4 engines do not run in the RL loop yet; runtime.engine: fake runs everything else with deterministic fake engines");
   key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
-      .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; });
+      .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; })
+      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length");
   key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every worker, both ways")
-      .integer(1000).at_least(10).at_most(3'600'000).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; });
+      .integer(1000).at_least(10).at_most(3'600'000).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; })
+      .shown_by("tests/actors/supervisor/supervisor_test.cpp: a worker that stops answering is reported by name after the heartbeat timeout");
   key(s, "runtime.heartbeat_timeout_ms", "A worker silent this long is declared dead or hung and the run fails naming it")
-      .integer(10000).at_least(100).at_most(86'400'000).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; });
+      .integer(10000).at_least(100).at_most(86'400'000).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; })
+      .shown_by("tests/integration/runtime/controller_faults_test.cpp: a_stopped_controller_makes_every_worker_exit_after_the_heartbeat_timeout");
   key(s, "runtime.request_timeout_s", "Deadline of one generate, logprob, train or refit request")
-      .integer(1800).at_least(1).at_most(604'800).to([](R& r) -> auto& { return r.runtime.request_timeout_s; });
+      .integer(1800).at_least(1).at_most(604'800).to([](R& r) -> auto& { return r.runtime.request_timeout_s; })
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: a_request_past_request_timeout_s_fails_the_run_naming_the_request");
 }
 
 schema build() {

@@ -29,10 +29,23 @@ struct key_spec {
   std::optional<double> min, max;    ///< numeric bounds (integers and reals, list items too)
   bool min_exclusive = false, max_exclusive = false;
   std::vector<std::string> choices;  ///< valid texts of a choice key
-  /// Values accepted by the schema whose feature is not built: refused with this reason.
-  std::optional<config_value> only_value;
-  std::string not_implemented_reason;
   std::string description;
+  /// Where the key's effect is shown: "tests/FILE.cpp: case_name" (several joined by "; "). Every key
+  /// either takes effect (and names its test), turns on something not built (`unbuilt`), or belongs
+  /// to a switch that does (`part_of`). The schema walk test holds every key to one of the three.
+  std::string shown_by;
+  /// A value well-formed but asking for something this build cannot run: `tandem validate` notes
+  /// it, `tandem run` and `--dry-run` refuse it.
+  struct unbuilt_rule {
+    std::function<bool(const recipe_config&)> fires;  ///< true: the recipe asks for it
+    std::string example;                              ///< a value (YAML) that makes it fire
+    std::string reason;                               ///< "dynamic sampling is not built yet"
+  };
+  std::optional<unbuilt_rule> unbuilt;
+  /// The switch key (with an `unbuilt` rule) this key only configures: it takes effect with it.
+  std::string part_of;
+  /// Configures the Gemma 4 engines only: runtime.engine: fake ignores it (a fake run says so).
+  bool fake_ignores = false;
   std::function<void(recipe_config&, const config_value&)> store;
 };
 

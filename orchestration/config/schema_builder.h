@@ -66,10 +66,32 @@ class key_builder {
   key_builder& above(double v) { spec_.min = v; spec_.min_exclusive = true; return *this; }
   key_builder& at_most(double v) { spec_.max = v; spec_.max_exclusive = false; return *this; }
   key_builder& below(double v) { spec_.max = v; spec_.max_exclusive = true; return *this; }
-  /// The schema accepts only this value for now; anything else is refused as not implemented.
-  key_builder& only(config_value v, std::string reason) {
-    spec_.only_value = std::move(v);
-    spec_.not_implemented_reason = std::move(reason);
+  /// The test that shows the key's effect ("tests/FILE.cpp: case"; several joined by "; ").
+  key_builder& shown_by(std::string tests) {
+    spec_.shown_by = std::move(tests);
+    return *this;
+  }
+  /// Any value but `off` asks for something not built (`example` is one such value, as YAML);
+  /// `get(const recipe_config&)` reads the typed field.
+  template <class F, class T>
+  key_builder& not_built_unless(F get, T off, std::string example, std::string reason) {
+    spec_.unbuilt = key_spec::unbuilt_rule{[get, off](const recipe_config& r) { return !(get(r) == off); },
+                                           std::move(example), std::move(reason)};
+    return *this;
+  }
+  /// A rule over the whole recipe (a cross-field condition), with an example value of this key.
+  key_builder& not_built_when(std::function<bool(const recipe_config&)> fires, std::string example, std::string reason) {
+    spec_.unbuilt = key_spec::unbuilt_rule{std::move(fires), std::move(example), std::move(reason)};
+    return *this;
+  }
+  /// Configures the switch `key` only; takes effect when it does.
+  key_builder& part_of(std::string key) {
+    spec_.part_of = std::move(key);
+    return *this;
+  }
+  /// Configures the Gemma 4 engines only; the fake engines ignore it.
+  key_builder& fake_ignores() {
+    spec_.fake_ignores = true;
     return *this;
   }
 

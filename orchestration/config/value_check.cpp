@@ -158,11 +158,6 @@ std::optional<config_value> check_value(const key_spec& spec, const YAML::Node& 
     errors.push_back({where, spec.path, p.problem});
     return std::nullopt;
   }
-  if (spec.only_value && p.value != *spec.only_value) {
-    errors.push_back({where, spec.path, to_yaml(p.value) + " is not implemented: " + spec.not_implemented_reason +
-                                            " (only " + to_yaml(*spec.only_value) + " is accepted)"});
-    return std::nullopt;
-  }
   return p.value;
 }
 

@@ -3,6 +3,8 @@
 // unit (layer or embedding table) at a time, double-buffered; gradients reduce into float32 shards.
 #include "orchestration/topology/memory_plan.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -65,7 +67,11 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
                          {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
                           2.0 * chunk * V * 4.0}};
 
-  const double lp_tokens = static_cast<double>(c.policy.logprob_batch_size) * seq;
+  // null: each rank scores its whole share of the step's rollouts in one pass.
+  const double rollouts = static_cast<double>(c.grpo.num_prompts_per_step * c.grpo.num_generations_per_prompt);
+  const double lp_batch = c.policy.logprob_batch_size ? static_cast<double>(*c.policy.logprob_batch_size)
+                                                      : std::ceil(rollouts / dp);
+  const double lp_tokens = lp_batch * seq;
   plan.logprobs.phase = "logprobs";
   plan.logprobs.items = {params, gathered};
   if (!c.policy.offload_optimizer_for_logprob) {

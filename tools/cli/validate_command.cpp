@@ -1,5 +1,6 @@
 // `tandem validate`: resolved configuration, --minimize, --schema.
 #include "orchestration/config/minimize.h"
+#include "orchestration/config/not_built.h"
 #include "orchestration/config/render.h"
 #include "orchestration/config/resolve.h"
 #include "tools/cli/arguments.h"
@@ -46,6 +47,8 @@ int validate_command(const args& a, std::ostream& out, std::ostream& err) {
     return exit_refused;
   }
   out << config::render_resolved(*r.recipe);
+  // Well-formed, but maybe not runnable by this build: say what `tandem run` would refuse.
+  err << config::to_notes(config::unbuilt_settings(*r.recipe)) << config::to_notes(config::fake_ignored_settings(*r.recipe));
   return exit_ok;
 }
 

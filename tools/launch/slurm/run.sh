@@ -15,17 +15,32 @@
 # controller and every worker as TANDEM_KEYS: only this job's processes complete a handshake with
 # its ports. TANDEM_JOB_DIR overrides the directory (it must be private to you).
 #
-# TANDEM: the tandem binary (default: build/tandem of this checkout).
+# The checkout: TANDEM_HOME, else the one this script is in, else (under sbatch, which runs a copy
+# of the script from Slurm's spool directory) the directory sbatch was called from.
+# TANDEM: the tandem binary (default: build/tandem of the checkout).
 # TANDEM_LAUNCH_DRY_RUN=1: print the commands instead of running them.
 set -euo pipefail
-cd "$(dirname "$0")/../../.."
 if [ $# -lt 1 ]; then
   echo "usage: tools/launch/slurm/run.sh RECIPE [key=value ...]" >&2
   exit 2
 fi
-tandem="${TANDEM:-$PWD/build/tandem}"
-recipe="$1"
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ -n "${TANDEM_HOME:-}" ]; then
+  root="$TANDEM_HOME"
+elif [ -f "$here/../../../tools/launch/slurm/run.sh" ]; then
+  root="$here/../../.."
+elif [ -n "${SLURM_SUBMIT_DIR:-}" ] && [ -f "$SLURM_SUBMIT_DIR/tools/launch/slurm/run.sh" ]; then
+  root="$SLURM_SUBMIT_DIR"
+else
+  echo "tools/launch/slurm/run.sh: cannot find the tandem checkout (this script runs from $here): call sbatch" \
+    "from the checkout or set TANDEM_HOME" >&2
+  exit 2
+fi
+# The recipe as named where the script was called (sbatch: the submit directory).
+recipe="$(realpath -- "$1")"
 shift
+cd "$root"
+tandem="${TANDEM:-$PWD/build/tandem}"
 nodes=(${SLURM_JOB_NODELIST:+$(scontrol show hostnames "$SLURM_JOB_NODELIST")})
 if [ ${#nodes[@]} -eq 0 ]; then
   echo "tools/launch/slurm/run.sh: not inside a Slurm allocation (SLURM_JOB_NODELIST is unset)" >&2

@@ -99,6 +99,19 @@ BOOST_AUTO_TEST_CASE(an_override_naming_a_section_needs_a_mapping) {
              "override 1 'policy.generation=3': error: policy.generation: expected a mapping of keys, got '3'\n");
 }
 
+BOOST_AUTO_TEST_CASE(an_override_setting_a_section_to_null_or_nothing_is_refused_instead_of_changing_nothing) {
+  temp_dir d;
+  const auto recipe = d.write("r.yaml", base);
+  for (const std::string value : {"null", "", "~", "{}"}) {
+    const resolution r = resolve_recipe(recipe, {"policy=" + value});
+    BOOST_TEST(to_string(r.errors) == "override 1 'policy=" + value +
+                                          "': error: policy: is a section: an override sets one key (policy.KEY=VALUE); "
+                                          "an empty value would change nothing\n");
+  }
+  const resolution nested = resolve_recipe(recipe, {"policy.generation=null"});
+  BOOST_TEST(!nested.errors.empty());
+}
+
 BOOST_AUTO_TEST_CASE(an_override_without_an_equals_sign_is_refused) {
   temp_dir d;
   const auto recipe = d.write("r.yaml", base);

@@ -83,14 +83,6 @@ BOOST_AUTO_TEST_CASE(bounds_are_inclusive_or_exclusive_as_declared) {
   BOOST_TEST(bad(k, "1.01") == "f.yaml:1:4: error: a.b: must be <= 1.0, got 1.01");
 }
 
-BOOST_AUTO_TEST_CASE(a_value_whose_feature_is_not_built_is_refused_as_not_implemented) {
-  auto k = spec_of(value_kind::integer);
-  k.only_value = std::int64_t{1};
-  k.not_implemented_reason = "sharding is not implemented yet";
-  BOOST_TEST((ok(k, "1") == config_value{std::int64_t{1}}));
-  BOOST_TEST(bad(k, "2") == "f.yaml:1:4: error: a.b: 2 is not implemented: sharding is not implemented yet (only 1 is accepted)");
-}
-
 BOOST_AUTO_TEST_CASE(lists_check_every_item_and_name_the_bad_one) {
   auto k = spec_of(value_kind::integer_list);
   k.min = 0;

@@ -84,25 +84,69 @@ BOOST_AUTO_TEST_CASE(the_listing_finds_the_top_level_recipes_and_with_recursion_
   BOOST_TEST(all.size() > top.size());
 }
 
-BOOST_AUTO_TEST_CASE(every_top_level_recipe_validates) {
+/// What each shipped recipe asks for that this build cannot run yet, in schema order: the DAPO
+/// recipes keep their real settings, so until the later issues build them, this is their list.
+std::vector<std::string> expected_unbuilt(const std::string& name) {
+  if (name.starts_with("tiny-cpu")) return {};
+  std::vector<std::string> keys = {"grpo.normalize_rewards", "grpo.use_dynamic_sampling", "grpo.reward_scaling.enabled",
+                                   "grpo.reward_shaping.enabled", "grpo.val_period"};
+  if (name.starts_with("dapo-gemma4-12b") || name.starts_with("dapo-gemma4-31b"))
+    keys.push_back("policy.offload_optimizer_for_logprob");
+  for (const char* k : {"policy.offload_optimizer_for_generation", "data.train_dataset", "env.name",
+                        "checkpointing.enabled", "cluster.backend", "runtime.engine"})
+    keys.push_back(k);
+  return keys;
+}
+
+/// The key of each "LOCATION: SEVERITY: KEY: ..." line of `text` with that severity.
+std::vector<std::string> keys_of(const std::string& text, const std::string& severity) {
+  std::vector<std::string> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const std::size_t at = line.find(": " + severity + ": ");
+    if (at == std::string::npos) continue;
+    const std::size_t key = at + severity.size() + 4;
+    out.push_back(line.substr(key, line.find(": ", key) - key));
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(every_top_level_recipe_validates_noting_exactly_what_this_build_cannot_run) {
   for (const auto& recipe : recipes(false)) {
-    BOOST_TEST_CONTEXT(recipe.filename().string()) {
+    const std::string name = recipe.filename().string();
+    BOOST_TEST_CONTEXT(name) {
       const cli_result r = cli({"validate", recipe.string()});
       BOOST_TEST(r.code == 0);
-      BOOST_TEST(r.err == "");
+      // The tiny recipes run the fake engines, which ignore the model's own settings: noted too.
+      const std::vector<std::string> notes =
+          name.starts_with("tiny-cpu") ? std::vector<std::string>{"policy.logprob_chunk_size"}
+                                       : expected_unbuilt(name);
+      BOOST_TEST(keys_of(r.err, "note") == notes, boost::test_tools::per_element());
       BOOST_TEST(r.out.starts_with("# tandem recipe " + recipe.string() + ", resolved"));
     }
   }
 }
 
-BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_worker_row_per_device) {
+BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_worker_row_per_device_and_refuses_what_is_not_built) {
   for (const auto& recipe : recipes(false)) {
-    BOOST_TEST_CONTEXT(recipe.filename().string()) {
+    const std::string name = recipe.filename().string();
+    BOOST_TEST_CONTEXT(name) {
       const tc::recipe_config c = resolve(recipe);
       const cli_result r = cli({"run", recipe.string(), "--dry-run"});
-      BOOST_TEST(r.code == 0);
-      BOOST_TEST(r.err == "");
+      const std::vector<std::string> unbuilt = expected_unbuilt(name);
+      BOOST_TEST(r.code == (unbuilt.empty() ? 0 : 1));
+      BOOST_TEST(keys_of(r.err, "error") == unbuilt, boost::test_tools::per_element());
+      if (!unbuilt.empty())
+        BOOST_TEST(r.err.starts_with("tandem run: " + recipe.string() + " asks for " + std::to_string(unbuilt.size()) +
+                                     " things this build cannot run yet:\n"));
       BOOST_TEST(worker_actors(r.out).size() == static_cast<std::size_t>(c.cluster.num_nodes * c.cluster.gpus_per_node));
+      // A real run refuses before starting anything, with the same list.
+      if (!unbuilt.empty()) {
+        const cli_result run = cli({"run", recipe.string()});
+        BOOST_TEST(run.code == 1);
+        BOOST_TEST(run.out == "");
+        BOOST_TEST(keys_of(run.err, "error") == unbuilt, boost::test_tools::per_element());
+      }
     }
   }
 }

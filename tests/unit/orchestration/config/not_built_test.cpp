@@ -1,0 +1,70 @@
+// Settings this build cannot run yet: located where they are set (file:line:column, an override,
+// or the recipe itself for a default), listed as notes by validate; data files checked by run only.
+#include <boost/test/unit_test.hpp>
+
+#include "orchestration/config/not_built.h"
+#include "orchestration/config/resolve.h"
+#include "support/temp_dir.h"
+
+using namespace tandem::config;
+using tandem::test::temp_dir;
+
+BOOST_AUTO_TEST_SUITE(not_built_test)
+
+BOOST_AUTO_TEST_CASE(a_not_built_setting_is_located_where_the_recipe_sets_it_and_a_parents_where_the_parent_does) {
+  temp_dir d;
+  d.write("parent.yaml", "grpo:\n  use_dynamic_sampling: true\n");
+  const auto child = d.write("child.yaml",
+                             "defaults: parent.yaml\npolicy:\n  model_name: tiny-all\n  context_parallel_size: 2\n"
+                             "runtime:\n  engine: fake\ncluster:\n  backend: cpu\n");
+  const resolution r = resolve_recipe(child);
+  BOOST_TEST_REQUIRE(r.errors.empty(), to_string(r.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*r.recipe)) ==
+             d.path().string() + "/parent.yaml:2:25: note: grpo.use_dynamic_sampling: true: dynamic sampling is not built yet\n" +
+                 child + ":4:26: note: policy.context_parallel_size: 2: context parallelism is not built yet\n");
+}
+
+BOOST_AUTO_TEST_CASE(a_default_that_asks_for_something_not_built_names_the_recipe_and_says_it_is_the_default) {
+  temp_dir d;
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\ncluster:\n  backend: cpu\n");
+  const resolution res = resolve_recipe(r);
+  BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
+  const config_errors found = unbuilt_settings(*res.recipe);
+  BOOST_TEST_REQUIRE(found.size() == 1u, to_notes(found));
+  BOOST_TEST(found[0].to_string().starts_with(r + ": error: runtime.engine: gemma4 (the default): the Gemma 4 engines"),
+             found[0].to_string());
+}
+
+BOOST_AUTO_TEST_CASE(an_override_that_turns_on_something_not_built_is_named_as_the_override) {
+  temp_dir d;
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\nruntime:\n  engine: fake\ncluster:\n  backend: cpu\n");
+  const resolution res = resolve_recipe(r, {"checkpointing.enabled=true"});
+  BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*res.recipe)) ==
+             "override 1 'checkpointing.enabled=true': note: checkpointing.enabled: true: checkpoints are not built yet\n");
+}
+
+BOOST_AUTO_TEST_CASE(settings_the_fake_engines_ignore_are_noted_only_for_a_fake_run_and_only_where_set) {
+  temp_dir d;
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\n  recompute_granularity: full\nruntime:\n  engine: fake\n");
+  const resolution res = resolve_recipe(r);
+  BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
+  BOOST_TEST(to_notes(fake_ignored_settings(*res.recipe)) ==
+             r + ":3:26: note: policy.recompute_granularity: full configures the Gemma 4 engines; runtime.engine: fake ignores it\n");
+  const resolution real = resolve_recipe(r, {"runtime.engine=gemma4"});
+  BOOST_TEST(fake_ignored_settings(*real.recipe).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_dataset_file_that_does_not_exist_is_named_with_its_key_and_an_existing_one_passes) {
+  temp_dir d;
+  const auto present = d.write("prompts.jsonl", "{}\n");
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\ndata:\n  train_dataset: " + present +
+                                       "\n  validation_dataset: " + d.path().string() + "/missing.jsonl\n");
+  const resolution res = resolve_recipe(r);
+  BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
+  BOOST_TEST(to_string(missing_data_files(*res.recipe)) ==
+             r + ":5:23: error: data.validation_dataset: " + d.path().string() +
+                 "/missing.jsonl: no such file (relative paths are from the directory tandem runs in)\n");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The Slurm launcher run as sbatch runs it: a copy of the script in a spool directory, the checkout
+# only known as the submit directory. With stand-ins for scontrol and srun (and the launcher's dry
+# run), it must find the checkout's tandem, write the job's keys, and start the controller and one
+# worker per device with the recipe named from the submit directory. Usage: TEST TANDEM_BINARY.
+set -euo pipefail
+source_dir="$(cd "$(dirname "$0")/../../../.." && pwd)"
+tandem_binary="$1"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/spool/job42" "$work/bin"
+cp "$source_dir/tools/launch/slurm/run.sh" "$work/spool/job42/slurm_script"
+cat > "$work/bin/scontrol" <<'STUB'
+#!/bin/sh
+[ "$1 $2" = "show hostnames" ] && printf 'node-a\nnode-b\n'
+STUB
+chmod +x "$work/bin/scontrol"
+out="$(cd "$source_dir" && PATH="$work/bin:$PATH" SLURM_JOB_NODELIST="node-[a-b]" SLURM_JOB_ID=42 \
+  SLURM_SUBMIT_DIR="$source_dir" TANDEM_JOB_DIR="$work/job" TANDEM="$tandem_binary" TANDEM_LAUNCH_DRY_RUN=1 \
+  bash "$work/spool/job42/slurm_script" configs/recipes/tiny-cpu.yaml runtime.engine=fake cluster.num_nodes=2 2>&1)" || {
+  echo "the launcher failed under sbatch:"; echo "$out"; exit 1; }
+fail() { echo "FAIL: $1"; echo "--- launcher output:"; echo "$out"; exit 1; }
+grep -q "keys $work/job/run.keys --world 4" <<<"$out" || fail "no keys for a world of 2 nodes x 2 devices"
+grep -q "srun --nodes=1 --ntasks=1 --nodelist=node-a .* run $source_dir/configs/recipes/tiny-cpu.yaml runtime.engine=fake cluster.num_nodes=2 cluster.controller_host=" <<<"$out" ||
+  fail "the controller does not run the submit directory's recipe on the first node"
+grep -q -- "--ntasks=4 --ntasks-per-node=2" <<<"$out" || fail "not one worker per device"
+grep -q "TANDEM_CONTROLLER=tcp://.*:29650" <<<"$out" || fail "the workers do not dial the recipe's port"
+# Outside any checkout and without a submit directory that is one, it says what to do.
+if msg="$(cd "$work" && PATH="$work/bin:$PATH" SLURM_JOB_NODELIST=node-a SLURM_SUBMIT_DIR="$work" \
+  bash "$work/spool/job42/slurm_script" recipe.yaml 2>&1)"; then
+  echo "FAIL: a launcher outside any checkout succeeded"; exit 1
+fi
+grep -q "cannot find the tandem checkout" <<<"$msg" || { echo "FAIL: unclear error: $msg"; exit 1; }
+echo "ok"
