@@ -4,26 +4,15 @@
 
 #include "actors/runtime/recipe_settings.hpp"
 #include "orchestration/config/resolve.h"
-#include "support/temp_dir.h"
+#include "support/small_recipe.h"
 
 namespace tc = tandem::config;
 namespace tg = tandem::gpu;
-using tandem::test::temp_dir;
 
 namespace {
 
-/// A small recipe (16 rollouts of at most 32 tokens on one device) with `overrides`.
-tc::recipe_config recipe_of(const std::vector<std::string>& overrides) {
-  temp_dir d;
-  const auto file = d.write("r.yaml",
-                            "grpo:\n  num_prompts_per_step: 4\n  num_generations_per_prompt: 4\n"
-                            "policy:\n  model_name: tiny-all\n  train_global_batch_size: 16\n  max_total_sequence_length: 32\n"
-                            "  generation:\n    max_new_tokens: 16\ndata:\n  max_input_seq_length: 16\n"
-                            "cluster:\n  backend: cpu\n  gpus_per_node: 1\n");
-  const tc::resolution r = tc::resolve_recipe(file, overrides);
-  BOOST_TEST_REQUIRE(r.errors.empty(), tc::to_string(r.errors));
-  return r.recipe->config;
-}
+/// The small recipe of the unit tests with `overrides`.
+tc::recipe_config recipe_of(const std::vector<std::string>& overrides) { return tandem::test::small_recipe(overrides); }
 
 }  // namespace
 
