@@ -8,7 +8,8 @@
 # The recipe's cluster.controller_host is set to the first node's address and the workers find the
 # controller, their rank and the world from the environment (TANDEM_CONTROLLER, TANDEM_RANK,
 # TANDEM_WORLD; ranks are node-major, as the placement plan numbers them). The controller's exit
-# status is the launch's; the workers exit when it ends or dies.
+# status is the launch's; the workers exit when it ends or dies. A run directory (logger.log_dir)
+# that holds an earlier run is refused; add --fresh after the recipe to run in a new sibling.
 #
 # The run's CurveZMQ keys (`tandem keys`) are written into the job's directory,
 # $SLURM_SUBMIT_DIR/.tandem/job-$SLURM_JOB_ID (mode 0700; the file 0600), and handed to the
@@ -49,8 +50,14 @@ fi
 head_node="${nodes[0]}"
 head_addr="$( (getent ahostsv4 "$head_node" || true) | awk 'NR == 1 { print $1 }')"
 [ -n "$head_addr" ] || head_addr="$head_node"
-port="$("$tandem" validate "$recipe" "$@" | awk '/^  controller_port:/ { print $2; exit }')"
-gpus_per_node="$("$tandem" validate "$recipe" "$@" | awk '/^  gpus_per_node:/ { g = $2 } END { print g }')"
+overrides=()  # the key=value arguments: what `tandem validate` takes of them (not --fresh)
+for a in "$@"; do [[ "$a" == *=* ]] && overrides+=("$a"); done
+port="$("$tandem" validate "$recipe" ${overrides[@]+"${overrides[@]}"} | awk '/^  controller_port:/ { print $2; exit }')"
+gpus_per_node="$("$tandem" validate "$recipe" ${overrides[@]+"${overrides[@]}"} | awk '/^  gpus_per_node:/ { g = $2 } END { print g }')"
+if [ -z "$port" ] || [ -z "$gpus_per_node" ]; then
+  echo "tools/launch/slurm/run.sh: $recipe does not validate (tandem validate says why)" >&2
+  exit 2
+fi
 world=$(( ${#nodes[@]} * gpus_per_node ))
 
 run() {
