@@ -5,7 +5,7 @@
 // compute the same value where refits move to NCCL.
 //
 // Definition, bit for bit (XXH3_64bits is xxHash's XXH3 64-bit hash, seed 0, default secret,
-// stable since xxHash 0.8.0; see its doc/xxhash_spec.md):
+// whose output is stable since xxHash 0.8.0, as Debian's libxxhash-dev ships it):
 //
 //   C     = chunked_hash_chunk_bytes = 1 MiB = 1,048,576 bytes
 //   L     = the input's length in bytes
