@@ -33,6 +33,11 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err);
 int generate_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem loss --model DIR --tokens FILE ...` (loss_command.cpp).
 int loss_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem metrics export|check|tensorboard RUN_DIR ...`: a run's metrics.jsonl as NeMo-RL JSON,
+/// checked against metric gates, or as TensorBoard events (metrics_command.cpp).
+int metrics_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem plot RUN_DIR [-o FILE.png] [--metrics a,b]`: a PNG of a run's metrics (plot_command.cpp).
+int plot_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

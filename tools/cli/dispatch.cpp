@@ -20,6 +20,8 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "logprobs") return logprobs_command(rest, out, err);
   if (cmd == "generate") return generate_command(rest, out, err);
   if (cmd == "loss") return loss_command(rest, out, err);
+  if (cmd == "metrics") return metrics_command(rest, out, err);
+  if (cmd == "plot") return plot_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
   err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, keys, inspect, convert, logprobs, loss, generate, help, --version)\n";

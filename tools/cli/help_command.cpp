@@ -33,6 +33,12 @@ commands:
   generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T --top-k K
            --top-p P --seed S] [--stop ID ...]
                                      continue every prompt of FILE on the CPU, as JSON
+  metrics export RUN_DIR [-o FILE]   a run's metrics.jsonl as NeMo-RL JSON: {metric: {step: value}}
+  metrics check RUN_DIR EXPR...      metric gates, e.g. 'mean(train/loss) < 0.5'; exit 1 if one fails
+  metrics tensorboard RUN_DIR [--out DIR]
+                                     a TensorBoard events file of every step (default DIR: RUN_DIR)
+  plot RUN_DIR [-o FILE.png] [--metrics NAME,...]
+                                     a PNG of the reward, accuracy, loss and error metrics (gnuplot)
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -121,6 +127,49 @@ core and the MLP activations; full keeps each layer's input and arguments and re
 the gradients are bitwise the same in every mode.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
+)";
+
+constexpr const char* metrics_help = R"(usage: tandem metrics export RUN_DIR [-o FILE]
+       tandem metrics check RUN_DIR EXPR...
+       tandem metrics tensorboard RUN_DIR [--out DIR]
+
+Reads RUN_DIR/metrics.jsonl (or RUN_DIR itself when it names a file): one JSON object per step,
+with "step" (a whole number >= 1) and numeric fields. A metric is named by its path, nested keys
+joined by '/' ({"refit": {"bytes": 5}} is refit/bytes; "train/loss" stays train/loss); strings,
+booleans, arrays and null are skipped. A line that is not such an object, a step given twice or a
+name given twice in one line is refused, naming FILE:LINE.
+
+export prints NeMo-RL's metrics JSON, {"metric": {"step": value, ...}, ...} with step keys as
+strings; -o FILE writes it to FILE instead, whole or not at all.
+
+check evaluates each EXPR (one argument each: quote it) and prints "ok" or "FAILED" with the values
+it compared. An EXPR compares two operands with <, <=, >, >= or ==; an operand is a number or
+  METRIC[STEP]                  the metric's value at that step
+  mean(METRIC)  median(METRIC)  min(METRIC)  max(METRIC)      over every step it has
+  ratio_above(METRIC, X)        the fraction of its steps whose value is >= X
+A METRIC with characters other than letters, digits and _ / . - @ : is written in double quotes.
+A metric or step the file does not have fails that check, naming it. For example:
+  tandem metrics check logs/run 'median(train/token_mult_prob_error) == 1'     'train/reward[20] > -1.15' 'mean(train/gen_kl_error) < 0.001' 'max(train/reward) > 0.45'
+
+tensorboard writes DIR/events.out.tfevents.<seconds>.<host> (DIR: --out, made if missing; default
+the directory of the metrics file) holding one event per step with every metric as a scalar, for
+`tensorboard --logdir DIR`. A DIR that already holds an events file is refused (TensorBoard would
+show each step twice); a write that fails removes the partial file.
+
+exit status: 0 ok (check: every EXPR holds), 1 the file was refused, could not be written, or a
+check failed, 2 usage error (check: an EXPR that does not parse)
+)";
+
+constexpr const char* plot_help = R"(usage: tandem plot RUN_DIR [-o FILE.png] [--metrics NAME,NAME,...]
+
+Draws metrics of RUN_DIR/metrics.jsonl (or of RUN_DIR itself when it names a file; metrics named
+as `tandem metrics` names them) over steps, one panel each, into FILE.png (default: metrics.png
+beside the metrics file, replaced whole). Without --metrics it draws every metric whose name holds
+reward, accuracy, loss or error, in that order. Needs gnuplot (Debian: gnuplot-nox), with its
+pngcairo terminal where it has one, else png.
+
+exit status: 0 drawn, 1 refused (no metrics file, an unknown metric, none to draw, gnuplot missing
+or failing; the reason on stderr), 2 usage error
 )";
 
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
@@ -248,6 +297,8 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "logprobs") out << logprobs_help;
   else if (a[0] == "generate") out << generate_help;
   else if (a[0] == "loss") out << loss_help;
+  else if (a[0] == "metrics") out << metrics_help;
+  else if (a[0] == "plot") out << plot_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";
