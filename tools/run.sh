@@ -3,7 +3,7 @@
 # with any key=value overrides after it (`--dry-run` prints the plan instead).
 #
 # Until the Gemma 4 engines run in the RL loop, the tiny recipes set runtime.engine: fake: the whole
-# runtime (worker processes, control and data planes, training steps, refits) over a deterministic
+# runtime (member processes, control and data planes, training steps, refits) over a deterministic
 # fake model. A recipe asking for something not built yet is refused, with the list.
 #
 # --fresh: a run directory (logger.log_dir, logs/tiny-cpu by default) that holds an earlier run is

@@ -13,11 +13,11 @@ namespace tandem {
 
 using driver_actor = caf::typed_actor<
     /// Runs one RL step (generate, score, logprobs, train, refit) and reports it. Errors:
-    /// wrong_state (a step is running), worker_lost (a worker was declared lost, now or before),
+    /// wrong_state (a step is running), peer_lost (a member was declared lost, now or before),
     /// and whatever a worker answered, with the worker's name.
     caf::replies_to<step_atom>::with<step_report>,
     /// The supervisor declared a worker lost: (name, reason). Fails the running step with
-    /// worker_lost naming it, and every later step.
-    caf::reacts_to<worker_lost_atom, std::string, std::string>>;
+    /// peer_lost naming it, and every later step.
+    caf::reacts_to<member_lost_atom, std::string, std::string>>;
 
 }  // namespace tandem

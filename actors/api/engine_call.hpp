@@ -1,4 +1,4 @@
-// Where a worker's blocking engine calls run (DESIGN.md section 1, "Threads").
+// Where the policy and rollout workers' blocking engine calls run (DESIGN.md section 1, "Threads").
 //
 // A train step or a generation batch blocks for seconds, so in production a worker actor never
 // calls its engine on a CAF scheduler thread: it hands the call to its own executor (a detached

@@ -11,7 +11,7 @@
 namespace tandem {
 
 using environment_actor = caf::typed_actor<
-    /// One env_feedback per trajectory, in the job's order. Errors: timeout, worker_lost (a
+    /// One env_feedback per trajectory, in the job's order. Errors: timeout, peer_lost (a
     /// scoring worker of the pool died).
     caf::replies_to<score_atom, score_job>::with<score_result>>;
 

@@ -42,7 +42,7 @@ caf::error relay_error(const caf::error& error, std::string_view where) {
   if (error.category() == system_category) {
     switch (static_cast<caf::sec>(error.code())) {
       case caf::sec::request_timeout: return tandem_error(tandem_errc::timeout, std::move(text));
-      case caf::sec::request_receiver_down: return tandem_error(tandem_errc::worker_lost, std::move(text));
+      case caf::sec::request_receiver_down: return tandem_error(tandem_errc::peer_lost, std::move(text));
       default: break;
     }
   }

@@ -24,7 +24,7 @@ caf::error engine_error(std::string_view where, const gpu::status& status);
 std::string error_text(const caf::error& error);
 
 /// `error` as seen from `where`: the same tandem code with "<where>: <text>"; a CAF request
-/// timeout becomes timeout, a receiver gone becomes worker_lost; anything
+/// timeout becomes timeout, a receiver gone becomes peer_lost; anything
 /// else keeps its code and category with the context replaced by "<where>: <text>".
 caf::error relay_error(const caf::error& error, std::string_view where);
 

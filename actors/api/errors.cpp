@@ -9,7 +9,7 @@ std::string to_string(tandem_errc code) {
     case tandem_errc::stale_version: return "stale_version";
     case tandem_errc::invalid_config: return "invalid_config";
     case tandem_errc::engine_failure: return "engine_failure";
-    case tandem_errc::worker_lost: return "worker_lost";
+    case tandem_errc::peer_lost: return "peer_lost";
     case tandem_errc::timeout: return "timeout";
   }
   return "unknown";

@@ -16,7 +16,7 @@ enum class tandem_errc : std::uint8_t {
   stale_version = 2,   ///< a reply or ack carried an older weight version than expected
   invalid_config = 3,  ///< a recipe or model configuration was refused
   engine_failure = 4,  ///< a compute engine call failed (CUDA, NCCL, I/O); its status is attached
-  worker_lost = 5,     ///< a worker missed its heartbeats or its process died
+  peer_lost = 5,       ///< a peer died or stopped answering: a member process that missed its heartbeats or exited, an actor that went down
   timeout = 6,         ///< a deadline on CAF's clock passed
 };
 

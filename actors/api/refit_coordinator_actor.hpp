@@ -14,12 +14,12 @@ using refit_coordinator_actor = caf::typed_actor<
     /// Fetches the manifest from policy rank 0, has every rollout worker check it, derives the
     /// bucket plan. Once: a second handshake is refused (wrong_state). Errors: invalid_config (a
     /// worker refused the manifest, duplicate worker names, workers on different versions),
-    /// timeout, worker_lost.
+    /// timeout, peer_lost.
     caf::replies_to<handshake_atom>::with<handshake_report>,
     /// Makes `version` live on every rollout worker. On failure the previous version stays live
     /// everywhere and the error names the worker and the reason. Errors: wrong_state (no handshake,
     /// a refit in progress), stale_version (not newer than the live version), engine_failure,
-    /// timeout, worker_lost.
+    /// timeout, peer_lost.
     caf::replies_to<refit_atom, weight_version>::with<refit_report>,
     /// An ack from a rollout worker that arrives as a message (remote workers, through the
     /// bridge) rather than as a reply. Dropped and counted unless it is one the refit awaits.

@@ -24,7 +24,7 @@ bridge_actor::behavior_type bridge(bridge_actor::stateful_pointer<bridge_state> 
         self->state.socket->post(peer, std::move(encoded).value());  // false only while stopping
       },
       [=](ctl_in_atom, const std::string& peer, const control::message& m) {
-        // The listener is dynamically typed (controller, worker): CAF checks nothing here.
+        // The listener is dynamically typed (controller, member): CAF checks nothing here.
         caf::unsafe_send_as(self, self->state.listener, ctl_recv_atom::value, peer, m);
       },
       [=](ctl_unreach_atom, const std::string& peer, const std::string& reason) {

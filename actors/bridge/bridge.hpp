@@ -2,7 +2,7 @@
 // (DESIGN.md section 1). Local actors send it (ctl_send, peer, message); it encodes the message
 // (codec.hpp) and posts the frame to the process's socket thread. The socket thread decodes what
 // arrives and hands it over with anon_send as (ctl_in, peer, message); the bridge forwards it to
-// its listener (the controller or worker actor) as (ctl_recv, peer, message).
+// its listener (the controller or member actor) as (ctl_recv, peer, message).
 //
 //   local actor --(ctl_send, peer, m)--> bridge --encode--> socket_thread::post --> ZeroMQ
 //   ZeroMQ --> socket thread --decode--> anon_send (ctl_in, peer, m) --> bridge
@@ -10,7 +10,7 @@
 //   socket thread --(ctl_unreach, peer, reason)--> bridge --(same)--> listener
 //   local actor --(ctl_flush)--> bridge --true--> (its earlier ctl_sends are posted)
 //
-// Peers: routing ids on the controller ("w3"), "" on a worker (its controller). Control messages
+// Peers: routing ids on the controller ("w3"), "" on a member (its controller). Control messages
 // stay process-local CAF values (control::message travels as an unsafe local type; CAF's own
 // network layer is not used).
 #pragma once
@@ -42,14 +42,14 @@ using ctl_unreach_atom = caf::atom_constant<caf::atom("ctl_unrch")>;
 using ctl_flush_atom = caf::atom_constant<caf::atom("ctl_flush")>;
 
 using bridge_actor = caf::typed_actor<
-    /// Encode and send to `peer` (a routing id on the controller; ignored on a worker).
+    /// Encode and send to `peer` (a routing id on the controller; ignored on a member).
     caf::reacts_to<ctl_send_atom, std::string, control::message>,
     /// From the socket thread: a decoded message from `peer`; forwarded to the listener.
     caf::reacts_to<ctl_in_atom, std::string, control::message>,
     /// From the socket thread: a frame for `peer` was dropped; forwarded to the listener.
     caf::reacts_to<ctl_unreach_atom, std::string, std::string>,
     /// Answers once the requester's earlier ctl_sends are posted (messages of one sender arrive in
-    /// order): a worker flushes its goodbye before the socket closes.
+    /// order): a member flushes its goodbye before the socket closes.
     caf::replies_to<ctl_flush_atom>::with<bool>>;
 
 struct bridge_state {

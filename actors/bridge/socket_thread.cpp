@@ -47,7 +47,7 @@ class peer_log {
   void heard(const std::string& peer) { unreachable_.erase(peer); }
 
   std::string describe(const std::string& peer) const {
-    return o_.role == socket_role::worker_dealer ? "controller " + o_.endpoint : "'" + peer_text(peer) + "'";
+    return o_.role == socket_role::member_dealer ? "controller " + o_.endpoint : "'" + peer_text(peer) + "'";
   }
 
  private:
@@ -154,8 +154,8 @@ void socket_thread::run(std::promise<std::string>& opened) {
         return;
       }
       zap = std::move(started.value());
-      for (std::size_t r = 0; r < security->worker_public_keys.size(); ++r)
-        zap->allow("tandem-control", security->worker_public_keys[r], "w" + std::to_string(r));
+      for (std::size_t r = 0; r < security->member_public_keys.size(); ++r)
+        zap->allow("tandem-control", security->member_public_keys[r], "w" + std::to_string(r));
       socket->set(zmq::sockopt::curve_server, 1);
       socket->set(zmq::sockopt::curve_secretkey, security->own.secret_key);
       socket->set(zmq::sockopt::zap_domain, "tandem-control");

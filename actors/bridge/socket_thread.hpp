@@ -1,5 +1,5 @@
 // The one thread that owns a process's ZeroMQ control socket (DESIGN.md section 1): the
-// controller's ROUTER or a worker's DEALER. Nothing else in the process touches the socket.
+// controller's ROUTER or a member's DEALER. Nothing else in the process touches the socket.
 //
 //   incoming: socket --recv--> decode (codec.hpp) --ok--> events.on_message(peer, message)
 //                                                 \-refused--> one stderr line naming the peer and
@@ -46,18 +46,18 @@ namespace tandem {
 
 /// Which end of the control plane a socket thread serves.
 enum class socket_role {
-  controller_router,  ///< binds a ROUTER; peers are the workers' routing ids ("w3")
-  worker_dealer,      ///< connects a DEALER to the controller; the only peer is "" (the controller)
+  controller_router,  ///< binds a ROUTER; peers are the members' routing ids ("w3")
+  member_dealer,      ///< connects a DEALER to the controller; the only peer is "" (the controller)
 };
 
-/// CurveZMQ on a control socket: the ROUTER is a CURVE server that admits exactly the workers'
-/// keys (ZAP domain "tandem-control"; worker r's messages carry User-Id "w<r>", and a frame whose
+/// CurveZMQ on a control socket: the ROUTER is a CURVE server that admits exactly the members'
+/// keys (ZAP domain "tandem-control"; member r's messages carry User-Id "w<r>", and a frame whose
 /// routing id is not its sender's proven id is refused); the DEALER is a CURVE client that only
 /// completes a handshake with the controller's key.
 struct control_security {
   gpu::curve_keypair own;
   std::string controller_public_key;            ///< dealer: the server it dials
-  std::vector<std::string> worker_public_keys;  ///< router: by rank
+  std::vector<std::string> member_public_keys;  ///< router: by rank
 };
 
 struct socket_options {
@@ -65,9 +65,9 @@ struct socket_options {
   /// Router: the bind address ("tcp://127.0.0.1:29650"; "tcp://127.0.0.1:*" for an ephemeral
   /// port). Dealer: the controller's address.
   std::string endpoint;
-  /// Dealer only: this worker's routing id, "w<rank>".
+  /// Dealer only: this member's routing id, "w<rank>".
   std::string routing_id;
-  /// Prefix of every logged line ("tandem controller", "tandem worker 3").
+  /// Prefix of every logged line ("tandem controller", "tandem member 3").
   std::string log_name = "tandem";
   /// Larger frames are refused by ZeroMQ (ZMQ_MAXMSGSIZE) and by the decoder.
   std::size_t max_frame_bytes = control::max_frame_bytes;
@@ -75,7 +75,7 @@ struct socket_options {
   int logged_refusals_per_peer = 20;
   /// Absent: no authentication, no encryption (cluster.secure: false, loopback only).
   std::optional<control_security> security;
-  /// Router: the workers of the run (connections beyond it plus 16 waiting are refused).
+  /// Router: the members of the run (connections beyond it plus 16 waiting are refused).
   int expected_peers = 0;
 };
 
@@ -111,7 +111,7 @@ class socket_thread {
   bool post(std::string peer, control::frame f);
 
   /// Sends what is queued, closes the socket giving those last frames up to `flush` to leave
-  /// (ZMQ_LINGER is raised from 0 to `flush` for the close only: a worker's goodbye), and joins
+  /// (ZMQ_LINGER is raised from 0 to `flush` for the close only: a member's goodbye), and joins
   /// the thread. Idempotent; no event is called after it returns.
   void stop(std::chrono::milliseconds flush = std::chrono::milliseconds(0));
 

@@ -1,4 +1,4 @@
-// run_controller: the actor system, the socket, the controller actor, the local workers, the end.
+// run_controller: the actor system, the socket, the controller actor, the local members, the end.
 #include "actors/controller/controller.hpp"
 
 #include <pthread.h>
@@ -23,15 +23,15 @@
 #include "actors/bridge/log_line.hpp"
 #include "actors/bridge/socket_thread.hpp"
 #include "actors/controller/controller_actor.hpp"
-#include "actors/controller/local_workers.hpp"
+#include "actors/controller/local_members.hpp"
 #include "actors/runtime/system_config.hpp"
-#include "actors/worker/thread_caps.hpp"
+#include "actors/member/thread_caps.hpp"
 
 namespace tandem {
 
 namespace {
 
-/// The address local workers dial for a bound endpoint: a wildcard host becomes loopback.
+/// The address local members dial for a bound endpoint: a wildcard host becomes loopback.
 std::string dial_address(const std::string& bound) {
   std::string out = bound;
   for (const auto& [any, loopback] : {std::pair<std::string, std::string>{"//0.0.0.0:", "//127.0.0.1:"}, {"//[::]:", "//[::1]:"}})
@@ -46,19 +46,19 @@ std::string self_executable() {
 }
 
 /// Starts the local ranks; tells the controller about each (or about the first failure).
-void spawn_local_workers(const controller_options& o, std::size_t count, const std::string& dial, const caf::actor& ctl,
-                         caf::scoped_actor& self, local_workers& children) {
-  const std::string executable = o.worker_executable.empty() ? self_executable() : o.worker_executable;
+void spawn_local_members(const controller_options& o, std::size_t count, const std::string& dial, const caf::actor& ctl,
+                         caf::scoped_actor& self, local_members& children) {
+  const std::string executable = o.member_executable.empty() ? self_executable() : o.member_executable;
   const std::string share = std::to_string(std::max<std::size_t>(1, available_cores() / std::max<std::size_t>(1, count)));
   const std::vector<std::pair<std::string, std::string>> env = {
       {"OMP_NUM_THREADS", share},
       {"OPENBLAS_NUM_THREADS", share},
-      {"TANDEM_LOCAL_WORKERS", std::to_string(count)},
+      {"TANDEM_LOCAL_MEMBERS", std::to_string(count)},
       {"TANDEM_PARENT_PID", std::to_string(::getpid())},
   };
-  const std::string world = std::to_string(o.plan.workers.size());
+  const std::string world = std::to_string(o.plan.members.size());
   for (std::size_t r = 0; r < count; ++r) {
-    const std::vector<std::string> args = {"worker", "--controller", dial, "--rank", std::to_string(r), "--world", world};
+    const std::vector<std::string> args = {"join", "--controller", dial, "--rank", std::to_string(r), "--world", world};
     std::optional<std::string> secret;
     if (o.keys) secret = render_run_keys(credentials_for(*o.keys, static_cast<std::int64_t>(r)));
     auto pid = children.spawn(static_cast<std::int64_t>(r), executable, args, env, secret);
@@ -68,7 +68,7 @@ void spawn_local_workers(const controller_options& o, std::size_t count, const s
     }
     self->send(ctl, ctl_spawn_atom::value, static_cast<std::int64_t>(r), static_cast<std::int64_t>(*pid));
     if (o.report) {
-      std::string line = "spawned worker " + std::to_string(r) + " (pid " + std::to_string(*pid) + "): " + executable;
+      std::string line = "spawned member " + std::to_string(r) + " (pid " + std::to_string(*pid) + "): " + executable;
       for (const auto& a : args) line += " " + a;
       o.report(line);
     }
@@ -119,8 +119,8 @@ class interrupt_watch {
 
 controller_result run_to_end(const controller_options& o) {
   interrupt_watch interrupts;  // before any thread starts: they all inherit the blocked mask
-  const std::size_t world = o.plan.workers.size();
-  if (world == 0) return {false, "the placement plan has no workers"};
+  const std::size_t world = o.plan.members.size();
+  if (world == 0) return {false, "the placement plan has no members"};
   const std::size_t local = o.spawn_local < 0 ? world : std::min<std::size_t>(world, static_cast<std::size_t>(o.spawn_local));
 
   system_config cfg(scheduler_threads(available_cores(), local + 1));
@@ -139,7 +139,7 @@ controller_result run_to_end(const controller_options& o) {
       return {false, s.message()};
     control_security sec;
     sec.own = o.keys->controller;
-    for (const auto& w : o.keys->workers) sec.worker_public_keys.push_back(w.public_key);
+    for (const auto& w : o.keys->members) sec.member_public_keys.push_back(w.public_key);
     so.security = sec;
   }
   auto socket = std::make_shared<socket_thread>(so);
@@ -175,25 +175,25 @@ controller_result run_to_end(const controller_options& o) {
   std::string endpoint;
   self->receive([&](ctl_listen_atom, const std::string& bound) { endpoint = bound; }, on_done, on_down);
 
-  local_workers children;
+  local_members children;
   if (!result) {
     if (o.report)
       o.report("controller listening on " + endpoint +
-               (o.keys ? " (CurveZMQ: every connection encrypted, every worker authenticated by its key)"
+               (o.keys ? " (CurveZMQ: every connection encrypted, every member authenticated by its key)"
                        : " (cluster.secure is false: no authentication, no encryption; loopback only)"));
-    spawn_local_workers(o, local, dial_address(endpoint), ctl, self, children);
+    spawn_local_members(o, local, dial_address(endpoint), ctl, self, children);
     children.watch([ctl](const child_exit& e) {
       caf::anon_send(ctl, ctl_exit_atom::value, e.rank, static_cast<std::int64_t>(e.pid), e.wait_status, e.how);
     });
     while (!result) self->receive(on_done, on_down);
   }
 
-  if (!result->ok && lost_rank >= 0) children.kill_rank(lost_rank);  // a hung worker does not get to linger
+  if (!result->ok && lost_rank >= 0) children.kill_rank(lost_rank);  // a hung member does not get to linger
   const std::vector<std::string> killed = children.stop_all(result->ok ? std::chrono::milliseconds(0) : o.kill_grace);
   if (!killed.empty()) {
     std::string list;
     for (const auto& k : killed) list += (list.empty() ? "" : ", ") + k;
-    log_line("tandem controller: killed the workers still running after the run ended: " + list);
+    log_line("tandem controller: killed the members still running after the run ended: " + list);
   }
   socket->stop();
   self->send_exit(ctl, caf::exit_reason::user_shutdown);  // its bridge and supervisor are linked to it

@@ -1,36 +1,36 @@
 // The controller actor: the controller's side of the control plane for the process layer. It
-// owns the bridge and the supervisor (both linked to it), welcomes each expected worker rank,
-// exchanges heartbeats with every worker, and ends the run: cleanly (shutdown, every worker
-// left) or failed, naming the worker and why.
+// owns the bridge and the supervisor (both linked to it), welcomes each expected member rank,
+// exchanges heartbeats with every member, and ends the run: cleanly (shutdown, every member
+// left) or failed, naming the member and why.
 //
 //   joining --every expected rank welcomed--> running --run_for passed, or the RL loop done--> stopping
-//      |                                         |                          |  every worker left
+//      |                                         |                          |  every member left
 //      |                                         |                          v  (local: reaped with
 //      |                                         |                      finished(ok)   status 0)
-//      +--- join deadline, a worker lost (supervisor), a local worker exited (reaper),
-//           a spawn failure, a worker leaving early, the stop deadline -------> finished(failed)
+//      +--- join deadline, a member lost (supervisor), a local member exited (reaper),
+//           a spawn failure, a member leaving early, the stop deadline -------> finished(failed)
 //
 //   joining:  hello(rank r) --checks--> welcome (roles, dp/rollout ranks, run id, heartbeat
 //             interval/timeout) and supervisor watch(name); a hello that fails a check is
 //             answered with error and logged, and the run goes on
 //   any state but finished: heartbeat in --> supervisor heartbeat(name); every interval a
-//             heartbeat out to every joined worker
-//   running with a recipe (the RL loop): data_endpoint from every worker --> peer_table to every
-//             worker; then the RL loop (rl_loop.hpp) drives the steps through one remote proxy per
+//             heartbeat out to every joined member
+//   running with a recipe (the RL loop): data_endpoint from every member --> peer_table to every
+//             member; then the RL loop (rl_loop.hpp) drives the steps through one remote proxy per
 //             policy rank and per rollout worker (remote_policy.hpp, remote_rollout.hpp); every
-//             other message of a worker goes to its proxy; (rl_done, ok) ends the run, ok or failed
-//   finished(failed): shutdown to every worker still there, then (ctl_done, false, message,
+//             other message of a member goes to its proxy; (rl_done, ok) ends the run, ok or failed
+//   finished(failed): shutdown to every member still there, then (ctl_done, false, message,
 //             lost rank) to the listener; finished(ok): (ctl_done, true, summary, -1)
 //
 // Messages of the run function (controller.cpp) and the reaper thread:
 //   listener <- (ctl_listen, endpoint)          the ROUTER is bound (or ctl_done with the reason)
 //   (ctl_spawn, rank, pid)                      a local child was started for rank
 //   (ctl_exit, rank, pid, wait status, how)     a local child ended ("exited with signal 9 (SIGKILL)")
-//   (ctl_fail, message)                         the run function could not start a worker
+//   (ctl_fail, message)                         the run function could not start a member
 //   (ctl_intr, signal)                          SIGINT/SIGTERM: joining or running --> stopping
-//                                               (shutdown to every worker), then finished(failed,
+//                                               (shutdown to every member), then finished(failed,
 //                                               "interrupted by SIGINT ...") once all left
-// The supervisor's notice (worker_lost_atom, name, reason) fails the run with that name.
+// The supervisor's notice (member_lost_atom, name, reason) fails the run with that name.
 #pragma once
 
 #include <chrono>
@@ -56,7 +56,7 @@ using ctl_exit_atom = caf::atom_constant<caf::atom("ctl_exit")>;
 using ctl_fail_atom = caf::atom_constant<caf::atom("ctl_fail")>;
 /// (ctl_done, ok, message, lost rank or -1): the outcome, sent to the listener once.
 using ctl_done_atom = caf::atom_constant<caf::atom("ctl_done")>;
-/// (ctl_intr, signal number): SIGINT or SIGTERM reached the controller process: stop the workers
+/// (ctl_intr, signal number): SIGINT or SIGTERM reached the controller process: stop the members
 /// in order (shutdown, wait for them to leave), then finish failed, saying so.
 using ctl_interrupt_atom = caf::atom_constant<caf::atom("ctl_intr")>;
 

@@ -90,7 +90,7 @@ json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) 
               {"tokens", t.tokens},
               {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"},
               {"version", t.version},
-              {"worker", t.worker},
+              {"rollout_worker", t.worker},
               {"reward", i < r.rewards.size() ? r.rewards[i] : 0.0}};
 }
 
@@ -166,7 +166,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   auto reward = reward_for(recipe);
   if (!prompts || !reward) {
     finish(self, false, (!prompts ? prompts.error() : reward.error()).message());
-    return {[](worker_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
+    return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
   }
 
   refit_coordinator_config rc;
@@ -217,8 +217,8 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
           },
           [self](caf::error& e) { finish(self, false, "refit handshake: " + error_text(e)); });
   return {
-      [self](worker_lost_atom, const std::string& name, const std::string& reason) {
-        self->send(self->state.driver, worker_lost_atom_v, name, reason);
+      [self](member_lost_atom, const std::string& name, const std::string& reason) {
+        self->send(self->state.driver, member_lost_atom_v, name, reason);
       },
       [self](rl_stop_atom) { self->state.stop_requested = true; },
   };

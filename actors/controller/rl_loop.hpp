@@ -1,4 +1,4 @@
-// The controller's RL loop over the workers' remote proxies (DESIGN.md sections 1 and 4): the
+// The controller's RL loop over the members' remote proxies (DESIGN.md sections 1 and 4): the
 // refit handshake, then one driver step after another, a progress line and metrics records per
 // step, and the outcome to the controller actor.
 //
@@ -13,8 +13,8 @@
 //               "cannot write DIR/generations.jsonl: No space left on device"); the file keeps
 //               only whole records (orchestration/records/record_file.h)
 //   rl_stop --the step in flight ends--> (rl_done, true, "N of M steps done; stopped on request")
-//   any failure (handshake, a step: a worker's error, a deadline, a lost worker)
-//               --> (rl_done, false, why naming the worker)
+//   any failure (handshake, a step: a member's error, a deadline, a lost member)
+//               --> (rl_done, false, why naming the member)
 //
 // Refits: colocated runs bump the version over the shared weights; dedicated runs stream every
 // bucket from the policy root to the rollout workers over the refit group (refit_stream.hpp), so

@@ -54,12 +54,12 @@ struct driver_state {
   behavior idle() {
     return {
         [this](step_atom) -> caf::result<step_report> { return start_step(); },
-        [this](worker_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
+        [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
     };
   }
 
   caf::result<step_report> start_step() {
-    if (!lost.empty()) return tandem_error(tandem_errc::worker_lost, "driver: step refused: " + lost.front() + " was lost");
+    if (!lost.empty()) return tandem_error(tandem_errc::peer_lost, "driver: step refused: " + lost.front() + " was lost");
     if (auto e = check_config()) return *e;
     step = step_state{};
     step.serial = next_serial++;
@@ -89,13 +89,13 @@ struct driver_state {
           return tandem_error(tandem_errc::wrong_state, "driver: step refused: step " +
                                                             std::to_string(step.report.step) + " is " + state);
         },
-        [this](worker_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
+        [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
     };
   }
 
   void on_lost(const std::string& worker, const std::string& reason) {
     lost.push_back(worker + " (" + reason + ")");
-    if (step.serial != 0) fail(tandem_error(tandem_errc::worker_lost, "driver: step " + std::to_string(step.report.step) +
+    if (step.serial != 0) fail(tandem_error(tandem_errc::peer_lost, "driver: step " + std::to_string(step.report.step) +
                                                                             " failed: " + worker + " was lost: " + reason));
   }
 

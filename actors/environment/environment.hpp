@@ -5,7 +5,7 @@
 //              --> answers gathered in job order --> score_result
 //
 // Any number of jobs may be in flight; a worker failing or missing the deadline fails the job
-// (timeout / worker_lost) naming the worker. The workers are linked to the pool.
+// (timeout / peer_lost) naming the worker. The workers are linked to the pool.
 #pragma once
 
 #include <chrono>

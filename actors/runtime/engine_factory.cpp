@@ -41,7 +41,7 @@ const char* name_of(config::environment_kind e) {
 
 }  // namespace
 
-gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
+gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
                                          std::shared_ptr<gpu::communicator> data_parallel) {
   if (recipe.runtime.engine != config::engine_kind::fake)
     return not_built("runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
@@ -50,12 +50,12 @@ gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bo
   if (gpu::status s = gpu::check_fake_model_options(model); !s) return s;
   const gpu::train_engine_options train = train_engine_settings(recipe);
   if (gpu::status s = gpu::check_train_engine_options("policy", train); !s) return s;
-  worker_engines out;
+  member_engines out;
   out.data_parallel = std::move(data_parallel);
   std::shared_ptr<gpu::fake_train_engine> trainer;
   if (policy) {
     // The engine calls its group from the executor's thread: the engine keeps the group alive, so
-    // a worker that ends mid-step (a shutdown, a failed run) never leaves a call on a freed group.
+    // a member that ends mid-step (a shutdown, a failed run) never leaves a call on a freed group.
     trainer = std::shared_ptr<gpu::fake_train_engine>(new gpu::fake_train_engine(model, train, out.data_parallel.get()),
                                                       [group = out.data_parallel](gpu::fake_train_engine* e) { delete e; });
     out.train = trainer;

@@ -1,5 +1,5 @@
 // The engine factory: what the recipe's engine choices build, in one place. runtime.engine picks
-// the train and generate engines behind a worker's actors; the same choice, with data.train_dataset
+// the train and generate engines behind a member's actors; the same choice, with data.train_dataset
 // and env.name, gives the controller's RL loop its training prompts and its reward. Only this
 // factory (engine_factory.cpp) knows the fake engines and their task (gpu/engine/fake/); the RL
 // loop and the recipe settings see engines, prompts and a scoring function.
@@ -29,8 +29,8 @@
 
 namespace tandem {
 
-struct worker_engines {
-  std::shared_ptr<gpu::train_engine> train;        ///< when the worker hosts a policy rank
+struct member_engines {
+  std::shared_ptr<gpu::train_engine> train;        ///< when the member hosts a policy rank
   std::shared_ptr<gpu::generate_engine> generate;  ///< when it hosts a rollout worker
   gpu::weight_manifest rollout_layout;             ///< the generator's own layout (the policy's manifest must equal it)
   /// A hash of the trainer's weights now (0: the engine offers none); called between engine calls.
@@ -38,11 +38,11 @@ struct worker_engines {
   std::shared_ptr<gpu::communicator> data_parallel;  ///< kept alive as long as the trainer uses it
 };
 
-/// The engines for a worker hosting a policy rank and/or a rollout worker. Colocated: the
+/// The engines for a member hosting a policy rank and/or a rollout worker. Colocated: the
 /// generator reads the trainer's weights in place. `data_parallel` is the ring of the policy ranks
 /// (null for a single rank). Fails (unsupported) for runtime.engine gemma4 until its engines exist,
 /// (invalid_argument) for a fake model or train options the engines refuse.
-gpu::result<worker_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
+gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
                                          std::shared_ptr<gpu::communicator> data_parallel);
 
 /// The prompt set (token ids) the driver cycles through: data.train_dataset null gives the

@@ -1,5 +1,5 @@
 // The settings both ends of a run derive from the resolved recipe, in one place: the controller
-// (driver, refit) and every worker (engines, loss) read the same recipe from the welcome, so the
+// (driver, refit) and every member (engines, loss) read the same recipe from the welcome, so the
 // loss settings and sampling need not travel in every request. The engines themselves, and what
 // runtime.engine builds, are the engine factory's (engine_factory.hpp).
 #pragma once

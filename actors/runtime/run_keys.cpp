@@ -60,7 +60,7 @@ std::optional<std::int64_t> integer_of(std::string_view text) {
 }  // namespace
 
 gpu::result<run_keys> make_run_keys(std::int64_t world) {
-  if (world < 1) return status{status_code::invalid_argument, "a run has at least one worker, not " + std::to_string(world)};
+  if (world < 1) return status{status_code::invalid_argument, "a run has at least one member, not " + std::to_string(world)};
   run_keys k;
   k.world = world;
   auto c = gpu::make_curve_keypair();
@@ -69,7 +69,7 @@ gpu::result<run_keys> make_run_keys(std::int64_t world) {
   for (std::int64_t r = 0; r < world; ++r) {
     auto w = gpu::make_curve_keypair();
     if (!w) return w.error();
-    k.workers.push_back(*w);
+    k.members.push_back(*w);
   }
   return k;
 }
@@ -77,20 +77,20 @@ gpu::result<run_keys> make_run_keys(std::int64_t world) {
 run_keys credentials_for(const run_keys& keys, std::int64_t rank) {
   run_keys c = keys;
   c.controller.secret_key.clear();
-  for (std::size_t r = 0; r < c.workers.size(); ++r)
-    if (static_cast<std::int64_t>(r) != rank) c.workers[r].secret_key.clear();
+  for (std::size_t r = 0; r < c.members.size(); ++r)
+    if (static_cast<std::int64_t>(r) != rank) c.members[r].secret_key.clear();
   return c;
 }
 
 std::string render_run_keys(const run_keys& keys) {
   std::string out =
-      "# tandem run keys: the CurveZMQ key pairs (Z85) of one run's controller and workers.\n"
+      "# tandem run keys: the CurveZMQ key pairs (Z85) of one run's controller and members.\n"
       "# Whoever can read this file can join the run: keep it private (mode 0600).\n"
       "tandem-keys 1\n"
       "world " + std::to_string(keys.world) + "\n";
   const auto pair = [](const gpu::curve_keypair& k) { return k.public_key + (k.secret_key.empty() ? "" : " " + k.secret_key); };
   out += "controller " + pair(keys.controller) + "\n";
-  for (std::size_t r = 0; r < keys.workers.size(); ++r) out += "worker " + std::to_string(r) + " " + pair(keys.workers[r]) + "\n";
+  for (std::size_t r = 0; r < keys.members.size(); ++r) out += "member " + std::to_string(r) + " " + pair(keys.members[r]) + "\n";
   return out;
 }
 
@@ -119,7 +119,7 @@ gpu::result<run_keys> parse_run_keys(std::string_view text, const std::string& s
       if (!n || *n < 1 || *n > (1 << 20)) return bad(where, "'world' takes one positive integer");
       if (k.world != 0) return bad(where, "'world' appears twice");
       k.world = *n;
-      k.workers.assign(static_cast<std::size_t>(*n), {});
+      k.members.assign(static_cast<std::size_t>(*n), {});
       seen.assign(static_cast<std::size_t>(*n), false);
     } else if (w[0] == "controller") {
       if (controller) return bad(where, "'controller' appears twice");
@@ -127,18 +127,18 @@ gpu::result<run_keys> parse_run_keys(std::string_view text, const std::string& s
       if (!p) return p.error();
       k.controller = *p;
       controller = true;
-    } else if (w[0] == "worker") {
-      if (k.world == 0) return bad(where, "'worker' before 'world'");
+    } else if (w[0] == "member") {
+      if (k.world == 0) return bad(where, "'member' before 'world'");
       const auto r = w.size() >= 2 ? integer_of(w[1]) : std::nullopt;
       if (!r || *r < 0 || *r >= k.world)
-        return bad(where, "a worker rank in 0.." + std::to_string(k.world - 1) + " must follow 'worker'");
-      if (seen[static_cast<std::size_t>(*r)]) return bad(where, "worker " + std::to_string(*r) + " appears twice");
+        return bad(where, "a member rank in 0.." + std::to_string(k.world - 1) + " must follow 'member'");
+      if (seen[static_cast<std::size_t>(*r)]) return bad(where, "member " + std::to_string(*r) + " appears twice");
       auto p = keypair_of(w, 2, where);
       if (!p) return p.error();
-      k.workers[static_cast<std::size_t>(*r)] = *p;
+      k.members[static_cast<std::size_t>(*r)] = *p;
       seen[static_cast<std::size_t>(*r)] = true;
     } else {
-      return bad(where, "unknown record '" + gpu::printable(w[0]) + "' (expected world, controller or worker)");
+      return bad(where, "unknown record '" + gpu::printable(w[0]) + "' (expected world, controller or member)");
     }
     if (end == text.size()) break;
   }
@@ -146,7 +146,7 @@ gpu::result<run_keys> parse_run_keys(std::string_view text, const std::string& s
   if (k.world == 0) return bad(source, "no 'world' record");
   if (!controller) return bad(source, "no 'controller' record");
   for (std::size_t r = 0; r < seen.size(); ++r)
-    if (!seen[r]) return bad(source, "no key of worker " + std::to_string(r));
+    if (!seen[r]) return bad(source, "no key of member " + std::to_string(r));
   return k;
 }
 
@@ -227,10 +227,10 @@ gpu::status write_run_keys_file(const std::string& path, const run_keys& keys) {
 
 gpu::status check_run_keys_for(const run_keys& keys, std::int64_t world, std::int64_t rank, const std::string& source) {
   if (keys.world != world)
-    return bad(source, "the keys are for a run of " + std::to_string(keys.world) + " workers; this run has " + std::to_string(world));
+    return bad(source, "the keys are for a run of " + std::to_string(keys.world) + " members; this run has " + std::to_string(world));
   if (rank < 0 && keys.controller.secret_key.empty()) return bad(source, "the controller's secret key is missing");
-  if (rank >= 0 && (rank >= keys.world || keys.workers[static_cast<std::size_t>(rank)].secret_key.empty()))
-    return bad(source, "worker " + std::to_string(rank) + "'s secret key is missing");
+  if (rank >= 0 && (rank >= keys.world || keys.members[static_cast<std::size_t>(rank)].secret_key.empty()))
+    return bad(source, "member " + std::to_string(rank) + "'s secret key is missing");
   return status::ok();
 }
 
@@ -244,15 +244,15 @@ gpu::result<std::optional<run_keys>> controller_keys(bool secure, std::int64_t w
   }
   if (spawned_here < world)
     return bad("cluster.secure", std::to_string(world - spawned_here) + " of the run's " + std::to_string(world) +
-                                     " workers are started outside this process (by hand or by a launcher) and need the run's "
+                                     " members are started outside this process (by hand or by a launcher) and need the run's "
                                      "keys: make them with `tandem keys FILE --world " + std::to_string(world) +
-                                     "` and set TANDEM_KEYS=FILE for the controller and those workers");
+                                     "` and set TANDEM_KEYS=FILE for the controller and those members");
   auto k = make_run_keys(world);
   if (!k) return k.error();
   return std::optional<run_keys>(std::move(k.value()));
 }
 
-gpu::result<std::optional<run_keys>> worker_keys_from_environment() {
+gpu::result<std::optional<run_keys>> member_keys_from_environment() {
   if (const char* fd_text = std::getenv("TANDEM_KEYS_FD"); fd_text != nullptr && *fd_text != '\0') {
     const auto fd = integer_of(fd_text);
     const std::string source = std::string("TANDEM_KEYS_FD=") + gpu::printable(fd_text);

@@ -1,20 +1,20 @@
-// The keys of one run (CurveZMQ): the controller's key pair and one key pair per worker rank.
-// Every socket of a run authenticates with them: a worker proves it is rank r by holding rank
+// The keys of one run (CurveZMQ): the controller's key pair and one key pair per member rank.
+// Every socket of a run authenticates with them: a member proves it is rank r by holding rank
 // r's secret key, the controller by holding its own; nobody else completes a handshake.
 //
 // Where they come from and go:
-//   tandem run, every worker spawned here:  made fresh for the run (make_run_keys); each spawned
-//       worker receives its credentials (credentials_for: the controller's public key, every
-//       worker's public key, its own secret key) on an inherited pipe named by TANDEM_KEYS_FD.
-//   workers started by hand or by a launcher:  `tandem keys FILE --world N` writes the file
-//       (mode 0600, never overwritten); the controller and every such worker read it from the
+//   tandem run, every member spawned here:  made fresh for the run (make_run_keys); each spawned
+//       member receives its credentials (credentials_for: the controller's public key, every
+//       member's public key, its own secret key) on an inherited pipe named by TANDEM_KEYS_FD.
+//   members started by hand or by a launcher:  `tandem keys FILE --world N` writes the file
+//       (mode 0600, never overwritten); the controller and every such member read it from the
 //       path in TANDEM_KEYS. A file readable by anyone but its owner is refused.
 //
 // File format (text, one record per line; a line whose first word starts with '#' is a comment):
 //   tandem-keys 1
 //   world 4
 //   controller <public Z85> [<secret Z85>]
-//   worker <rank> <public Z85> [<secret Z85>]        one line per rank 0 .. world-1
+//   member <rank> <public Z85> [<secret Z85>]        one line per rank 0 .. world-1
 // A secret key must belong to the public key beside it (checked), so a damaged file is refused
 // with its line instead of failing handshakes later.
 #pragma once
@@ -32,15 +32,15 @@ namespace tandem {
 
 struct run_keys {
   std::int64_t world = 0;
-  gpu::curve_keypair controller;           ///< secret_key empty in a worker's credentials
-  std::vector<gpu::curve_keypair> workers;  ///< by rank; secret_key empty where not held
+  gpu::curve_keypair controller;           ///< secret_key empty in a member's credentials
+  std::vector<gpu::curve_keypair> members;  ///< by rank; secret_key empty where not held
   bool operator==(const run_keys&) const = default;
 };
 
-/// Fresh random keys for a run of `world` workers.
+/// Fresh random keys for a run of `world` members.
 gpu::result<run_keys> make_run_keys(std::int64_t world);
 
-/// What worker `rank` needs: every public key and its own secret key, nothing else.
+/// What member `rank` needs: every public key and its own secret key, nothing else.
 run_keys credentials_for(const run_keys& keys, std::int64_t rank);
 
 /// The file text of `keys`.
@@ -62,18 +62,18 @@ gpu::status write_run_keys_file(const std::string& path, const run_keys& keys);
 gpu::result<run_keys> read_run_keys_fd(int fd, const std::string& source);
 
 /// Checks that `keys` holds what `holder` needs: the controller ("controller") needs its secret
-/// key; worker r needs rank r's secret key; every public key for `world` ranks. The error names
+/// key; member r needs rank r's secret key; every public key for `world` ranks. The error names
 /// what is missing and where the keys came from.
 gpu::status check_run_keys_for(const run_keys& keys, std::int64_t world, std::int64_t rank_or_minus_one,
                                const std::string& source);
 
 /// The keys a controller runs with: none when `secure` is false; the file named by $TANDEM_KEYS
-/// when set (checked for `world` workers); else fresh keys when all `world` workers are spawned
-/// here; else an error saying how to make the file the other workers need.
+/// when set (checked for `world` members); else fresh keys when all `world` members are spawned
+/// here; else an error saying how to make the file the other members need.
 gpu::result<std::optional<run_keys>> controller_keys(bool secure, std::int64_t world, std::int64_t spawned_here);
 
-/// The keys a worker runs with: from the descriptor in $TANDEM_KEYS_FD (a controller that
+/// The keys a member runs with: from the descriptor in $TANDEM_KEYS_FD (a controller that
 /// spawned it), else the file in $TANDEM_KEYS (a launcher), else none.
-gpu::result<std::optional<run_keys>> worker_keys_from_environment();
+gpu::result<std::optional<run_keys>> member_keys_from_environment();
 
 }  // namespace tandem

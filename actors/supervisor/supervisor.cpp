@@ -18,12 +18,12 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
                                            caf::actor listener, supervisor_options options) {
   self->delayed_send(self, options.check_interval, tick_atom::value);
   return {
-      [=](watch_atom, const std::string& worker) { self->state.last_seen[worker] = self->clock().now(); },
-      [=](heartbeat_atom, const std::string& worker) {
-        auto it = self->state.last_seen.find(worker);
+      [=](watch_atom, const std::string& member) { self->state.last_seen[member] = self->clock().now(); },
+      [=](heartbeat_atom, const std::string& member) {
+        auto it = self->state.last_seen.find(member);
         if (it != self->state.last_seen.end()) it->second = self->clock().now();
       },
-      [=](forget_atom, const std::string& worker) { self->state.last_seen.erase(worker); },
+      [=](forget_atom, const std::string& member) { self->state.last_seen.erase(member); },
       [=](tick_atom) {
         const auto now = self->clock().now();
         for (auto it = self->state.last_seen.begin(); it != self->state.last_seen.end();) {
@@ -32,7 +32,7 @@ supervisor_actor::behavior_type supervisor(supervisor_actor::stateful_pointer<su
             // The listener is dynamically typed (the driver, a test probe): CAF checks nothing here.
             caf::unsafe_send_as(self, listener, lost_atom::value, it->first,
                        "no heartbeat for " + age_text(age) + " (timeout " + age_text(options.heartbeat_timeout) +
-                           "): the worker died or hangs");
+                           "): the member died or hangs");
             it = self->state.last_seen.erase(it);
           } else {
             ++it;

@@ -6,7 +6,7 @@
 // (invalid_argument naming the op and the dtype), as bytes have no sum.
 //
 // Implementations: local_group (ranks as threads of one process; tests and single-node CPU
-// runs), ZeroMQ between CPU workers and NCCL between GPUs (later issues).
+// runs), ZeroMQ between CPU members and NCCL between GPUs (later issues).
 //
 // Contract of every collective: all ranks call it in the same order with matching sizes; it
 // returns when this rank's part is complete. On failure (a peer died, sizes disagree) it returns

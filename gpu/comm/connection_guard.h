@@ -1,4 +1,4 @@
-// The connections of one server socket (the controller's ROUTER, a worker's data-plane ROUTER),
+// The connections of one server socket (the controller's ROUTER, a member's data-plane ROUTER),
 // watched through a ZeroMQ socket monitor: what ZeroMQ refuses is logged with its reason, and the
 // number of connections open at once is capped, so peers that never finish a handshake cannot
 // pile up.
@@ -43,7 +43,7 @@ struct connection_guard_options {
   std::string socket_name = "the socket";               ///< "the control socket tcp://10.0.0.1:29650"
   int expected_peers = 0;                               ///< connections the run itself opens to the socket
   int max_waiting = 16;                                 ///< more connections than that at once are refused
-  /// A connecting socket (a worker's DEALER): only its failed handshakes are logged, no cap.
+  /// A connecting socket (a member's DEALER): only its failed handshakes are logged, no cap.
   bool client = false;
   std::function<void(const std::string&)> log;          ///< one line, called on the guard's thread
 };

@@ -1,4 +1,4 @@
-// The CPU data plane: a communicator over direct worker-to-worker ZeroMQ connections. The
+// The CPU data plane: a communicator over direct member-to-member ZeroMQ connections. The
 // controller only hands out endpoints; weight buckets and gradients travel rank to rank.
 //
 // Joining (every rank):

@@ -12,7 +12,7 @@ namespace tandem::gpu {
 /// valid UTF-8, and the C1 controls and bidirectional overrides written in UTF-8 ("\u009b",
 /// "\u202e"). Printable ASCII and other valid UTF-8 pass unchanged. Longer than `max_bytes`:
 /// cut there (at a character boundary) with "...(N more bytes)". A backslash stays as it is, so
-/// printable(printable(x)) == printable(x): text escaped once (a worker's name) can pass through
+/// printable(printable(x)) == printable(x): text escaped once (a member's name) can pass through
 /// another sink unchanged.
 std::string printable(std::string_view text, std::size_t max_bytes = 4096);
 

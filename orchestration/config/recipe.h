@@ -169,8 +169,8 @@ struct cluster_config {
 struct runtime_config {
   engine_kind engine{};                  // gemma4 (the model) or fake (deterministic stand-ins, runtime tests)
   std::int64_t fake_weight_mb{};         // fake engines: size of the fake model's weights
-  std::int64_t heartbeat_interval_ms{};  // both ways between the controller and every worker
-  std::int64_t heartbeat_timeout_ms{};   // silence longer than this: the worker is dead or hung
+  std::int64_t heartbeat_interval_ms{};  // both ways between the controller and every member
+  std::int64_t heartbeat_timeout_ms{};   // silence longer than this: the member is dead or hung
   std::int64_t request_timeout_s{};      // deadline of one generate, logprob, train or refit request
 };
 

@@ -38,7 +38,7 @@ struct recipe_chain {
 recipe_chain load_recipe_chain(const std::string& path, const schema& s);
 
 /// One layer from the text of a resolved recipe (render_resolved: every key, no `defaults:`), as a
-/// controller sends it to its workers; `display` names it in errors.
+/// controller sends it to its members; `display` names it in errors.
 recipe_chain load_resolved_text(const std::string& text, const std::string& display, const schema& s);
 
 /// Parses dotted overrides ("grpo.seed=3", "policy.generation={temperature: 0.7}") into one layer.

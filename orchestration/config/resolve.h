@@ -45,7 +45,7 @@ resolution merge_layers(const std::vector<recipe_layer>& layers, const schema& s
 resolution resolve_recipe(const std::string& path, const std::vector<std::string>& overrides = {},
                           const schema& s = schema::recipes());
 
-/// The same for the text of a resolved recipe (load_resolved_text), e.g. the one a worker receives
+/// The same for the text of a resolved recipe (load_resolved_text), e.g. the one a member receives
 /// in its welcome; `display` names it in errors ("the controller's recipe").
 resolution resolve_resolved_text(const std::string& text, const std::string& display,
                                  const schema& s = schema::recipes());

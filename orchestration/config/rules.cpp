@@ -61,7 +61,7 @@ class rule_checker {
     if (cl.controller_host == "0.0.0.0" || cl.controller_host == "::" || cl.controller_host == "*" ||
         cl.controller_host.empty())
       fail({"cluster.controller_host"}, "'" + cl.controller_host +
-                                            "' binds every interface: name the address of the one the workers reach "
+                                            "' binds every interface: name the address of the one the members reach "
                                             "the controller on (a run binds only that interface)");
     else if (!cl.secure && !loopback_host(cl.controller_host))
       fail({"cluster.secure", "cluster.controller_host"},
@@ -76,7 +76,7 @@ class rule_checker {
     if (!twice || rt.heartbeat_timeout_ms < *twice)
       fail({"runtime.heartbeat_timeout_ms", "runtime.heartbeat_interval_ms"},
            "must be at least twice runtime.heartbeat_interval_ms (" + n(rt.heartbeat_interval_ms) +
-               "), or one late heartbeat declares a healthy worker dead; got " + n(rt.heartbeat_timeout_ms));
+               "), or one late heartbeat declares a healthy member dead; got " + n(rt.heartbeat_timeout_ms));
   }
 
   void cluster_fit() {

@@ -14,7 +14,7 @@ struct resolved_recipe;
 config_errors check_rules(const resolved_recipe& r);
 
 /// True for a loopback host: "localhost", "::1" or an IPv4 address 127.x.x.x. The one definition
-/// cluster.secure: false and the workers' own checks share.
+/// cluster.secure: false and the members' own checks share.
 bool loopback_host(const std::string& host);
 
 }  // namespace tandem::config

@@ -220,7 +220,7 @@ void declare_policy(schema& s) {
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: stop_token_ids_end_every_response_at_its_first_stop_token").at_most(2147483647.0);
   key(s, "policy.generation.colocated.enabled", "Generate on the training devices (true) or on dedicated ones (false)")
       .boolean(true).to([](R& r) -> auto& { return r.policy.generation.colocated; })
-      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: every_colocated_worker_on_one_node_hosts_both_actors_with_ranks_in_device_order; tests/integration/runtime/rl_run_test.cpp: a_dedicated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
+      .shown_by("tests/unit/orchestration/topology/placement_test.cpp: every_colocated_member_on_one_node_hosts_both_actors_with_ranks_in_device_order; tests/integration/runtime/rl_run_test.cpp: a_dedicated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
   key(s, "policy.generation.colocated.resources.gpus_per_node", "Non-colocated: generation devices per node (one node: taken from the training node)")
       .integer(0).null_default().at_least(1)
       .to([](R& r) -> auto& { return r.policy.generation.resources.gpus_per_node; })
@@ -344,13 +344,13 @@ void declare_cluster(schema& s) {
   key(s, "cluster.num_nodes", "Nodes in the job").integer(1).at_least(1)
       .to([](R& r) -> auto& { return r.cluster.num_nodes; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: dedicated_generation_on_several_nodes_puts_whole_training_nodes_first_then_rollout_nodes").at_most(65536);
-  key(s, "cluster.gpus_per_node", "Devices per node (cpu backend: worker processes per node)").integer(8)
+  key(s, "cluster.gpus_per_node", "Devices per node (cpu backend: member processes per node)").integer(8)
       .at_least(1).at_most(64).to([](R& r) -> auto& { return r.cluster.gpus_per_node; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_data_parallel_size_counts_the_training_devices");
   key(s, "cluster.device_memory_gib", "Memory of one device, for the memory plan (H200: 140)").real(140.0)
       .above(0).to([](R& r) -> auto& { return r.cluster.device_memory_gib; })
       .shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about").at_most(1 << 20);
-  key(s, "cluster.controller_host", "Address the controller's control socket binds and workers dial")
+  key(s, "cluster.controller_host", "Address the controller's control socket binds and members dial")
       .string("127.0.0.1").to([](R& r) -> auto& { return r.cluster.controller_host; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_control_endpoint_is_tcp_to_the_controller_host_and_port");
   key(s, "cluster.controller_port", "TCP port of the controller's control socket").integer(29650)
@@ -370,12 +370,12 @@ void declare_runtime(schema& s) {
   key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
       .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; })
       .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length");
-  key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every worker, both ways")
+  key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every member, both ways")
       .integer(1000).at_least(10).at_most(3'600'000).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; })
-      .shown_by("tests/actors/supervisor/supervisor_test.cpp: a worker that stops answering is reported by name after the heartbeat timeout");
-  key(s, "runtime.heartbeat_timeout_ms", "A worker silent this long is declared dead or hung and the run fails naming it")
+      .shown_by("tests/actors/supervisor/supervisor_test.cpp: a member that stops answering is reported by name after the heartbeat timeout");
+  key(s, "runtime.heartbeat_timeout_ms", "A member silent this long is declared dead or hung and the run fails naming it")
       .integer(10000).at_least(100).at_most(86'400'000).to([](R& r) -> auto& { return r.runtime.heartbeat_timeout_ms; })
-      .shown_by("tests/integration/runtime/controller_faults_test.cpp: a_stopped_controller_makes_every_worker_exit_after_the_heartbeat_timeout");
+      .shown_by("tests/integration/runtime/controller_faults_test.cpp: a_stopped_controller_makes_every_member_exit_after_the_heartbeat_timeout");
   key(s, "runtime.request_timeout_s", "Deadline of one generate, logprob, train or refit request")
       .integer(1800).at_least(1).at_most(604'800).to([](R& r) -> auto& { return r.runtime.request_timeout_s; })
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: a_request_past_request_timeout_s_fails_the_run_naming_the_request");

@@ -1,7 +1,7 @@
-// How large a frame the controller accepts from a worker, for one recipe. ZeroMQ allocates a
+// How large a frame the controller accepts from a member, for one recipe. ZeroMQ allocates a
 // frame as soon as its header arrives, before the CURVE handshake has proven anything, so the
 // controller's ZMQ_MAXMSGSIZE is what a stranger can make it hold per connection: it is sized
-// from what the run's workers can legitimately send, not from the codec's ceiling.
+// from what the run's members can legitimately send, not from the codec's ceiling.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 namespace tandem::control {
 
-/// The largest worker -> controller frame of a run of `recipe`: a generate_result holding every
+/// The largest member -> controller frame of a run of `recipe`: a generate_result holding every
 /// sequence of a step at max_new_tokens, or a logprob_result of every token of a step at
 /// max_total_sequence_length, twice over for headroom; at least 16 MiB (a manifest, metrics,
 /// error texts) and at most max_frame_bytes.

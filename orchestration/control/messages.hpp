@@ -1,16 +1,16 @@
 // The control-plane messages (DESIGN.md section 5): a closed enum of every kind that travels
-// between the controller's ROUTER socket and the workers' DEALER sockets, the protocol version,
+// between the controller's ROUTER socket and the members' DEALER sockets, the protocol version,
 // and one plain-data struct per kind. Nothing process-local (pointers, handles, CAF types) appears
-// here; weight bytes and gradients never do either (they travel worker to worker on the data
+// here; weight bytes and gradients never do either (they travel member to member on the data
 // plane). The wire format lives in codec.hpp.
 //
-// A worker's life, as the messages see it:
+// A member's life, as the messages see it:
 //
-//   worker                                   controller
+//   member                                   controller
 //     hello ------------------------------------>          (first message)
 //     <------------------------------------ welcome        (roles, ranks, recipe)
 //     data_endpoint ---------------------------->          (data-plane socket bound)
-//     <--------------------------------- peer_table        (once every worker reported)
+//     <--------------------------------- peer_table        (once every member reported)
 //     manifest --------------------------------->          (policy rank 0, once)
 //     <----------------------------- manifest_check        (rollout workers)
 //     manifest_result -------------------------->
@@ -43,11 +43,11 @@ inline constexpr std::uint16_t protocol_version = 4;
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
 enum class message_kind : std::uint16_t {
-  hello = 1,             ///< worker -> controller, first message after connecting; reply: welcome (or error)
-  welcome = 2,           ///< controller -> worker, answering hello; reply: data_endpoint
+  hello = 1,             ///< member -> controller, first message after connecting; reply: welcome (or error)
+  welcome = 2,           ///< controller -> member, answering hello; reply: data_endpoint
   heartbeat = 3,         ///< both ways, every heartbeat interval; no reply (silence past the timeout = dead)
-  data_endpoint = 4,     ///< worker -> controller, once its data-plane socket is bound; reply: peer_table
-  peer_table = 5,        ///< controller -> every worker, once all data endpoints are known; no reply
+  data_endpoint = 4,     ///< member -> controller, once its data-plane socket is bound; reply: peer_table
+  peer_table = 5,        ///< controller -> every member, once all data endpoints are known; no reply
   manifest = 6,          ///< policy worker (data-parallel rank 0) -> controller, once at start-up; no reply
   manifest_check = 7,    ///< controller -> every rollout worker, forwarding the manifest; reply: manifest_result
   manifest_result = 8,   ///< rollout worker -> controller, answering manifest_check; no reply
@@ -58,12 +58,12 @@ enum class message_kind : std::uint16_t {
   train_request = 13,    ///< controller -> every policy worker, each step; reply: train_result
   train_result = 14,     ///< policy worker -> controller, after the optimizer step; no reply
   refit_begin = 15,      ///< controller -> policy and rollout workers, after each train step; reply: refit_ack
-  refit_ack = 16,        ///< worker -> controller, once its side of a refit stage is done or failed; no reply
+  refit_ack = 16,        ///< member -> controller, once its side of a refit stage is done or failed; no reply
   refit_commit = 17,     ///< controller -> rollout workers, once every one staged the update; reply: refit_ack
   refit_abort = 18,      ///< controller -> rollout workers, when any side of the refit failed; reply: refit_ack
   error = 19,            ///< either way, whenever a request fails or a frame is refused; no reply
-  shutdown = 20,         ///< controller -> worker, at the end of a run or on a fatal error; reply: goodbye
-  goodbye = 21,          ///< worker -> controller, last message before the worker exits; no reply
+  shutdown = 20,         ///< controller -> member, at the end of a run or on a fatal error; reply: goodbye
+  goodbye = 21,          ///< member -> controller, last message before the member exits; no reply
 };
 
 /// Number of kinds; codes run from 1 to kind_count.
@@ -99,14 +99,14 @@ constexpr std::string_view to_string(message_kind k) {
 
 // ---- nested plain structs -------------------------------------------------------------------
 
-/// Which actors a worker hosts.
+/// Which actors a member hosts.
 struct roles {
   bool policy = false;   ///< a policy_worker actor (training)
   bool rollout = false;  ///< a rollout_worker actor (generation)
   bool operator==(const roles&) const = default;
 };
 
-/// One worker's data-plane addresses, one per group it belongs to ("" where it is no member).
+/// One member's data-plane addresses, one per group it belongs to ("" where it is no member).
 struct peer {
   std::int32_t rank = 0;
   std::string data_parallel_endpoint;  ///< "tcp://10.0.0.3:41234": the ring of the policy ranks
@@ -204,20 +204,20 @@ enum class refit_stage : std::uint8_t {
 
 // ---- one struct per kind, in enum order -----------------------------------------------------
 
-/// worker -> controller, first message. Reply: welcome.
+/// member -> controller, first message. Reply: welcome.
 struct hello {
   static constexpr message_kind kind = message_kind::hello;
-  std::int32_t rank = 0;        ///< worker rank in the job
-  std::int32_t world_size = 0;  ///< workers in the job, as the worker was told
+  std::int32_t rank = 0;        ///< member rank in the job
+  std::int32_t world_size = 0;  ///< members in the job, as the member was told
   std::int64_t pid = 0;
   std::string hostname;
   std::string device;           ///< "cpu:0", "cuda:3"
-  std::uint16_t version = protocol_version;  ///< echo of the worker's protocol version
-  roles offered;                ///< the actors this worker can host
+  std::uint16_t version = protocol_version;  ///< echo of the member's protocol version
+  roles offered;                ///< the actors this member can host
   bool operator==(const hello&) const = default;
 };
 
-/// controller -> worker, answering hello. Reply: data_endpoint.
+/// controller -> member, answering hello. Reply: data_endpoint.
 struct welcome {
   static constexpr message_kind kind = message_kind::welcome;
   roles assigned;
@@ -240,7 +240,7 @@ struct heartbeat {
   bool operator==(const heartbeat&) const = default;
 };
 
-/// worker -> controller, once its data-plane socket is bound. Reply: peer_table.
+/// member -> controller, once its data-plane socket is bound. Reply: peer_table.
 struct data_endpoint {
   static constexpr message_kind kind = message_kind::data_endpoint;
   std::int32_t rank = 0;
@@ -250,12 +250,12 @@ struct data_endpoint {
   bool operator==(const data_endpoint&) const = default;
 };
 
-/// controller -> every worker, once every data endpoint is known. No reply.
+/// controller -> every member, once every data endpoint is known. No reply.
 struct peer_table {
   static constexpr message_kind kind = message_kind::peer_table;
-  std::vector<peer> peers;                 ///< every worker, by rank
-  std::vector<std::int32_t> ring;          ///< worker ranks of the data-parallel policy ranks, in ring order
-  std::vector<std::int32_t> refit_group;   ///< worker ranks of the refit group, the policy root first; empty when colocated
+  std::vector<peer> peers;                 ///< every member, by rank
+  std::vector<std::int32_t> ring;          ///< member ranks of the data-parallel policy ranks, in ring order
+  std::vector<std::int32_t> refit_group;   ///< member ranks of the refit group, the policy root first; empty when colocated
   std::vector<std::byte> nccl_unique_id;   ///< GPU runs; empty otherwise
   bool operator==(const peer_table&) const = default;
 };
@@ -282,7 +282,7 @@ struct manifest_result {
   std::int32_t rank = 0;
   bool ok = false;
   std::string message;               ///< the first difference when not ok
-  std::uint64_t weight_version = 0;  ///< the worker's live version
+  std::uint64_t weight_version = 0;  ///< the member's live version
   std::uint64_t bucket_count = 0;    ///< of its bucket plan
   std::uint64_t total_bytes = 0;
   bool operator==(const manifest_result&) const = default;
@@ -293,7 +293,7 @@ struct generate_request {
   static constexpr message_kind kind = message_kind::generate_request;
   std::uint64_t step = 0;
   std::uint32_t round = 0;
-  std::uint64_t weight_version = 0;  ///< the version the worker must generate with
+  std::uint64_t weight_version = 0;  ///< the version the member must generate with
   sampling_params sampling;
   std::int32_t max_new_tokens = 0;
   std::vector<std::int32_t> stop_tokens;
@@ -360,12 +360,12 @@ struct refit_begin {
   std::uint32_t bucket_count = 0;
   std::uint64_t bucket_bytes = 0;
   refit_transport transport = refit_transport::broadcast;
-  std::int32_t root_rank = 0;  ///< the worker rank that sends the buckets (-1: the refit group's first, per the peer table)
+  std::int32_t root_rank = 0;  ///< the member rank that sends the buckets (-1: the refit group's first, per the peer table)
   bool checksums = false;      ///< every bucket travels with its checksum (debug integrity)
   bool operator==(const refit_begin&) const = default;
 };
 
-/// worker -> controller, its side of a refit stage done or failed. No reply; an old version is ignored.
+/// member -> controller, its side of a refit stage done or failed. No reply; an old version is ignored.
 /// A rollout worker's staged ack carries its stream's outcome, so the controller learns an
 /// aborted stream and the checksum results from this one message, with nothing per bucket.
 struct refit_ack {
@@ -376,7 +376,7 @@ struct refit_ack {
   bool ok = false;
   std::string error;                 ///< why, when not ok (the previous version stays live)
   std::uint16_t error_code = 0;      ///< a tandem_errc value when not ok
-  std::uint64_t live_version = 0;    ///< the worker's live version after this stage
+  std::uint64_t live_version = 0;    ///< the member's live version after this stage
   bool aborted = false;              ///< staged: the stream ran and failed here, the update was dropped (not ok; error says why)
   std::int64_t failed_bucket = -1;   ///< staged, aborted: the first bucket that failed; -1: none (the opening or the closing)
   bool checksums = false;            ///< staged: the buckets' checksums were compared
@@ -404,19 +404,19 @@ struct error {
   static constexpr message_kind kind = message_kind::error;
   std::uint16_t code = 0;     ///< a tandem_errc value (actors/api/errors.hpp)
   std::string text;
-  std::int32_t rank = -1;     ///< the worker it concerns; -1: the controller
+  std::int32_t rank = -1;     ///< the member it concerns; -1: the controller
   std::uint16_t request = 0;  ///< the message_kind code of the request that failed; 0: none
   bool operator==(const error&) const = default;
 };
 
-/// controller -> worker, end of the run or a fatal error. Reply: goodbye.
+/// controller -> member, end of the run or a fatal error. Reply: goodbye.
 struct shutdown {
   static constexpr message_kind kind = message_kind::shutdown;
   std::string reason;
   bool operator==(const shutdown&) const = default;
 };
 
-/// worker -> controller, last message before exiting. No reply.
+/// member -> controller, last message before exiting. No reply.
 struct goodbye {
   static constexpr message_kind kind = message_kind::goodbye;
   std::int32_t rank = 0;

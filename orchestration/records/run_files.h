@@ -1,5 +1,5 @@
 // The files of one run in its directory (run_directory.h), created at the start of the run,
-// before any worker is spawned, which also proves the directory writable:
+// before any member is spawned, which also proves the directory writable:
 //   metrics.jsonl      one record per step          (when logger.jsonl_enabled)
 //   generations.jsonl  one record per trajectory    (when logger.jsonl_enabled)
 //   controller.log     the controller's own lines, as on its stdout and stderr

@@ -1,4 +1,4 @@
-// Placing policy and rollout actors on worker processes, one per device.
+// Placing policy and rollout actors on member processes, one per device.
 #include "orchestration/topology/placement.h"
 
 namespace tandem::topology {
@@ -11,7 +11,7 @@ placement_plan plan_placement(const config::recipe_config& c) {
   std::int64_t dp = 0, rollout = 0;
   for (std::int64_t node = 0; node < N; ++node) {
     for (std::int64_t dev = 0; dev < G; ++dev) {
-      worker_plan w;
+      member_plan w;
       w.rank = node * G + dev;
       w.node = node;
       w.device = dev;
@@ -26,7 +26,7 @@ placement_plan plan_placement(const config::recipe_config& c) {
       }
       if (w.hosts_policy) w.data_parallel_rank = dp++;
       if (w.hosts_rollout) w.rollout_rank = rollout++;
-      plan.workers.push_back(w);
+      plan.members.push_back(w);
     }
   }
   return plan;

@@ -1,4 +1,4 @@
-// The placement plan: which worker process, on which node and device, hosts which actors.
+// The placement plan: which member process, on which node and device, hosts which actors.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,9 @@
 
 namespace tandem::topology {
 
-/// One `tandem worker` process: it owns one device.
-struct worker_plan {
-  std::int64_t rank = 0;          ///< worker rank in the job (0 .. world-1), node-major
+/// One `tandem join` process: it owns one device.
+struct member_plan {
+  std::int64_t rank = 0;          ///< member rank in the job (0 .. world-1), node-major
   std::int64_t node = 0;
   std::int64_t device = 0;        ///< local device index on its node
   bool hosts_policy = false;      ///< a policy_worker actor (training)
@@ -23,7 +23,7 @@ struct worker_plan {
 
 struct placement_plan {
   worlds sizes;
-  std::vector<worker_plan> workers;  ///< ordered by rank
+  std::vector<member_plan> members;  ///< ordered by rank
   std::string control_endpoint;      ///< tcp://host:port of the controller's ROUTER socket
 };
 

@@ -51,7 +51,7 @@ std::string render_plan(const config::resolved_recipe& r, const model_facts& m, 
   out += "cluster     " + std::to_string(c.cluster.num_nodes) + " node(s) x " + std::to_string(c.cluster.gpus_per_node) +
          (cuda ? " GPU(s)" : " CPU device(s)") + ", " + fmt("%.1f GiB", c.cluster.device_memory_gib) + " per device\n";
   if (p.sizes.colocated) {
-    out += "topology    colocated: every device runs one worker hosting a policy_worker and a rollout_worker;\n"
+    out += "topology    colocated: every device runs one member hosting a policy_worker and a rollout_worker;\n"
            "            they take turns, and refit is a version bump over the shared weights\n";
   } else {
     out += "topology    dedicated rollout " + std::string(c.cluster.num_nodes == 1 ? "devices" : "nodes") + ": " +
@@ -60,14 +60,14 @@ std::string render_plan(const config::resolved_recipe& r, const model_facts& m, 
            std::to_string(p.sizes.generation_nodes) + " node(s); refit streams weight buckets over " +
            (cuda ? "NCCL" : "ZeroMQ") + "\n";
   }
-  out += "controller  control plane " + p.control_endpoint + " (ZeroMQ ROUTER; each worker dials it with a DEALER)\n";
-  out += std::string("            data plane: worker to worker (") +
+  out += "controller  control plane " + p.control_endpoint + " (ZeroMQ ROUTER; each member dials it with a DEALER)\n";
+  out += std::string("            data plane: member to member (") +
          (cuda ? "NCCL communicators, ids handed out by the controller" : "ZeroMQ, endpoints handed out by the controller") +
          "); no weight or gradient bytes pass through the controller\n\n";
 
-  out += "workers (one process per device)\n";
+  out += "members (one process per device)\n";
   out += "  " + pad("rank", 6) + pad("node", 6) + pad("device", 9) + pad("actors", 32) + pad("dp rank", 9) + "rollout rank\n";
-  for (const auto& w : p.workers) {
+  for (const auto& w : p.members) {
     std::string actors = w.hosts_policy && w.hosts_rollout ? "policy_worker + rollout_worker"
                          : w.hosts_policy                  ? "policy_worker"
                                                            : "rollout_worker";

@@ -53,7 +53,7 @@ tc::message seed(tc::message_kind k) {
     case K::refit_ack: return tc::refit_ack{1, 4, tc::refit_stage::staged, false, "bucket 2: checksum mismatch", 4, 3};
     case K::refit_commit: return tc::refit_commit{4};
     case K::refit_abort: return tc::refit_abort{4};
-    case K::error: return tc::error{7, "worker 2 missed heartbeats", 2, 13};
+    case K::error: return tc::error{7, "member 2 missed heartbeats", 2, 13};
     case K::shutdown: return tc::shutdown{"done"};
     case K::goodbye: return tc::goodbye{1, "shutdown"};
   }

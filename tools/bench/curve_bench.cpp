@@ -2,7 +2,7 @@
 //   1. a 1 GiB CPU refit: the policy root broadcasts the weights as byte buckets over a refit
 //      group (gpu/comm/zmq_group.h) to one and to two rollout ranks, each rank a thread with its
 //      own ZeroMQ context, as separate processes have;
-//   2. a step's control traffic: the controller's ROUTER and a worker's DEALER
+//   2. a step's control traffic: the controller's ROUTER and a member's DEALER
 //      (actors/bridge/socket_thread.hpp), the request/result pairs of one step of the default
 //      recipe's size (a generate, a logprob and a train round trip, a refit begin/ack and
 //      commit/ack), one pair at a time as the RL loop sends them.
@@ -78,7 +78,7 @@ double refit_seconds(int ranks, std::size_t total, std::size_t bucket, bool secu
 
 // ---- 2. a step's control traffic ------------------------------------------------------------------
 
-/// One control socket pair on loopback: the controller's ROUTER, one worker's DEALER.
+/// One control socket pair on loopback: the controller's ROUTER, one member's DEALER.
 class control_pair {
  public:
   explicit control_pair(bool secure) {
@@ -88,13 +88,13 @@ class control_pair {
     r.log_name = "curve_bench controller";
     r.expected_peers = 1;
     socket_options d;
-    d.role = socket_role::worker_dealer;
+    d.role = socket_role::member_dealer;
     d.routing_id = "w0";
-    d.log_name = "curve_bench worker";
+    d.log_name = "curve_bench member";
     if (secure) {
-      const auto controller = gpu::make_curve_keypair().value(), worker = gpu::make_curve_keypair().value();
-      r.security = control_security{controller, "", {worker.public_key}};
-      d.security = control_security{worker, controller.public_key, {}};
+      const auto controller = gpu::make_curve_keypair().value(), member = gpu::make_curve_keypair().value();
+      r.security = control_security{controller, "", {member.public_key}};
+      d.security = control_security{member, controller.public_key, {}};
     }
     router_ = std::make_unique<socket_thread>(r);
     socket_events re;
@@ -112,7 +112,7 @@ class control_pair {
     router_->stop();
   }
 
-  /// Controller -> worker `request`, then worker -> controller `reply`; returns once the reply
+  /// Controller -> member `request`, then member -> controller `reply`; returns once the reply
   /// arrived.
   void round_trip(const control::message& request, const control::message& reply) {
     router_->post("w0", control::encode(request).value());
@@ -121,7 +121,7 @@ class control_pair {
     wait(true);
   }
 
-  /// The worker's hello, so the router knows the peer (its routing id) before the first request.
+  /// The member's hello, so the router knows the peer (its routing id) before the first request.
   void connect() {
     control::hello h;
     dealer_->post("", control::encode(h).value());

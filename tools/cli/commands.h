@@ -20,8 +20,8 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err);
 
 int validate_command(const args& a, std::ostream& out, std::ostream& err);
 int run_command(const args& a, std::ostream& out, std::ostream& err);
-/// `tandem worker`: one worker process of a run (worker_command.cpp).
-int worker_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem join`: one member process of a run (join_command.cpp).
+int join_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem keys FILE --world N`: a run's CurveZMQ keys (keys_command.cpp).
 int keys_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem inspect --model DIR [--json]` (inspect_command.cpp).

@@ -13,7 +13,7 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   const args rest(a.begin() + 1, a.end());
   if (cmd == "validate") return validate_command(rest, out, err);
   if (cmd == "run") return run_command(rest, out, err);
-  if (cmd == "worker") return worker_command(rest, out, err);
+  if (cmd == "join") return join_command(rest, out, err);
   if (cmd == "keys") return keys_command(rest, out, err);
   if (cmd == "inspect") return inspect_command(rest, out, err);
   if (cmd == "convert") return convert_command(rest, out, err);
@@ -24,7 +24,7 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "plot") return plot_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, worker, keys, inspect, convert, logprobs, loss, generate, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, help, --version)\n";
   return exit_usage;
 }
 

@@ -12,15 +12,15 @@ commands:
   validate RECIPE [key=value ...]    print the resolved configuration, or every error in it
   validate --minimize RECIPE         list keys a recipe sets to the value it already inherits
   validate --schema                  print every recipe key with its default and description
-  run RECIPE [key=value ...]         run the RL loop: the controller here, one worker process per
+  run RECIPE [key=value ...]         run the RL loop: the controller here, one member process per
                                      device (started here on one node, by a launcher on several)
   run RECIPE [key=value ...] --dry-run
-                                     print the placement plan: workers, devices, data-parallel
+                                     print the placement plan: members, devices, data-parallel
                                      ranks, the controller's endpoints and per-phase memory
-  worker --controller ADDR --rank R --world W
-                                     one worker process of a run (started by `tandem run` or a
+  join --controller ADDR --rank R --world W
+                                     one member process of a run (started by `tandem run` or a
                                      launcher; settable from TANDEM_CONTROLLER, TANDEM_RANK, ...)
-  keys FILE --world N                the run's CurveZMQ keys (mode 0600) for workers started by
+  keys FILE --world N                the run's CurveZMQ keys (mode 0600) for members started by
                                      hand or by a launcher: TANDEM_KEYS=FILE for them and `run`
   inspect --model DIR [--json]       what a checkpoint holds: architecture, resolved config, every
                                      text tensor with its layout offset, what a load skips
@@ -195,33 +195,33 @@ Resolves and validates RECIPE like `tandem validate` and loads the model's confi
 that asks for something this build cannot run yet is refused, listing every such setting where it
 was set; --dry-run prints the plan first, then refuses the same way. Dataset files must exist.
 
---dry-run prints the placement plan: one worker process per device, which actors each hosts
+--dry-run prints the placement plan: one member process per device, which actors each hosts
 (policy_worker, rollout_worker), data-parallel and rollout ranks, the controller's control-plane
 endpoint, the step arithmetic, and the memory budget of each phase per device.
 
 Without --dry-run it runs the plan: this process is the controller (driver, refit coordinator,
-environments); it starts the workers of its own node (`tandem worker`, one per device) and waits
+environments); it starts the members of its own node (`tandem join`, one per device) and waits
 for the others, started by a launcher (tools/launch/slurm/), then runs grpo.max_num_steps steps.
---no-spawn starts no worker: every rank is started by hand or by a launcher and dials
+--no-spawn starts no member: every rank is started by hand or by a launcher and dials
 cluster.controller_host:controller_port.
 
 Every socket of a run speaks CurveZMQ (cluster.secure: true, the default): traffic is encrypted,
 and the controller and every data-plane port admit only peers that prove one of the run's keys;
-a worker is known by its key, never by a name it claims. Workers spawned here receive their keys
-on an inherited descriptor. Workers started elsewhere need the run's keys file: make it with
-`tandem keys FILE --world W` and set TANDEM_KEYS=FILE for this command and for those workers.
+a member is known by its key, never by a name it claims. Members spawned here receive their keys
+on an inherited descriptor. Members started elsewhere need the run's keys file: make it with
+`tandem keys FILE --world W` and set TANDEM_KEYS=FILE for this command and for those members.
 cluster.secure: false (no authentication, no encryption) is accepted only on loopback.
 cluster.controller_host names the one interface the controller binds (never a wildcard); the
-workers' data-plane sockets bind the interface that routes to it (or TANDEM_DATA_HOST); the
+members' data-plane sockets bind the interface that routes to it (or TANDEM_DATA_HOST); the
 first lines of a run say which.
 Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
 bytes the controller moved, the policy ranks' weights digest) and appends a record to
-metrics.jsonl and every trajectory to generations.jsonl. A worker that dies or hangs (no
+metrics.jsonl and every trajectory to generations.jsonl. A member that dies or hangs (no
 heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
 
 logger.log_dir is the run's directory: everything the run writes goes there (metrics.jsonl,
 generations.jsonl, recipe.yaml: the resolved recipe, controller.log: this command's lines). It is
-made, with its parents, and checked before any worker starts: a path that is not a directory or
+made, with its parents, and checked before any member starts: a path that is not a directory or
 where no file can be created fails the run, naming the path and the reason. A directory that
 holds another run's records (recipe.yaml, metrics.jsonl, generations.jsonl or controller.log) is
 refused; --fresh leaves it as it is and runs in the first free sibling, LOG_DIR.2, LOG_DIR.3, ...
@@ -236,46 +236,46 @@ engines (runtime.engine=gemma4, the default) are not built yet and are refused.
 exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";
 
-constexpr const char* worker_help = R"(usage: tandem worker --controller ADDR --rank R --world W
-                     [--local-workers N] [--welcome-timeout-ms MS]
+constexpr const char* join_help = R"(usage: tandem join --controller ADDR --rank R --world W
+                     [--local-members N] [--welcome-timeout-ms MS]
 
-One worker process of a run: connects to the controller's control socket at ADDR
-(tcp://host:port), says hello as rank R of W workers, and waits for the welcome that assigns its
+One member process of a run: connects to the controller's control socket at ADDR
+(tcp://host:port), says hello as rank R of W members, and waits for the welcome that assigns its
 actors (policy, rollout) and ranks. It then exchanges heartbeats with the controller and runs until
 the controller shuts it down (exit 0). It exits 1 when no welcome comes within the welcome timeout
 (default 60000 ms), when the controller refuses it, or when the controller's heartbeats stop for
 the timeout the welcome set (the controller died or hangs).
 
-A local controller starts its workers itself; a launcher starts them on every node, each setting from
+A local controller starts its members itself; a launcher starts them on every node, each setting from
 the environment (a flag wins over its variable):
-  TANDEM_CONTROLLER=ADDR  TANDEM_RANK=R  TANDEM_WORLD=W  TANDEM_LOCAL_WORKERS=N  TANDEM_WELCOME_TIMEOUT_MS=MS
+  TANDEM_CONTROLLER=ADDR  TANDEM_RANK=R  TANDEM_WORLD=W  TANDEM_LOCAL_MEMBERS=N  TANDEM_WELCOME_TIMEOUT_MS=MS
 The run's keys: TANDEM_KEYS=FILE (a keys file of `tandem keys`, mode 0600, the same file the
-controller reads) or TANDEM_KEYS_FD (set by a controller that spawned the worker). Without keys a
-worker connects only to a controller on loopback that runs with cluster.secure: false.
-TANDEM_LOCAL_WORKERS (default W) is the number of workers on this node: each worker caps its
-threads (CAF scheduler, OpenMP, OpenBLAS) to its share of the node's cores. A worker started by a
+controller reads) or TANDEM_KEYS_FD (set by a controller that spawned the member). Without keys a
+member connects only to a controller on loopback that runs with cluster.secure: false.
+TANDEM_LOCAL_MEMBERS (default W) is the number of members on this node: each member caps its
+threads (CAF scheduler, OpenMP, OpenBLAS) to its share of the node's cores. A member started by a
 local controller (TANDEM_PARENT_PID set) dies with it.
 
-Two workers by hand, against a controller started with TANDEM_KEYS=run.keys on 127.0.0.1:29650:
+Two members by hand, against a controller started with TANDEM_KEYS=run.keys on 127.0.0.1:29650:
   tandem keys run.keys --world 2
   TANDEM_KEYS=run.keys tandem run RECIPE --no-spawn &
-  TANDEM_KEYS=run.keys tandem worker --controller tcp://127.0.0.1:29650 --rank 0 --world 2 &
-  TANDEM_KEYS=run.keys TANDEM_CONTROLLER=tcp://127.0.0.1:29650 TANDEM_RANK=1 TANDEM_WORLD=2 tandem worker
+  TANDEM_KEYS=run.keys tandem join --controller tcp://127.0.0.1:29650 --rank 0 --world 2 &
+  TANDEM_KEYS=run.keys TANDEM_CONTROLLER=tcp://127.0.0.1:29650 TANDEM_RANK=1 TANDEM_WORLD=2 tandem join
 
 exit status: 0 shut down by the controller, 1 failed (the reason on stderr), 2 usage error
 )";
 
 constexpr const char* keys_help = R"(usage: tandem keys FILE --world N
 
-Writes the CurveZMQ keys of a run of N workers to FILE: the controller's key pair and one per
-worker rank, as text, with mode 0600. The file appears whole or not at all and an existing FILE is
+Writes the CurveZMQ keys of a run of N members to FILE: the controller's key pair and one per
+member rank, as text, with mode 0600. The file appears whole or not at all and an existing FILE is
 never replaced. Whoever can read it can join the run: keep it private, in a directory only you
 can read (a job's directory on a shared file system).
 
-Give it to the controller and to every worker started outside it as TANDEM_KEYS=FILE:
+Give it to the controller and to every member started outside it as TANDEM_KEYS=FILE:
   tandem keys run.keys --world 4
   TANDEM_KEYS=run.keys tandem run RECIPE --no-spawn
-  TANDEM_KEYS=run.keys tandem worker --controller tcp://HOST:PORT --rank R --world 4
+  TANDEM_KEYS=run.keys tandem join --controller tcp://HOST:PORT --rank R --world 4
 A keys file that anyone but its owner can read or write is refused.
 
 exit status: 0 written, 1 refused (FILE exists, cannot be written), 2 usage error
@@ -290,7 +290,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   if (a[0] == "validate") out << validate_help;
   else if (a[0] == "run") out << run_help;
-  else if (a[0] == "worker") out << worker_help;
+  else if (a[0] == "join") out << join_help;
   else if (a[0] == "keys") out << keys_help;
   else if (a[0] == "inspect") out << inspect_help;
   else if (a[0] == "convert") out << convert_help;

@@ -1,4 +1,4 @@
-// `tandem keys FILE --world N`: the run's CurveZMQ keys for workers started by hand or by a
+// `tandem keys FILE --world N`: the run's CurveZMQ keys for members started by hand or by a
 // launcher (actors/runtime/run_keys.hpp): written with mode 0600, whole or not at all, never over
 // an existing file.
 #include <charconv>
@@ -53,8 +53,8 @@ int keys_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem keys: " << s.message() << "\n";
     return exit_refused;
   }
-  out << "wrote the keys of a run of " << *world << " workers to " << *file
-      << " (mode 0600); give it to the controller and to every worker started outside it as TANDEM_KEYS=" << *file << "\n";
+  out << "wrote the keys of a run of " << *world << " members to " << *file
+      << " (mode 0600); give it to the controller and to every member started outside it as TANDEM_KEYS=" << *file << "\n";
   return exit_ok;
 }
 

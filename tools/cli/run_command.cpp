@@ -1,5 +1,5 @@
 // `tandem run RECIPE [--dry-run] [--no-spawn] [--fresh]`: resolve, validate, load the model config;
-// print the plan, or run it (the controller here, the workers of this node spawned here unless
+// print the plan, or run it (the controller here, the members of this node spawned here unless
 // --no-spawn) into its run directory (logger.log_dir; --fresh: a new sibling when it holds a run).
 #include <cstdio>
 
@@ -33,21 +33,21 @@ int execute(const config::resolved_recipe& r, bool spawn, bool fresh, std::ostre
   o.plan = topology::plan_placement(c);
   o.heartbeat_interval = std::chrono::milliseconds(c.runtime.heartbeat_interval_ms);
   o.heartbeat_timeout = std::chrono::milliseconds(c.runtime.heartbeat_timeout_ms);
-  // One node, workers spawned here: every worker is a child of this process, so any free port will
-  // do (two runs on one machine never collide). Otherwise the launcher's (or the user's) workers
+  // One node, members spawned here: every member is a child of this process, so any free port will
+  // do (two runs on one machine never collide). Otherwise the launcher's (or the user's) members
   // dial the recipe's address, cluster.controller_host:controller_port.
   if (spawn && c.cluster.num_nodes == 1) o.bind_endpoint = "tcp://" + c.cluster.controller_host + ":*";
   std::int64_t local = 0;
-  for (const auto& w : o.plan.workers) local += w.node == 0 ? 1 : 0;
+  for (const auto& w : o.plan.members) local += w.node == 0 ? 1 : 0;
   o.spawn_local = spawn ? local : 0;
-  auto keys = controller_keys(c.cluster.secure, static_cast<std::int64_t>(o.plan.workers.size()), o.spawn_local);
+  auto keys = controller_keys(c.cluster.secure, static_cast<std::int64_t>(o.plan.members.size()), o.spawn_local);
   if (!keys) {
     err << r.file << ": " << keys.error().message() << "\n";
     return exit_refused;
   }
   o.keys = std::move(keys.value());
   o.max_frame_bytes = control::controller_frame_limit(c);
-  // The run's directory, made and checked before any worker starts; everything the run writes goes
+  // The run's directory, made and checked before any member starts; everything the run writes goes
   // there (tools/cli/run_preparation.h).
   auto prepared = prepare_run(r, fresh);
   if (!prepared) {
@@ -63,7 +63,7 @@ int execute(const config::resolved_recipe& r, bool spawn, bool fresh, std::ostre
   const controller_result result = run_controller(o);
   // A record that could not be written fails the run, however it ended otherwise.
   const std::optional<records::file_error> lost = prepared->files.failure();
-  if (result.signal != 0) {  // the workers were stopped in order; what was written is whole
+  if (result.signal != 0) {  // the members were stopped in order; what was written is whole
     lines.err("tandem run: " + result.message);
     if (lost) lines.err("tandem run: failed: " + lost->message);
     return 128 + result.signal;

@@ -1,4 +1,4 @@
-// The start of `tandem run`, before any worker is spawned: the run's directory chosen
+// The start of `tandem run`, before any member is spawned: the run's directory chosen
 // (logger.log_dir, or with --fresh its first free sibling), made and checked, its files created
 // (orchestration/records/run_directory.h, run_files.h), and the recipe as this run uses it, whose
 // logger.log_dir names the directory chosen.
@@ -14,7 +14,7 @@ namespace tandem::cli {
 
 struct prepared_run {
   config::resolved_recipe recipe;  ///< logger.log_dir: the run's directory (set by --fresh when it moved)
-  std::string recipe_yaml;         ///< recipe, rendered: what recipe.yaml holds and the workers receive
+  std::string recipe_yaml;         ///< recipe, rendered: what recipe.yaml holds and the members receive
   records::run_files files;            ///< open in the run's directory
   /// "run directory: logs/tiny-cpu" or "run directory: logs/tiny-cpu.2 (logs/tiny-cpu holds
   /// another run)".

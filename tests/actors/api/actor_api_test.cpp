@@ -27,10 +27,10 @@ CAF_TEST(a tandem error relayed through a place keeps its code and names the pla
   CAF_CHECK_EQUAL(error_text(e), "refit: rollout-1: bucket 2 of v3 refused");
 }
 
-CAF_TEST(a request timeout becomes a tandem timeout and a receiver gone becomes worker_lost) {
+CAF_TEST(a request timeout becomes a tandem timeout and a receiver gone becomes peer_lost) {
   CAF_CHECK(is_tandem_error(relay_error(caf::make_error(caf::sec::request_timeout), "generate"), tandem_errc::timeout));
   CAF_CHECK(is_tandem_error(relay_error(caf::make_error(caf::sec::request_receiver_down), "generate"),
-                            tandem_errc::worker_lost));
+                            tandem_errc::peer_lost));
   CAF_CHECK_EQUAL(error_text(relay_error(caf::make_error(caf::sec::request_timeout), "generate")),
                   "generate: request_timeout");
 }

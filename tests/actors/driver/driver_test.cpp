@@ -84,16 +84,16 @@ CAF_TEST(a worker declared lost fails the running step naming it and refuses lat
   handshake();
   auto h = self->request(driver, caf::infinite, step_atom_v);
   expect((step_atom), from(self).to(driver));
-  self->send(driver, worker_lost_atom_v, std::string("rollout-1"), std::string("no heartbeat for 10 s"));
+  self->send(driver, member_lost_atom_v, std::string("rollout-1"), std::string("no heartbeat for 10 s"));
   sched.run();
   h.receive([](step_report&) { CAF_FAIL("the step succeeded"); },
             [](caf::error& e) {
-              CAF_CHECK(is_tandem_error(e, tandem_errc::worker_lost));
+              CAF_CHECK(is_tandem_error(e, tandem_errc::peer_lost));
               CAF_CHECK_NOT_EQUAL(text_of(e).find("rollout-1 was lost: no heartbeat for 10 s"), std::string::npos);
             });
   auto later = run_step();
   CAF_CHECK(!later.report.has_value());
-  CAF_CHECK(is_tandem_error(later.error, tandem_errc::worker_lost));
+  CAF_CHECK(is_tandem_error(later.error, tandem_errc::peer_lost));
   CAF_CHECK_NOT_EQUAL(text_of(later.error).find("rollout-1"), std::string::npos);
 }
 

@@ -1,5 +1,5 @@
-// The supervisor on virtual time: a silent worker is named once the heartbeat timeout passes;
-// workers that keep beating, or that said goodbye, are not.
+// The supervisor on virtual time: a silent member is named once the heartbeat timeout passes;
+// members that keep beating, or that said goodbye, are not.
 #define CAF_SUITE supervisor
 #include "actors/supervisor/supervisor.hpp"
 
@@ -25,7 +25,7 @@ struct fixture : test_coordinator_fixture<supervisor_config> {
   }
   ~fixture() { caf::anon_send_exit(sup, caf::exit_reason::user_shutdown); }
 
-  /// Advances virtual time by one second at a time, `beat` sending a heartbeat for each listed worker first.
+  /// Advances virtual time by one second at a time, `beat` sending a heartbeat for each listed member first.
   void seconds(int n, const std::vector<std::string>& beat) {
     for (int i = 0; i < n; ++i) {
       for (const auto& w : beat) self->send(sup, tandem::heartbeat_atom::value, w);
@@ -40,7 +40,7 @@ struct fixture : test_coordinator_fixture<supervisor_config> {
 
 CAF_TEST_FIXTURE_SCOPE(supervisor_tests, fixture)
 
-CAF_TEST(a worker that stops answering is reported by name after the heartbeat timeout) {
+CAF_TEST(a member that stops answering is reported by name after the heartbeat timeout) {
   self->send(sup, tandem::watch_atom::value, std::string("policy-0"));
   self->send(sup, tandem::watch_atom::value, std::string("rollout-1"));
   sched.run();
@@ -48,11 +48,11 @@ CAF_TEST(a worker that stops answering is reported by name after the heartbeat t
   CAF_CHECK(self->mailbox().empty());
   seconds(2, {"policy-0"});
   expect((tandem::lost_atom, std::string, std::string), from(sup).to(self).with(_, std::string("rollout-1"), _));
-  seconds(20, {"policy-0"});  // reported once, and the beating worker never
+  seconds(20, {"policy-0"});  // reported once, and the beating member never
   CAF_CHECK(self->mailbox().empty());
 }
 
-CAF_TEST(a worker that said goodbye is not reported) {
+CAF_TEST(a member that said goodbye is not reported) {
   self->send(sup, tandem::watch_atom::value, std::string("rollout-2"));
   self->send(sup, tandem::forget_atom::value, std::string("rollout-2"));
   sched.run();
@@ -60,7 +60,7 @@ CAF_TEST(a worker that said goodbye is not reported) {
   CAF_CHECK(self->mailbox().empty());
 }
 
-CAF_TEST(the watched list names every live worker) {
+CAF_TEST(the watched list names every live member) {
   self->send(sup, tandem::watch_atom::value, std::string("b"));
   self->send(sup, tandem::watch_atom::value, std::string("a"));
   sched.run();

@@ -1,6 +1,6 @@
 // Attacks on a running run's sockets, as a local process on the same network could make them:
 // a thread that finds the ports in the run's output (the controller's "controller listening on
-// ADDR", each worker's "data plane bound to ... ADDR") and keeps attacking them until stopped.
+// ADDR", each member's "data plane bound to ... ADDR") and keeps attacking them until stopped.
 //
 //   raw_random      8 KiB of random bytes on a bare TCP connection
 //   random_frame    one 8 KiB random frame from a plain ZeroMQ DEALER with a random routing id

@@ -1,15 +1,15 @@
 // A small controller program for the runtime's process tests, until `tandem run` drives the RL
 // loop over processes: resolves a recipe, plans the placement, and runs the controller
-// (actors/controller/controller.hpp) with its workers for a given time or until a failure.
+// (actors/controller/controller.hpp) with its members for a given time or until a failure.
 //
 //   controller_harness RECIPE [key=value ...] [--seconds S] [--heartbeat-interval-ms N]
 //                      [--heartbeat-timeout-ms N] [--join-timeout-ms N] [--stop-timeout-ms N]
-//                      [--bind ADDR] [--spawn K] [--worker-exe PATH]
-//   controller_harness worker ...     the same as `tandem worker ...` (the default worker binary
+//                      [--bind ADDR] [--spawn K] [--member-exe PATH]
+//   controller_harness member ...     the same as `tandem join ...` (the default member binary
 //                                     is this program itself, found through /proc/self/exe)
 //
-// Progress lines go to stdout ("controller listening on tcp://127.0.0.1:41234", "spawned worker 1
-// (pid 1234): ...", "all 4 workers joined", "worker 1 [...] left after 9 heartbeats (...)"),
+// Progress lines go to stdout ("controller listening on tcp://127.0.0.1:41234", "spawned member 1
+// (pid 1234): ...", "all 4 members joined", "member 1 [...] left after 9 heartbeats (...)"),
 // then "ok" (exit 0) or "failed: <the failure>" (exit 1); 2: usage error or a refused recipe.
 #include <algorithm>
 #include <chrono>
@@ -42,7 +42,7 @@ int usage(const std::string& problem) {
   std::cerr << "controller_harness: " << problem
             << "\nusage: controller_harness RECIPE [key=value ...] [--seconds S] [--heartbeat-interval-ms N]"
                " [--heartbeat-timeout-ms N] [--join-timeout-ms N] [--stop-timeout-ms N] [--bind ADDR] [--spawn K]"
-               " [--worker-exe PATH]\n";
+               " [--member-exe PATH]\n";
   return 2;
 }
 
@@ -50,7 +50,7 @@ int usage(const std::string& problem) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> a(argv + 1, argv + argc);
-  if (!a.empty() && a[0] == "worker") return tandem::cli::run_cli(a, std::cout, std::cerr);
+  if (!a.empty() && a[0] == "join") return tandem::cli::run_cli(a, std::cout, std::cerr);
 
   std::map<std::string, std::string> options;
   std::optional<std::string> recipe;
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
                                           "--stop-timeout-ms",
                                           "--bind",
                                           "--spawn",
-                                          "--worker-exe"};
+                                          "--member-exe"};
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (a[i].starts_with("--")) {
       if (std::find(known.begin(), known.end(), a[i]) == known.end()) return usage("unknown option '" + a[i] + "'");
@@ -103,10 +103,10 @@ int main(int argc, char** argv) {
       !ms("--stop-timeout-ms", o.stop_timeout, 1))
     return usage("a duration option is not a non-negative number");
   if (auto it = options.find("--bind"); it != options.end()) o.bind_endpoint = it->second;
-  if (auto it = options.find("--worker-exe"); it != options.end()) o.worker_executable = it->second;
+  if (auto it = options.find("--member-exe"); it != options.end()) o.member_executable = it->second;
   if (auto it = options.find("--spawn"); it != options.end()) o.spawn_local = std::atoll(it->second.c_str());
-  // The run's keys as `tandem run` takes them: $TANDEM_KEYS, or fresh when every worker is spawned here.
-  const auto world = static_cast<std::int64_t>(o.plan.workers.size());
+  // The run's keys as `tandem run` takes them: $TANDEM_KEYS, or fresh when every member is spawned here.
+  const auto world = static_cast<std::int64_t>(o.plan.members.size());
   auto keys = tandem::controller_keys(r.recipe->config.cluster.secure, world, o.spawn_local < 0 ? world : o.spawn_local);
   if (!keys) {
     std::cerr << keys.error().message() << "\n";

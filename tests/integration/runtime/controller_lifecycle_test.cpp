@@ -1,4 +1,4 @@
-// The controller and four `tandem worker` processes on loopback, end to end: they join (hello,
+// The controller and four `tandem join` processes on loopback, end to end: they join (hello,
 // welcome), exchange heartbeats both ways and shut down cleanly; frames that are garbage, of
 // another protocol version, of an unknown kind or wrongly framed, and hellos that do not fit the
 // run, are refused with a logged reason while the run goes on.
@@ -56,7 +56,7 @@ using namespace controller_lifecycle_test_support;
 
 BOOST_AUTO_TEST_SUITE(controller_lifecycle_test)
 
-BOOST_AUTO_TEST_CASE(a_controller_and_four_workers_join_exchange_heartbeats_and_shut_down_cleanly) {
+BOOST_AUTO_TEST_CASE(a_controller_and_four_members_join_exchange_heartbeats_and_shut_down_cleanly) {
   child_process h(harness_args({"--seconds", "2", "--heartbeat-interval-ms", "200"}));
   const auto pids = start_and_join(h);
   BOOST_TEST_REQUIRE(pids.size() == 4u, h.output());
@@ -66,18 +66,18 @@ BOOST_AUTO_TEST_CASE(a_controller_and_four_workers_join_exchange_heartbeats_and_
   for (const auto& [rank, pid] : pids) {
     const std::string r = std::to_string(rank), p = std::to_string(pid);
     // Joined with the pid it was spawned as; the controller heard its heartbeats, it heard the controller's.
-    BOOST_TEST(std::regex_search(out, std::regex("worker " + r + " \\[[a-z0-9, -]+\\] \\(pid " + p + " on [^)]+\\) joined")),
+    BOOST_TEST(std::regex_search(out, std::regex("member " + r + " \\[[a-z0-9, -]+\\] \\(pid " + p + " on [^)]+\\) joined")),
                h.output());
-    BOOST_TEST(number_in(out, "worker " + r + " \\[[^\\]]+\\] \\(pid " + p +
+    BOOST_TEST(number_in(out, "member " + r + " \\[[^\\]]+\\] \\(pid " + p +
                                   " on [^)]+\\) left after ([0-9]+) heartbeats \\(exited with status 0\\)") >= 1,
                h.output());
-    BOOST_TEST(number_in(err, "tandem worker " + r +
+    BOOST_TEST(number_in(err, "tandem member " + r +
                                   ": shut down by the controller \\(the run ended\\) after ([0-9]+) controller heartbeats") >= 1,
                h.output());
-    BOOST_TEST(gone(pid), "worker " << r << " (pid " << pid << ") still runs after the controller exited");
+    BOOST_TEST(gone(pid), "member " << r << " (pid " << pid << ") still runs after the controller exited");
   }
-  BOOST_TEST(out.find("worker 0 [policy-0]") != std::string::npos, h.output());
-  BOOST_TEST(out.find("worker 3 [rollout-1]") != std::string::npos, h.output());
+  BOOST_TEST(out.find("member 0 [policy-0]") != std::string::npos, h.output());
+  BOOST_TEST(out.find("member 3 [rollout-1]") != std::string::npos, h.output());
   BOOST_TEST(err.find("refused") == std::string::npos, h.output());
 }
 
@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(garbage_and_version_mismatched_frames_are_refused_with_a_lo
   BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
 
   zmq::context_t context(1);
-  zmq::socket_t intruder = dealer_to(context, *endpoint, "w3", keys.keys.workers[3], keys.keys.controller.public_key);
+  zmq::socket_t intruder = dealer_to(context, *endpoint, "w3", keys.keys.members[3], keys.keys.controller.public_key);
   const auto send = [&](const control::frame& f) { intruder.send(zmq::buffer(f.data(), f.size()), zmq::send_flags::none); };
   const std::string garbage = "this is not a frame";
   const control::frame version_2 = patched(control::heartbeat{7, 0}, control::protocol_version + 1, 3);
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(garbage_and_version_mismatched_frames_are_refused_with_a_lo
 
   // The real rank 3 joins once the test let go of its routing id; the run goes on and ends cleanly.
   intruder.close();
-  child_process w({tandem_binary, "worker"},
+  child_process w({tandem_binary, "join"},
                   {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}, keys.variable()});
   BOOST_TEST(h.exit_code() == 0, h.output());
   BOOST_TEST(w.exit_code() == 0, w.output());

@@ -2,7 +2,7 @@
 // in files, killed with its whole group (and every orphan reaped) when the test ends, pass or fail;
 // "eventually" waits under generous deadlines; the controller harness's lines parsed.
 //
-// The test process makes itself a child subreaper, so workers orphaned by a killed controller
+// The test process makes itself a child subreaper, so members orphaned by a killed controller
 // become its children: it can wait for them, read how they ended, and leaves no zombie behind.
 #pragma once
 
@@ -44,7 +44,7 @@ inline const std::string harness_binary = TANDEM_CONTROLLER_HARNESS;
 inline const std::string tandem_binary = TANDEM_EXECUTABLE;
 inline const std::string dedicated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu-dedicated.yaml";
 
-/// Orphaned descendants (workers of a killed controller) become this process's children.
+/// Orphaned descendants (members of a killed controller) become this process's children.
 inline void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 /// Calls `condition` every 20 ms until it holds (true) or `limit` passes (false).
@@ -157,7 +157,7 @@ class child_process {
       int status = 0;
       ::waitpid(pid_, &status, 0);
     }
-    // Orphans of the group (workers) were reparented here; reap them until none is left.
+    // Orphans of the group (members) were reparented here; reap them until none is left.
     eventually(
         [] {
           int status = 0;
@@ -228,7 +228,7 @@ class child_process {
 };
 
 /// A run's keys in a 0600 file of a temporary folder, as `tandem keys` writes it: hand its path to
-/// a controller and to the workers started by hand as TANDEM_KEYS.
+/// a controller and to the members started by hand as TANDEM_KEYS.
 struct keys_file {
   tandem::test::temp_dir dir;
   tandem::run_keys keys;
@@ -240,7 +240,7 @@ struct keys_file {
 };
 
 /// A DEALER connected to `endpoint` as `routing_id`; with `client` it is a CURVE client of the
-/// server key `server_public` (a run's worker, or a stranger with a key of its own).
+/// server key `server_public` (a run's member, or a stranger with a key of its own).
 inline zmq::socket_t dealer_to(zmq::context_t& context, const std::string& endpoint, const std::string& routing_id,
                                const std::optional<tandem::gpu::curve_keypair>& client = std::nullopt,
                                const std::string& server_public = "") {
@@ -256,28 +256,28 @@ inline zmq::socket_t dealer_to(zmq::context_t& context, const std::string& endpo
   return s;
 }
 
-/// The controller harness for the dedicated tiny recipe (4 workers: 2 policy, 2 rollout) on an
-/// ephemeral loopback port, its workers running the real `tandem worker`, plus `extra` options.
+/// The controller harness for the dedicated tiny recipe (4 members: 2 policy, 2 rollout) on an
+/// ephemeral loopback port, its members running the real `tandem join`, plus `extra` options.
 inline std::vector<std::string> harness_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {harness_binary, dedicated_recipe, "--bind", "tcp://127.0.0.1:*", "--worker-exe", tandem_binary};
+  std::vector<std::string> a = {harness_binary, dedicated_recipe, "--bind", "tcp://127.0.0.1:*", "--member-exe", tandem_binary};
   a.insert(a.end(), extra.begin(), extra.end());
   return a;
 }
 
-/// Worker pids by rank, from the harness's "spawned worker R (pid P)" lines.
-inline std::map<int, pid_t> worker_pids(const std::string& out) {
+/// Member pids by rank, from the harness's "spawned member R (pid P)" lines.
+inline std::map<int, pid_t> member_pids(const std::string& out) {
   std::map<int, pid_t> pids;
-  static const std::regex line(R"(spawned worker ([0-9]+) \(pid ([0-9]+)\))");
+  static const std::regex line(R"(spawned member ([0-9]+) \(pid ([0-9]+)\))");
   for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it)
     pids[std::stoi((*it)[1].str())] = static_cast<pid_t>(std::stol((*it)[2].str()));
   return pids;
 }
 
-/// Starts the harness and waits until its four workers joined; their pids by rank (empty when
+/// Starts the harness and waits until its four members joined; their pids by rank (empty when
 /// they did not join: the caller's check fails and prints the output).
 inline std::map<int, pid_t> start_and_join(child_process& h) {
-  if (!h.await_out(std::regex("all 4 workers joined"))) return {};
-  return worker_pids(h.out());
+  if (!h.await_out(std::regex("all 4 members joined"))) return {};
+  return member_pids(h.out());
 }
 
 }  // namespace runtime_test

@@ -59,12 +59,12 @@ BOOST_AUTO_TEST_CASE(with_jsonl_disabled_a_run_writes_no_metrics_or_generations)
 
 BOOST_AUTO_TEST_CASE(a_request_past_request_timeout_s_fails_the_run_naming_the_request) {
   tandem::test::temp_dir dir;
-  // Heartbeats would notice a stopped worker only after a minute: the request deadline fires first.
+  // Heartbeats would notice a stopped member only after a minute: the request deadline fires first.
   child_process run(run_args(dedicated_recipe, dir.path(),
                              {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=1", "runtime.request_timeout_s=1",
                               "runtime.heartbeat_timeout_ms=60000"}));
   BOOST_TEST_REQUIRE(run.await_out(std::regex("step 1/")).has_value(), run.output());
-  const auto pids = worker_pids(run.out());
+  const auto pids = member_pids(run.out());
   BOOST_TEST_REQUIRE(pids.count(3) == 1u, run.output());
   BOOST_TEST_REQUIRE(::kill(pids.at(3), SIGSTOP) == 0);
   const auto code = run.wait_exit(std::chrono::milliseconds(30000));

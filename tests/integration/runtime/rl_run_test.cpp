@@ -1,5 +1,5 @@
 // `tandem run` end to end with the fake engines: the controller, two policy and two rollout
-// workers (dedicated) or two workers hosting both (colocated), several steps on loopback. The
+// members (dedicated) or two members hosting both (colocated), several steps on loopback. The
 // checks read what the run wrote (logger.log_dir/metrics.jsonl, generations.jsonl) and recompute
 // the fake generator's tokens from the weights digest of the version each trajectory names.
 #include <boost/test/unit_test.hpp>
@@ -71,53 +71,53 @@ BOOST_AUTO_TEST_CASE(a_corrupted_weight_bucket_leaves_the_rollout_workers_on_the
   const std::string err = run.err();
   BOOST_TEST(err.find("bucket 1 of v1: checksum mismatch") != std::string::npos, run.output());
   BOOST_TEST(err.find("v0 stays live on every rollout worker") != std::string::npos, run.output());
-  for (const std::string worker : {"tandem worker 2", "tandem worker 3"})
-    BOOST_TEST(err.find(worker + ": refit to v1 aborted; v0 stays live") != std::string::npos, run.output());
+  for (const std::string member : {"tandem member 2", "tandem member 3"})
+    BOOST_TEST(err.find(member + ": refit to v1 aborted; v0 stays live") != std::string::npos, run.output());
 }
 
-BOOST_AUTO_TEST_CASE(killing_a_rollout_worker_during_a_run_fails_it_naming_that_worker) {
+BOOST_AUTO_TEST_CASE(killing_a_rollout_worker_during_a_run_fails_it_naming_that_member) {
   tandem::test::temp_dir dir;
   child_process run(run_args(dedicated_recipe, dir.path(),
                              {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=4", "policy.refit.bucket_mb=1"}));
   BOOST_TEST_REQUIRE(run.await_out(std::regex("step 2/")).has_value(), run.output());
-  const auto pids = worker_pids(run.out());
+  const auto pids = member_pids(run.out());
   BOOST_TEST_REQUIRE(pids.count(3) == 1u, run.output());
   BOOST_TEST_REQUIRE(::kill(pids.at(3), SIGKILL) == 0);
   BOOST_TEST_REQUIRE(run.exit_code() == 1, run.output());
-  BOOST_TEST(std::regex_search(run.err(), std::regex(R"(failed: .*worker 3 \[rollout-1\] \(pid [0-9]+.*(SIGKILL|heartbeat))")),
+  BOOST_TEST(std::regex_search(run.err(), std::regex(R"(failed: .*member 3 \[rollout-1\] \(pid [0-9]+.*(SIGKILL|heartbeat))")),
              run.output());
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_that_cannot_bind_its_data_plane_fails_the_run_saying_why) {
+BOOST_AUTO_TEST_CASE(a_member_that_cannot_bind_its_data_plane_fails_the_run_saying_why) {
   tandem::test::temp_dir dir;
-  // An address of no interface here: the workers' data-plane sockets cannot bind.
+  // An address of no interface here: the members' data-plane sockets cannot bind.
   child_process run(run_args(colocated_recipe, dir.path(), {"grpo.max_num_steps=2", "runtime.fake_weight_mb=1"}),
                     {{"TANDEM_DATA_HOST", "10.255.255.1"}});
   BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 1, run.output());
-  BOOST_TEST(run.err().find("tandem run: failed: worker ") != std::string::npos, run.output());
+  BOOST_TEST(run.err().find("tandem run: failed: member ") != std::string::npos, run.output());
   BOOST_TEST(run.err().find("cannot bind 'tcp://10.255.255.1:*'") != std::string::npos, run.output());
 }
 
-BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops_every_worker_and_exits_130_or_143) {
+BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops_every_member_and_exits_130_or_143) {
   for (const int signal : {SIGINT, SIGTERM}) {
     const std::string name = signal == SIGINT ? "SIGINT" : "SIGTERM";
     BOOST_TEST_CONTEXT(name) {
       tandem::test::temp_dir dir;
       child_process run(run_args(dedicated_recipe, dir.path(), {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=2"}));
       BOOST_TEST_REQUIRE(run.await_out(std::regex("step 2/")).has_value(), run.output());
-      const auto pids = worker_pids(run.out());
+      const auto pids = member_pids(run.out());
       BOOST_TEST_REQUIRE(::kill(run.pid(), signal) == 0);
       BOOST_TEST(run.exit_code() == 128 + signal, run.output());
       const std::string err = run.err();
       BOOST_TEST(err.find("tandem controller: interrupted by " + name + ": finishing the step in flight") != std::string::npos,
                  run.output());
-      BOOST_TEST(err.find("tandem run: interrupted by " + name + "; all 4 workers left") != std::string::npos, run.output());
-      BOOST_TEST(err.find("killed the workers") == std::string::npos, run.output());
+      BOOST_TEST(err.find("tandem run: interrupted by " + name + "; all 4 members left") != std::string::npos, run.output());
+      BOOST_TEST(err.find("killed the members") == std::string::npos, run.output());
       for (const auto& [rank, pid] : pids) {
-        BOOST_TEST(err.find("tandem worker " + std::to_string(rank) + ": shut down by the controller (the run was interrupted (" +
+        BOOST_TEST(err.find("tandem member " + std::to_string(rank) + ": shut down by the controller (the run was interrupted (" +
                             name + "))") != std::string::npos,
                    run.output());
-        BOOST_TEST(eventually([pid = pid] { return gone(pid); }), "worker " << rank << " outlived the run");
+        BOOST_TEST(eventually([pid = pid] { return gone(pid); }), "member " << rank << " outlived the run");
       }
       // Every record written is whole: one per step done, each a JSON object.
       const auto steps_log = records(dir.path() / "metrics.jsonl");
@@ -127,9 +127,9 @@ BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_second_sigint_stops_the_workers_mid_step_and_none_of_them_crashes) {
-  // The workers get their shutdown while a step runs: an engine call still in flight must not
-  // outlive what it uses (its data-parallel group) when the worker ends.
+BOOST_AUTO_TEST_CASE(a_second_sigint_stops_the_members_mid_step_and_none_of_them_crashes) {
+  // The members get their shutdown while a step runs: an engine call still in flight must not
+  // outlive what it uses (its data-parallel group) when the member ends.
   for (int round = 0; round < 3; ++round) {
     tandem::test::temp_dir dir;
     child_process run(run_args(dedicated_recipe, dir.path(), {"grpo.max_num_steps=100000", "runtime.fake_weight_mb=2"}));
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_second_sigint_stops_the_workers_mid_step_and_none_of_them
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     BOOST_TEST_REQUIRE(::kill(run.pid(), SIGINT) == 0);
     BOOST_TEST(run.exit_code() == 130, run.output());
-    BOOST_TEST(run.err().find("tandem run: interrupted by SIGINT; all 4 workers left") != std::string::npos, run.output());
+    BOOST_TEST(run.err().find("tandem run: interrupted by SIGINT; all 4 members left") != std::string::npos, run.output());
     BOOST_TEST(run.err().find("SIGSEGV") == std::string::npos, run.output());
   }
 }

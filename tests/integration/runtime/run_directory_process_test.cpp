@@ -1,7 +1,7 @@
 // `tandem run` and its run directory (logger.log_dir), as processes with the fake engines: a
 // second run into one directory is refused naming --fresh and leaves the first run's files byte
 // for byte; with --fresh it runs in <log_dir>.2 and says so; a log_dir that is a file, or lies
-// under one, fails at the start naming it, before any worker is spawned; a full disk (a file-size
+// under one, fails at the start naming it, before any member is spawned; a full disk (a file-size
 // limit on the controller) fails the run naming the file and the reason, and every line of its
 // records is still a whole JSON record.
 #include <boost/test/unit_test.hpp>
@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(a_second_run_into_the_same_directory_is_refused_naming_fres
                                "controller.log); pass --fresh to start this run in a new directory, or set "
                                "logger.log_dir\n") != std::string::npos,
              second.output());
-  BOOST_TEST(second.out().find("spawned worker") == std::string::npos, second.output());
+  BOOST_TEST(second.out().find("spawned member") == std::string::npos, second.output());
   BOOST_TEST((files_of(logs) == before), "the refused run changed the first run's files");
   BOOST_TEST(!fs::exists(logs.string() + ".2"));
 }
@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(a_log_dir_that_is_a_file_or_lies_under_one_fails_at_the_sta
       child_process run(run_args(colocated_recipe, target, two_steps));
       BOOST_TEST(run.exit_code() == 1, run.output());
       BOOST_TEST(run.err().find("tandem run: " + file + ": not a directory\n") != std::string::npos, run.output());
-      BOOST_TEST(run.out().find("spawned worker") == std::string::npos, run.output());
+      BOOST_TEST(run.out().find("spawned member") == std::string::npos, run.output());
     }
   }
   BOOST_TEST(read_text(file) == "not a directory");
@@ -138,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_run_directory_where_no_file_can_be_made_fails_at_the_star
   BOOST_TEST(run.err().find("tandem run: cannot create " + (logs / "metrics.jsonl").string() + ": Permission denied\n") !=
                  std::string::npos,
              run.output());
-  BOOST_TEST(run.out().find("spawned worker") == std::string::npos, run.output());
+  BOOST_TEST(run.out().find("spawned member") == std::string::npos, run.output());
 }
 
 BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_run_naming_the_file_and_the_reason_and_every_record_written_is_whole) {
@@ -164,8 +164,8 @@ BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_run_naming_the_file_and_the_reason_an
   BOOST_TEST(lines["generations.jsonl"] >= 16u * lines["metrics.jsonl"]);
   BOOST_TEST(lines["generations.jsonl"] < 16u * (lines["metrics.jsonl"] + 1));
   BOOST_TEST(read_text(logs / "controller.log").find("tandem run: failed: cannot write ") != std::string::npos);
-  for (const auto& [rank, pid] : worker_pids(run.out()))
-    BOOST_TEST(eventually([pid = pid] { return gone(pid); }), "worker " << rank << " outlived the run");
+  for (const auto& [rank, pid] : member_pids(run.out()))
+    BOOST_TEST(eventually([pid = pid] { return gone(pid); }), "member " << rank << " outlived the run");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -23,8 +23,8 @@ using namespace runtime_test;
 namespace run_security_test_support {
 
 const std::regex controller_line("controller listening on (tcp://[0-9.:]+)");
-std::regex refit_port_of(int worker) {
-  return std::regex("tandem worker " + std::to_string(worker) + ": data plane bound to .*refit (tcp://[0-9.:]+)");
+std::regex refit_port_of(int member) {
+  return std::regex("tandem member " + std::to_string(member) + ": data plane bound to .*refit (tcp://[0-9.:]+)");
 }
 const std::regex any_data_port("data plane bound to [a-z-]+ (tcp://[0-9.:]+)");
 const std::regex second_data_port("data plane bound to [a-z-]+ tcp://[0-9.:]+, [a-z-]+ (tcp://[0-9.:]+)");
@@ -82,8 +82,8 @@ BOOST_AUTO_TEST_CASE(forged_weight_buckets_from_strangers_claiming_the_roots_rou
       const std::string err = check_run(
           dedicated_recipe, dedicated_overrides(checksums), 3, 2, {keys.variable()}, [&](child_process& run) {
             a = std::make_shared<attacker>(
-                run, std::vector<target_pattern>{{refit_port_of(2), {attack::forged_bucket}, keys.keys.workers[2].public_key},
-                                                 {refit_port_of(3), {attack::forged_bucket}, keys.keys.workers[3].public_key}});
+                run, std::vector<target_pattern>{{refit_port_of(2), {attack::forged_bucket}, keys.keys.members[2].public_key},
+                                                 {refit_port_of(3), {attack::forged_bucket}, keys.keys.members[3].public_key}});
             return std::shared_ptr<void>(a);
           });
       BOOST_TEST(a->ports() == 2u, "the attacker found " << a->ports() << " refit ports\n" << err);
@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(forged_weight_buckets_from_strangers_claiming_the_roots_rou
   }
 }
 
-BOOST_AUTO_TEST_CASE(impostor_hellos_racing_the_spawned_workers_are_refused_and_the_spawned_workers_join) {
+BOOST_AUTO_TEST_CASE(impostor_hellos_racing_the_spawned_members_are_refused_and_the_spawned_members_join) {
   const keys_file keys(4);
   child_process h(harness_args({"--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
   attacker a(h, {{controller_line, {attack::impostor_hello}, keys.keys.controller.public_key}});
@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(impostor_hellos_racing_the_spawned_workers_are_refused_and_
   BOOST_TEST(a.made() >= 8u, h.output());
   const std::string out = h.out(), err = h.err();
   for (const auto& [rank, pid] : pids)  // each rank joined as the process spawned for it
-    BOOST_TEST(std::regex_search(out, std::regex("worker " + std::to_string(rank) + " \\[[^\\]]+\\] \\(pid " +
+    BOOST_TEST(std::regex_search(out, std::regex("member " + std::to_string(rank) + " \\[[^\\]]+\\] \\(pid " +
                                                  std::to_string(pid) + " on [^)]+\\) joined")),
                h.output());
   BOOST_TEST(out.find("impostor") == std::string::npos, h.output());
@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(impostor_hellos_racing_the_spawned_workers_are_refused_and_
   BOOST_TEST(err.find("to the control socket tcp://127.0.0.1:") != std::string::npos, h.output());
 }
 
-BOOST_AUTO_TEST_CASE(an_impostor_hello_before_the_launched_workers_is_refused_and_they_join) {
+BOOST_AUTO_TEST_CASE(an_impostor_hello_before_the_launched_members_is_refused_and_they_join) {
   const keys_file keys(4);
   child_process h(harness_args({"--spawn", "0", "--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
   const auto endpoint = h.await_out(controller_line);
@@ -128,15 +128,15 @@ BOOST_AUTO_TEST_CASE(an_impostor_hello_before_the_launched_workers_is_refused_an
     BOOST_TEST_REQUIRE(eventually([&] { return count_of(h.err(), "refused a handshake from 127.0.0.1 on tandem-control") >= 4; }),
                        h.output());
   }
-  std::vector<std::unique_ptr<child_process>> workers;
+  std::vector<std::unique_ptr<child_process>> members;
   for (int r = 0; r < 4; ++r)
-    workers.push_back(std::make_unique<child_process>(
-        std::vector<std::string>{tandem_binary, "worker"},
+    members.push_back(std::make_unique<child_process>(
+        std::vector<std::string>{tandem_binary, "join"},
         std::vector<std::pair<std::string, std::string>>{
             {"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", std::to_string(r)}, {"TANDEM_WORLD", "4"}, keys.variable()}));
   BOOST_TEST(h.exit_code() == 0, h.output());
-  for (auto& w : workers) BOOST_TEST(w->exit_code() == 0, w->output());
-  BOOST_TEST(h.out().find("all 4 workers joined") != std::string::npos, h.output());
+  for (auto& w : members) BOOST_TEST(w->exit_code() == 0, w->output());
+  BOOST_TEST(h.out().find("all 4 members joined") != std::string::npos, h.output());
 }
 
 BOOST_AUTO_TEST_CASE(random_bytes_and_oversized_frames_to_the_controller_and_the_data_ports_leave_the_run_alive) {
@@ -197,8 +197,8 @@ BOOST_AUTO_TEST_CASE(a_hostname_with_newlines_and_terminal_escapes_reaches_every
   const auto endpoint = h.await_out(controller_line);
   BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
   zmq::context_t context(1);
-  zmq::socket_t me = dealer_to(context, *endpoint, "w3", keys.keys.workers[3], keys.keys.controller.public_key);
-  const std::string evil = "node\ntandem controller: the run ended after 1 ms; all 4 workers left\x1b[2J\x1b]0;owned\x07";
+  zmq::socket_t me = dealer_to(context, *endpoint, "w3", keys.keys.members[3], keys.keys.controller.public_key);
+  const std::string evil = "node\ntandem controller: the run ended after 1 ms; all 4 members left\x1b[2J\x1b]0;owned\x07";
   control::hello hello;
   hello.rank = 3;
   hello.world_size = 4;
@@ -215,15 +215,15 @@ BOOST_AUTO_TEST_CASE(a_hostname_with_newlines_and_terminal_escapes_reaches_every
   BOOST_TEST(h.exit_code() == 0, h.output());
 
   const std::string out = h.out(), err = h.err();
-  const std::string escaped = "node\\ntandem controller: the run ended after 1 ms; all 4 workers left\\x1b[2J\\x1b]0;owned\\x07";
-  BOOST_TEST(out.find("worker 3 [rollout-1] (pid 4242 on " + escaped + ") joined") != std::string::npos, h.output());
+  const std::string escaped = "node\\ntandem controller: the run ended after 1 ms; all 4 members left\\x1b[2J\\x1b]0;owned\\x07";
+  BOOST_TEST(out.find("member 3 [rollout-1] (pid 4242 on " + escaped + ") joined") != std::string::npos, h.output());
   BOOST_TEST(out.find('\x1b') == std::string::npos, h.output());
   BOOST_TEST(err.find('\x1b') == std::string::npos, h.output());
   BOOST_TEST(out.find("\ntandem controller: the run ended after 1 ms") == std::string::npos, h.output());
   BOOST_TEST(err.find("\ntandem controller: the run ended after 1 ms") == std::string::npos, h.output());
 }
 
-BOOST_AUTO_TEST_CASE(spawned_workers_get_their_keys_on_a_descriptor_never_on_the_command_line_or_in_the_environment) {
+BOOST_AUTO_TEST_CASE(spawned_members_get_their_keys_on_a_descriptor_never_on_the_command_line_or_in_the_environment) {
   const keys_file keys(4);
   child_process h(harness_args({"--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
   const auto pids = start_and_join(h);
@@ -231,32 +231,32 @@ BOOST_AUTO_TEST_CASE(spawned_workers_get_their_keys_on_a_descriptor_never_on_the
   for (const auto& [rank, pid] : pids) {
     const std::string proc = "/proc/" + std::to_string(pid);
     const std::string cmdline = read_text(proc + "/cmdline"), environment = read_text(proc + "/environ");
-    BOOST_TEST(environment.find(std::string("TANDEM_KEYS_FD=3") + '\0') != std::string::npos, "worker " << rank);
-    for (const auto& k : keys.keys.workers) {
-      BOOST_TEST(cmdline.find(k.secret_key) == std::string::npos, "worker " << rank);
-      BOOST_TEST(environment.find(k.secret_key) == std::string::npos, "worker " << rank);
+    BOOST_TEST(environment.find(std::string("TANDEM_KEYS_FD=3") + '\0') != std::string::npos, "member " << rank);
+    for (const auto& k : keys.keys.members) {
+      BOOST_TEST(cmdline.find(k.secret_key) == std::string::npos, "member " << rank);
+      BOOST_TEST(environment.find(k.secret_key) == std::string::npos, "member " << rank);
     }
-    BOOST_TEST(environment.find(keys.keys.controller.secret_key) == std::string::npos, "worker " << rank);
-    // The descriptor (an anonymous memory file) was read and closed once the worker had its keys.
+    BOOST_TEST(environment.find(keys.keys.controller.secret_key) == std::string::npos, "member " << rank);
+    // The descriptor (an anonymous memory file) was read and closed once the member had its keys.
     std::error_code ec;
     for (const auto& fd : std::filesystem::directory_iterator(proc + "/fd", ec)) {
       const auto target = std::filesystem::read_symlink(fd.path(), ec);
       BOOST_TEST(target.string().find("tandem-keys") == std::string::npos,
-                 "worker " << rank << " still holds its keys descriptor (" << fd.path() << " -> " << target << ")");
+                 "member " << rank << " still holds its keys descriptor (" << fd.path() << " -> " << target << ")");
     }
   }
   BOOST_TEST(h.exit_code() == 0, h.output());
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_holding_another_runs_keys_is_refused_and_says_why) {
+BOOST_AUTO_TEST_CASE(a_member_holding_another_runs_keys_is_refused_and_says_why) {
   const keys_file ours(4), theirs(4);
   child_process h(harness_args({"--spawn", "3", "--seconds", "1", "--join-timeout-ms", "8000"}), {ours.variable()});
   const auto endpoint = h.await_out(controller_line);
   BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
-  child_process w({tandem_binary, "worker", "--welcome-timeout-ms", "3000"},
+  child_process w({tandem_binary, "join", "--welcome-timeout-ms", "3000"},
                   {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}, theirs.variable()});
   BOOST_TEST(w.exit_code() == 1, w.output());
-  BOOST_TEST(w.err().find("tandem worker 3: the handshake with the controller at " + *endpoint) != std::string::npos, w.output());
+  BOOST_TEST(w.err().find("tandem member 3: the handshake with the controller at " + *endpoint) != std::string::npos, w.output());
   BOOST_TEST(w.err().find("no welcome from the controller") != std::string::npos, w.output());
   BOOST_TEST(h.exit_code() == 1, h.output());  // rank 3 never joined
   // Its hello box was sealed for the other run's controller key: refused before ZAP is asked.
@@ -274,8 +274,8 @@ BOOST_AUTO_TEST_CASE(an_insecure_run_is_refused_unless_every_address_is_loopback
   BOOST_TEST(err.str().find("cluster.secure: false is accepted only when every address is loopback, but "
                             "cluster.controller_host is 10.1.2.3") != std::string::npos,
              err.str());
-  // A worker without keys never dials a controller elsewhere.
-  child_process w({tandem_binary, "worker", "--controller", "tcp://10.1.2.3:29650", "--rank", "0", "--world", "1"}, {},
+  // A member without keys never dials a controller elsewhere.
+  child_process w({tandem_binary, "join", "--controller", "tcp://10.1.2.3:29650", "--rank", "0", "--world", "1"}, {},
                   {"TANDEM_KEYS", "TANDEM_KEYS_FD"});
   BOOST_TEST(w.exit_code() == 2, w.output());
   BOOST_TEST(w.err().find("no run keys (TANDEM_KEYS or TANDEM_KEYS_FD) and the controller tcp://10.1.2.3:29650 is not on "

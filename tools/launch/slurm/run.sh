@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Launches a tandem run on a Slurm allocation: the controller on the allocation's first node, one
-# `tandem worker` per device on every node. Run it inside the allocation (sbatch or salloc), with
+# `tandem join` per device on every node. Run it inside the allocation (sbatch or salloc), with
 # as many nodes as the recipe's cluster.num_nodes:
 #
 #   sbatch --nodes=2 --gpus-per-node=8 --exclusive tools/launch/slurm/run.sh RECIPE [key=value ...]
 #
-# The recipe's cluster.controller_host is set to the first node's address and the workers find the
+# The recipe's cluster.controller_host is set to the first node's address and the members find the
 # controller, their rank and the world from the environment (TANDEM_CONTROLLER, TANDEM_RANK,
 # TANDEM_WORLD; ranks are node-major, as the placement plan numbers them). The controller's exit
-# status is the launch's; the workers exit when it ends or dies. A run directory (logger.log_dir)
+# status is the launch's; the members exit when it ends or dies. A run directory (logger.log_dir)
 # that holds an earlier run is refused; add --fresh after the recipe to run in a new sibling.
 #
 # The run's CurveZMQ keys (`tandem keys`) are written into the job's directory,
 # $SLURM_SUBMIT_DIR/.tandem/job-$SLURM_JOB_ID (mode 0700; the file 0600), and handed to the
-# controller and every worker as TANDEM_KEYS: only this job's processes complete a handshake with
+# controller and every member as TANDEM_KEYS: only this job's processes complete a handshake with
 # its ports. TANDEM_JOB_DIR overrides the directory (it must be private to you).
 #
 # The checkout: TANDEM_HOME, else the one this script is in, else (under sbatch, which runs a copy
@@ -70,12 +70,12 @@ run mkdir -p -m 0700 "$job_dir"
 run "$tandem" keys "$keys" --world "$world"
 export TANDEM_KEYS="$keys"
 
-# The controller, on the first node, spawning no worker: every rank comes from srun below.
+# The controller, on the first node, spawning no member: every rank comes from srun below.
 run srun --nodes=1 --ntasks=1 --nodelist="$head_node" --overlap \
   "$tandem" run "$recipe" "$@" "cluster.controller_host=$head_addr" --no-spawn &
 controller=$!
-# One worker per device, node-major ranks (block distribution).
+# One member per device, node-major ranks (block distribution).
 run srun --nodes="${#nodes[@]}" --ntasks="$world" --ntasks-per-node="$gpus_per_node" --distribution=block --overlap \
-  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_WORKERS="$gpus_per_node",TANDEM_KEYS="$keys" \
-  bash -c 'TANDEM_RANK=$SLURM_PROCID exec "$0" worker' "$tandem" &
+  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_MEMBERS="$gpus_per_node",TANDEM_KEYS="$keys" \
+  bash -c 'TANDEM_RANK=$SLURM_PROCID exec "$0" join' "$tandem" &
 wait "$controller"

@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequ
   BOOST_TEST(engines->weights_digest() == trainer->weight_hash());
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_gets_only_the_engines_of_the_actors_it_hosts) {
+BOOST_AUTO_TEST_CASE(a_member_gets_only_the_engines_of_the_actors_it_hosts) {
   const auto recipe = recipe_of({"runtime.fake_weight_mb=1"});
   auto rollout_only = tandem::make_engines(recipe, false, true, nullptr);
   BOOST_TEST_REQUIRE(bool(rollout_only), refusal(rollout_only));

@@ -1,5 +1,5 @@
 // The recipe keys that configure the engines reach them: each key set to a value of its own lands
-// in the settings the controller and every worker derive from the same recipe.
+// in the settings the controller and every member derive from the same recipe.
 #include <boost/test/unit_test.hpp>
 
 #include "actors/runtime/recipe_settings.hpp"

@@ -1,4 +1,4 @@
-// A run's keys: made fresh, rendered and parsed back, handed to one worker with only its own
+// A run's keys: made fresh, rendered and parsed back, handed to one member with only its own
 // secret, written with mode 0600 never over an existing file, and refused (naming the file and
 // line) when damaged, incomplete or readable by others.
 #include <boost/test/unit_test.hpp>
@@ -25,28 +25,28 @@ BOOST_AUTO_TEST_SUITE(run_keys_test)
 BOOST_AUTO_TEST_CASE(fresh_keys_render_and_parse_back_and_every_key_is_distinct) {
   const run_keys k = tandem::make_run_keys(3).value();
   BOOST_TEST(k.world == 3);
-  BOOST_TEST_REQUIRE(k.workers.size() == 3u);
-  BOOST_TEST(k.workers[0].public_key != k.workers[1].public_key);
-  BOOST_TEST(k.controller.public_key != k.workers[2].public_key);
+  BOOST_TEST_REQUIRE(k.members.size() == 3u);
+  BOOST_TEST(k.members[0].public_key != k.members[1].public_key);
+  BOOST_TEST(k.controller.public_key != k.members[2].public_key);
   const auto back = tandem::parse_run_keys(tandem::render_run_keys(k), "keys");
   BOOST_TEST_REQUIRE(back.has_value(), message_of(back));
   BOOST_TEST((*back == k));
 }
 
-BOOST_AUTO_TEST_CASE(a_workers_credentials_hold_every_public_key_and_only_its_own_secret) {
+BOOST_AUTO_TEST_CASE(a_members_credentials_hold_every_public_key_and_only_its_own_secret) {
   const run_keys k = tandem::make_run_keys(3).value();
   const run_keys c = tandem::credentials_for(k, 1);
   BOOST_TEST(c.controller.public_key == k.controller.public_key);
   BOOST_TEST(c.controller.secret_key.empty());
-  BOOST_TEST(c.workers[1].secret_key == k.workers[1].secret_key);
-  BOOST_TEST(c.workers[0].secret_key.empty());
-  BOOST_TEST(c.workers[2].secret_key.empty());
-  BOOST_TEST(c.workers[2].public_key == k.workers[2].public_key);
+  BOOST_TEST(c.members[1].secret_key == k.members[1].secret_key);
+  BOOST_TEST(c.members[0].secret_key.empty());
+  BOOST_TEST(c.members[2].secret_key.empty());
+  BOOST_TEST(c.members[2].public_key == k.members[2].public_key);
   BOOST_TEST(tandem::check_run_keys_for(c, 3, 1, "fd").is_ok());
-  BOOST_TEST(tandem::check_run_keys_for(c, 3, 0, "fd").message() == "fd: worker 0's secret key is missing");
+  BOOST_TEST(tandem::check_run_keys_for(c, 3, 0, "fd").message() == "fd: member 0's secret key is missing");
   BOOST_TEST(tandem::check_run_keys_for(c, 3, -1, "fd").message() == "fd: the controller's secret key is missing");
   BOOST_TEST(tandem::check_run_keys_for(c, 4, 1, "fd").message() ==
-             "fd: the keys are for a run of 3 workers; this run has 4");
+             "fd: the keys are for a run of 3 members; this run has 4");
 }
 
 BOOST_AUTO_TEST_CASE(a_damaged_or_incomplete_keys_file_is_refused_naming_the_line) {
@@ -55,17 +55,17 @@ BOOST_AUTO_TEST_CASE(a_damaged_or_incomplete_keys_file_is_refused_naming_the_lin
   const auto refused = [](const std::string& text) { return message_of(tandem::parse_run_keys(text, "run.keys")); };
   // Another key's secret beside a public key.
   std::string swapped = good;
-  swapped.replace(swapped.find(k.workers[0].secret_key), 40, k.workers[1].secret_key);
+  swapped.replace(swapped.find(k.members[0].secret_key), 40, k.members[1].secret_key);
   BOOST_TEST(refused(swapped) == "run.keys:6: the secret key does not belong to the public key beside it");
   std::string shortened = good;
-  shortened.erase(shortened.find(k.workers[1].public_key), 1);
+  shortened.erase(shortened.find(k.members[1].public_key), 1);
   BOOST_TEST(refused(shortened).starts_with("run.keys:7: "), refused(shortened));
   const std::size_t records = good.find("\ncontroller ") + 1;
-  BOOST_TEST(refused("tandem-keys 1\nworld 2\n" + good.substr(records, good.find("\nworker 1 ") + 1 - records)) ==
-             "run.keys: no key of worker 1");
+  BOOST_TEST(refused("tandem-keys 1\nworld 2\n" + good.substr(records, good.find("\nmember 1 ") + 1 - records)) ==
+             "run.keys: no key of member 1");
   BOOST_TEST(refused("hello\n") == "run.keys:1: not a tandem keys file (the first record must be 'tandem-keys 1')");
   BOOST_TEST(refused("tandem-keys 2\n") == "run.keys:1: keys file version '2' is not 1");
-  BOOST_TEST(refused("tandem-keys 1\nworld 2\nworker 2 x\n") == "run.keys:3: a worker rank in 0..1 must follow 'worker'");
+  BOOST_TEST(refused("tandem-keys 1\nworld 2\nmember 2 x\n") == "run.keys:3: a member rank in 0..1 must follow 'member'");
   BOOST_TEST(refused("") == "run.keys: empty: not a tandem keys file");
 }
 

@@ -81,8 +81,8 @@ void check_derived(const recipe_config& c, const std::string& what) {
     BOOST_TEST(((static_cast<i128>(c.runtime.fake_weight_mb) << 20) <= std::numeric_limits<std::int64_t>::max()));
     // The plans: ranks fit int32, the frame limit is within the codec's, every memory figure finite.
     const auto plan = tandem::topology::plan_placement(c);
-    BOOST_TEST(fits_i32(static_cast<std::int64_t>(plan.workers.size())));
-    BOOST_TEST((static_cast<i128>(c.cluster.num_nodes) * c.cluster.gpus_per_node == static_cast<i128>(plan.workers.size())));
+    BOOST_TEST(fits_i32(static_cast<std::int64_t>(plan.members.size())));
+    BOOST_TEST((static_cast<i128>(c.cluster.num_nodes) * c.cluster.gpus_per_node == static_cast<i128>(plan.members.size())));
     const std::size_t limit = tandem::control::controller_frame_limit(c);
     BOOST_TEST((limit >= (std::size_t{16} << 20) && limit <= tandem::control::max_frame_bytes));
     const auto mem = tandem::topology::plan_memory(c, plan.sizes, tiny_facts());

@@ -156,7 +156,7 @@ tc::message sample(tc::message_kind k) {
     case K::refit_abort:
       return tc::refit_abort{.weight_version = 15};
     case K::error:
-      return tc::error{.code = 65535, .text = "worker 3 (node-07, cuda:3) missed 20 heartbeats", .rank = 3,
+      return tc::error{.code = 65535, .text = "member 3 (node-07, cuda:3) missed 20 heartbeats", .rank = 3,
                        .request = 13};
     case K::shutdown:
       return tc::shutdown{.reason = std::string("step 12 failed\0with a NUL inside", 32)};

@@ -1,4 +1,4 @@
-// Tests of the placement plan (orchestration/topology/placement.h): which worker process, on which
+// Tests of the placement plan (orchestration/topology/placement.h): which member process, on which
 // node and device, hosts which actors, with its data-parallel and rollout ranks, for colocated,
 // one-node dedicated and multi-node dedicated recipes; the control endpoint; the data-parallel size.
 #include "orchestration/topology/placement.h"
@@ -39,10 +39,10 @@ tc::recipe_config resolve_shipped(const std::string& name) {
   return r.recipe->config;
 }
 
-/// Checks one worker against the expected placement.
-void check_worker(const tt::worker_plan& w, std::int64_t rank, std::int64_t node, std::int64_t device, bool policy,
+/// Checks one member against the expected placement.
+void check_member(const tt::member_plan& w, std::int64_t rank, std::int64_t node, std::int64_t device, bool policy,
                   bool rollout, std::int64_t dp_rank, std::int64_t rollout_rank) {
-  BOOST_TEST_CONTEXT("worker " << rank) {
+  BOOST_TEST_CONTEXT("member " << rank) {
     BOOST_TEST(w.rank == rank);
     BOOST_TEST(w.node == node);
     BOOST_TEST(w.device == device);
@@ -57,14 +57,14 @@ void check_worker(const tt::worker_plan& w, std::int64_t rank, std::int64_t node
 
 BOOST_AUTO_TEST_SUITE(placement_test)
 
-BOOST_AUTO_TEST_CASE(every_colocated_worker_on_one_node_hosts_both_actors_with_ranks_in_device_order) {
+BOOST_AUTO_TEST_CASE(every_colocated_member_on_one_node_hosts_both_actors_with_ranks_in_device_order) {
   const tt::placement_plan p = tt::plan_placement(resolve_text("cluster:\n  gpus_per_node: 4\n"));
   BOOST_TEST(p.sizes.colocated);
   BOOST_TEST(p.sizes.data_parallel_size == 4);
   BOOST_TEST(p.sizes.generation_devices == 4);
-  BOOST_REQUIRE_EQUAL(p.workers.size(), 4u);
+  BOOST_REQUIRE_EQUAL(p.members.size(), 4u);
   for (std::int64_t i = 0; i < 4; ++i)
-    check_worker(p.workers[static_cast<std::size_t>(i)], i, 0, i, true, true, i, i);
+    check_member(p.members[static_cast<std::size_t>(i)], i, 0, i, true, true, i, i);
 }
 
 BOOST_AUTO_TEST_CASE(dedicated_generation_on_one_node_trains_on_the_first_devices_and_generates_on_the_last) {
@@ -74,10 +74,10 @@ BOOST_AUTO_TEST_CASE(dedicated_generation_on_one_node_trains_on_the_first_device
   BOOST_TEST(!p.sizes.colocated);
   BOOST_TEST(p.sizes.training_devices == 4);
   BOOST_TEST(p.sizes.generation_devices == 2);
-  BOOST_REQUIRE_EQUAL(p.workers.size(), 6u);
-  for (std::int64_t i = 0; i < 4; ++i) check_worker(p.workers[static_cast<std::size_t>(i)], i, 0, i, true, false, i, -1);
-  check_worker(p.workers[4], 4, 0, 4, false, true, -1, 0);
-  check_worker(p.workers[5], 5, 0, 5, false, true, -1, 1);
+  BOOST_REQUIRE_EQUAL(p.members.size(), 6u);
+  for (std::int64_t i = 0; i < 4; ++i) check_member(p.members[static_cast<std::size_t>(i)], i, 0, i, true, false, i, -1);
+  check_member(p.members[4], 4, 0, 4, false, true, -1, 0);
+  check_member(p.members[5], 5, 0, 5, false, true, -1, 1);
 }
 
 BOOST_AUTO_TEST_CASE(dedicated_generation_on_several_nodes_puts_whole_training_nodes_first_then_rollout_nodes) {
@@ -86,29 +86,29 @@ BOOST_AUTO_TEST_CASE(dedicated_generation_on_several_nodes_puts_whole_training_n
       "cluster:\n  num_nodes: 3\n  gpus_per_node: 4\n"));
   BOOST_TEST(p.sizes.training_nodes == 2);
   BOOST_TEST(p.sizes.generation_nodes == 1);
-  BOOST_REQUIRE_EQUAL(p.workers.size(), 12u);
+  BOOST_REQUIRE_EQUAL(p.members.size(), 12u);
   for (std::int64_t r = 0; r < 8; ++r)
-    check_worker(p.workers[static_cast<std::size_t>(r)], r, r / 4, r % 4, true, false, r, -1);
+    check_member(p.members[static_cast<std::size_t>(r)], r, r / 4, r % 4, true, false, r, -1);
   for (std::int64_t r = 8; r < 12; ++r)
-    check_worker(p.workers[static_cast<std::size_t>(r)], r, 2, r % 4, false, true, -1, r - 8);
+    check_member(p.members[static_cast<std::size_t>(r)], r, 2, r % 4, false, true, -1, r - 8);
 }
 
 BOOST_AUTO_TEST_CASE(two_rollout_nodes_out_of_three_leave_one_training_node) {
   const tt::placement_plan p = tt::plan_placement(resolve_text(
       "  generation:\n    colocated:\n      enabled: false\n      resources:\n        num_nodes: 2\n"
       "cluster:\n  num_nodes: 3\n  gpus_per_node: 2\n"));
-  BOOST_REQUIRE_EQUAL(p.workers.size(), 6u);
-  check_worker(p.workers[0], 0, 0, 0, true, false, 0, -1);
-  check_worker(p.workers[1], 1, 0, 1, true, false, 1, -1);
+  BOOST_REQUIRE_EQUAL(p.members.size(), 6u);
+  check_member(p.members[0], 0, 0, 0, true, false, 0, -1);
+  check_member(p.members[1], 1, 0, 1, true, false, 1, -1);
   for (std::int64_t r = 2; r < 6; ++r)
-    check_worker(p.workers[static_cast<std::size_t>(r)], r, r / 2, r % 2, false, true, -1, r - 2);
+    check_member(p.members[static_cast<std::size_t>(r)], r, r / 2, r % 2, false, true, -1, r - 2);
 }
 
-BOOST_AUTO_TEST_CASE(colocated_workers_on_several_nodes_are_ranked_node_major) {
+BOOST_AUTO_TEST_CASE(colocated_members_on_several_nodes_are_ranked_node_major) {
   const tt::placement_plan p = tt::plan_placement(resolve_text("cluster:\n  num_nodes: 2\n  gpus_per_node: 4\n"));
-  BOOST_REQUIRE_EQUAL(p.workers.size(), 8u);
+  BOOST_REQUIRE_EQUAL(p.members.size(), 8u);
   for (std::int64_t r = 0; r < 8; ++r)
-    check_worker(p.workers[static_cast<std::size_t>(r)], r, r / 4, r % 4, true, true, r, r);
+    check_member(p.members[static_cast<std::size_t>(r)], r, r / 4, r % 4, true, true, r, r);
 }
 
 BOOST_AUTO_TEST_CASE(the_control_endpoint_is_tcp_to_the_controller_host_and_port) {
@@ -135,9 +135,9 @@ BOOST_AUTO_TEST_CASE(the_plan_carries_the_worlds_of_the_recipe) {
   BOOST_TEST(p.sizes.generation_devices == w.generation_devices);
   BOOST_TEST(p.sizes.data_parallel_size == 8);
   std::int64_t policy = 0, rollout = 0;
-  for (const auto& worker : p.workers) {
-    policy += worker.hosts_policy ? 1 : 0;
-    rollout += worker.hosts_rollout ? 1 : 0;
+  for (const auto& member : p.members) {
+    policy += member.hosts_policy ? 1 : 0;
+    rollout += member.hosts_rollout ? 1 : 0;
   }
   BOOST_TEST(policy == 8);
   BOOST_TEST(rollout == 8);

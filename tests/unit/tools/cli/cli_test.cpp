@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_command_or_option_is_a_usage_error_naming_it) {
   cli_result r = cli({"frob"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.out == "");
-  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, worker, keys, inspect, convert, logprobs, loss, generate, help, --version)\n");
+  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, help, --version)\n");
   r = cli({"validate", "--frob", tiny});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem validate: unknown option '--frob' (options: --minimize, --schema)\n");
@@ -204,12 +204,12 @@ BOOST_AUTO_TEST_CASE(minimize_names_each_key_that_repeats_its_inherited_value) {
   BOOST_TEST(with_override.err == "tandem validate: --minimize checks a recipe file and takes no overrides\n");
 }
 
-BOOST_AUTO_TEST_CASE(a_dry_run_prints_the_workers_table) {
+BOOST_AUTO_TEST_CASE(a_dry_run_prints_the_members_table) {
   const cli_result r = cli({"run", tiny, "--dry-run"});
   BOOST_TEST(r.code == 0);
   BOOST_TEST(r.err == tiny + ":12:23: note: policy.logprob_chunk_size: 64 configures the Gemma 4 engines; runtime.engine: fake ignores it\n");
   BOOST_TEST(r.out.starts_with("tandem run " + tiny + " (dry run: nothing is started)\n"));
-  BOOST_TEST(r.out.find("workers (one process per device)\n"
+  BOOST_TEST(r.out.find("members (one process per device)\n"
                         "  rank  node  device   actors                          dp rank  rollout rank\n"
                         "  0     0     cpu:0    policy_worker + rollout_worker  0/2      0/2\n"
                         "  1     0     cpu:1    policy_worker + rollout_worker  1/2      1/2\n\n") != std::string::npos,

@@ -1,4 +1,4 @@
-// Every shipped recipe (configs/recipes/) through the CLI: it validates, dry-runs with one worker row
+// Every shipped recipe (configs/recipes/) through the CLI: it validates, dry-runs with one member row
 // per device, places actors as its colocated/dedicated name says, has nothing to minimize, and the
 // dry run reports the parameter count of the gpu module's tensor table.
 #include <algorithm>
@@ -46,9 +46,9 @@ tc::recipe_config resolve(const fs::path& recipe) {
   return r.recipe->config;
 }
 
-/// The "actors" column of each row of the dry run's workers table.
-std::vector<std::string> worker_actors(const std::string& plan) {
-  const std::string title = "workers (one process per device)\n";
+/// The "actors" column of each row of the dry run's members table.
+std::vector<std::string> member_actors(const std::string& plan) {
+  const std::string title = "members (one process per device)\n";
   const std::string header = "  rank  node  device   actors                          dp rank  rollout rank\n";
   std::vector<std::string> out;
   const std::size_t at = plan.find(title + header);
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(every_top_level_recipe_validates_noting_exactly_what_this_b
   }
 }
 
-BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_worker_row_per_device_and_refuses_what_is_not_built) {
+BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_member_row_per_device_and_refuses_what_is_not_built) {
   for (const auto& recipe : recipes(false)) {
     const std::string name = recipe.filename().string();
     BOOST_TEST_CONTEXT(name) {
@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_worker_row_per_dev
       if (!unbuilt.empty())
         BOOST_TEST(r.err.starts_with("tandem run: " + recipe.string() + " asks for " + std::to_string(unbuilt.size()) +
                                      " things this build cannot run yet:\n"));
-      BOOST_TEST(worker_actors(r.out).size() == static_cast<std::size_t>(c.cluster.num_nodes * c.cluster.gpus_per_node));
+      BOOST_TEST(member_actors(r.out).size() == static_cast<std::size_t>(c.cluster.num_nodes * c.cluster.gpus_per_node));
       // A real run refuses before starting anything, with the same list.
       if (!unbuilt.empty()) {
         const cli_result run = cli({"run", recipe.string()});
@@ -151,14 +151,14 @@ BOOST_AUTO_TEST_CASE(every_top_level_recipe_dry_runs_with_one_worker_row_per_dev
   }
 }
 
-BOOST_AUTO_TEST_CASE(dedicated_recipes_split_the_actors_and_colocated_recipes_pair_them_on_every_worker) {
+BOOST_AUTO_TEST_CASE(dedicated_recipes_split_the_actors_and_colocated_recipes_pair_them_on_every_member) {
   for (const auto& recipe : recipes(false)) {
     const std::string name = recipe.filename().string();
     BOOST_TEST_CONTEXT(name) {
       const tc::recipe_config c = resolve(recipe);
       if (name.find("dedicated") != std::string::npos) BOOST_TEST(!c.policy.generation.colocated);
       if (name.find("colocated") != std::string::npos) BOOST_TEST(c.policy.generation.colocated);
-      const std::vector<std::string> actors = worker_actors(cli({"run", recipe.string(), "--dry-run"}).out);
+      const std::vector<std::string> actors = member_actors(cli({"run", recipe.string(), "--dry-run"}).out);
       BOOST_REQUIRE(!actors.empty());
       const auto both = std::count(actors.begin(), actors.end(), "policy_worker + rollout_worker");
       const auto policy = std::count(actors.begin(), actors.end(), "policy_worker");

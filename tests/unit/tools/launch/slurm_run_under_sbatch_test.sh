@@ -2,7 +2,7 @@
 # The Slurm launcher run as sbatch runs it: a copy of the script in a spool directory, the checkout
 # only known as the submit directory. With stand-ins for scontrol and srun (and the launcher's dry
 # run), it must find the checkout's tandem, write the job's keys, and start the controller and one
-# worker per device with the recipe named from the submit directory. Usage: TEST TANDEM_BINARY.
+# member per device with the recipe named from the submit directory. Usage: TEST TANDEM_BINARY.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../../.." && pwd)"
 tandem_binary="$1"
@@ -23,8 +23,8 @@ fail() { echo "FAIL: $1"; echo "--- launcher output:"; echo "$out"; exit 1; }
 grep -q "keys $work/job/run.keys --world 4" <<<"$out" || fail "no keys for a world of 2 nodes x 2 devices"
 grep -q "srun --nodes=1 --ntasks=1 --nodelist=node-a .* run $source_dir/configs/recipes/tiny-cpu.yaml runtime.engine=fake cluster.num_nodes=2 --fresh cluster.controller_host=" <<<"$out" ||
   fail "the controller does not run the submit directory's recipe on the first node"
-grep -q -- "--ntasks=4 --ntasks-per-node=2" <<<"$out" || fail "not one worker per device"
-grep -q "TANDEM_CONTROLLER=tcp://.*:29650" <<<"$out" || fail "the workers do not dial the recipe's port"
+grep -q -- "--ntasks=4 --ntasks-per-node=2" <<<"$out" || fail "not one member per device"
+grep -q "TANDEM_CONTROLLER=tcp://.*:29650" <<<"$out" || fail "the members do not dial the recipe's port"
 # Outside any checkout and without a submit directory that is one, it says what to do.
 if msg="$(cd "$work" && PATH="$work/bin:$PATH" SLURM_JOB_NODELIST=node-a SLURM_SUBMIT_DIR="$work" \
   bash "$work/spool/job42/slurm_script" recipe.yaml 2>&1)"; then

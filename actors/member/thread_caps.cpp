@@ -1,5 +1,5 @@
-// Thread caps of a worker process.
-#include "actors/worker/thread_caps.hpp"
+// Thread caps of a member process.
+#include "actors/member/thread_caps.hpp"
 
 #include <omp.h>
 #include <sched.h>

@@ -1,5 +1,5 @@
 // Fault injection (fault_injection.hpp).
-#include "actors/worker/fault_injection.hpp"
+#include "actors/member/fault_injection.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The worker actor: hello, welcome, heartbeats both ways, shutdown (see worker.hpp).
-#include "actors/worker/worker_actor.hpp"
+// The member actor: hello, welcome, heartbeats both ways, shutdown (see member.hpp).
+#include "actors/member/member_actor.hpp"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "actors/bridge/bridge.hpp"
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
-#include "actors/worker/host.hpp"
+#include "actors/member/host.hpp"
 
 namespace tandem {
 
@@ -21,8 +21,8 @@ using wrk_welcome_deadline_atom = caf::atom_constant<caf::atom("wrk_wdl")>;
 
 enum class phase { connecting, joined, finished };
 
-struct worker_state {
-  worker_settings s;
+struct member_state {
+  member_settings s;
   bridge_actor bridge;
   phase now = phase::connecting;
   control::welcome welcome;
@@ -32,22 +32,22 @@ struct worker_state {
   caf::actor_clock::time_point last_heard;  // the controller's last heartbeat (or the welcome)
   std::uint64_t sent = 0;                   // our heartbeats
   std::uint64_t received = 0;               // the controller's heartbeats
-  static inline const char* name = "worker";
+  static inline const char* name = "member";
 };
 
-using worker_ptr = caf::stateful_actor<worker_state>*;
+using member_ptr = caf::stateful_actor<member_state>*;
 
 std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-void send_control(worker_ptr self, control::message m) {
+void send_control(member_ptr self, control::message m) {
   self->send(self->state.bridge, ctl_send_atom::value, std::string(), std::move(m));
 }
 
-void finish(worker_ptr self, std::int32_t code, const std::string& message) {
+void finish(member_ptr self, std::int32_t code, const std::string& message) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   st.now = phase::finished;
-  self->send(st.s.listener, wrk_done_atom::value, code, message);
+  self->send(st.s.listener, mbr_done_atom::value, code, message);
 }
 
 std::string roles_text(const control::welcome& w) {
@@ -59,7 +59,7 @@ std::string roles_text(const control::welcome& w) {
 
 // ---- connecting ----------------------------------------------------------------------------
 
-void on_welcome(worker_ptr self, const control::welcome& w) {
+void on_welcome(member_ptr self, const control::welcome& w) {
   auto& st = self->state;
   st.welcome = w;
   st.interval = std::chrono::milliseconds(w.heartbeat_interval_ms > 0 ? w.heartbeat_interval_ms : 1000);
@@ -70,7 +70,7 @@ void on_welcome(worker_ptr self, const control::welcome& w) {
            ", timeout " + ms_text(st.timeout) + ")");
   self->send(self, wrk_tick_atom::value);
   if (w.recipe_yaml.empty()) {  // a control-plane-only run (tests of the process layer)
-    log_line(st.s.log_name + ": the welcome carries no recipe: this worker keeps the control plane only");
+    log_line(st.s.log_name + ": the welcome carries no recipe: this member keeps the control plane only");
     return;
   }
   host_settings hs;
@@ -87,7 +87,7 @@ void on_welcome(worker_ptr self, const control::welcome& w) {
 
 // ---- joined ---------------------------------------------------------------------------------
 
-void on_tick(worker_ptr self) {
+void on_tick(member_ptr self) {
   auto& st = self->state;
   if (st.now != phase::joined) return;
   const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now() - st.last_heard);
@@ -99,7 +99,7 @@ void on_tick(worker_ptr self) {
   self->delayed_send(self, st.interval, wrk_tick_atom::value);
 }
 
-void on_shutdown(worker_ptr self, const control::shutdown& m) {
+void on_shutdown(member_ptr self, const control::shutdown& m) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   send_control(self, control::goodbye{static_cast<std::int32_t>(st.s.rank), "shut down: " + m.reason});
@@ -110,7 +110,7 @@ void on_shutdown(worker_ptr self, const control::shutdown& m) {
       .then([=](bool) { finish(self, 0, message); }, [=](caf::error&) { finish(self, 0, message); });
 }
 
-void on_control(worker_ptr self, const control::message& m) {
+void on_control(member_ptr self, const control::message& m) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   if (const auto* w = std::get_if<control::welcome>(&m)) {
@@ -122,7 +122,7 @@ void on_control(worker_ptr self, const control::message& m) {
     on_shutdown(self, *s);
   } else if (const auto* e = std::get_if<control::error>(&m)) {
     if (st.now == phase::connecting)
-      return finish(self, 1, "the controller at " + st.s.controller + " refused this worker: " + e->text);
+      return finish(self, 1, "the controller at " + st.s.controller + " refused this member: " + e->text);
     log_line(st.s.log_name + ": the controller reported an error: " + e->text);
   } else if (served_by_host(control::kind_of(m)) && st.host) {
     self->send(st.host, hst_in_atom::value, m);
@@ -132,7 +132,7 @@ void on_control(worker_ptr self, const control::message& m) {
   }
 }
 
-caf::behavior worker(worker_ptr self, worker_settings s) {
+caf::behavior member(member_ptr self, member_settings s) {
   auto& st = self->state;
   st.s = std::move(s);
   st.bridge = self->spawn<caf::linked>(bridge, st.s.socket, caf::actor{self}, st.s.log_name);
@@ -174,6 +174,6 @@ caf::behavior worker(worker_ptr self, worker_settings s) {
 
 }  // namespace
 
-caf::actor spawn_worker_actor(caf::actor_system& sys, worker_settings settings) { return sys.spawn(worker, std::move(settings)); }
+caf::actor spawn_member_actor(caf::actor_system& sys, member_settings settings) { return sys.spawn(member, std::move(settings)); }
 
 }  // namespace tandem

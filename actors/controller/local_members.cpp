@@ -1,5 +1,5 @@
-// fork/exec of local worker processes, their reaper thread, and the final kill-and-reap.
-#include "actors/controller/local_workers.hpp"
+// fork/exec of local member processes, their reaper thread, and the final kill-and-reap.
+#include "actors/controller/local_members.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -58,12 +58,12 @@ std::string describe_wait_status(int status) {
   return "changed state (wait status " + std::to_string(status) + ")";
 }
 
-local_workers::~local_workers() {
+local_members::~local_members() {
   stop_all(std::chrono::milliseconds(0));
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& executable, const std::vector<std::string>& args,
+caf::expected<pid_t> local_members::spawn(std::int64_t rank, const std::string& executable, const std::vector<std::string>& args,
                                           const std::vector<std::pair<std::string, std::string>>& env,
                                           const std::optional<std::string>& secret) {
   constexpr int secret_fd = 3;
@@ -72,7 +72,7 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
     memfd = static_cast<int>(::memfd_create("tandem-keys", MFD_CLOEXEC));
     if (memfd < 0)
       return caf::make_error(caf::sec::runtime_error,
-                             "cannot start worker " + std::to_string(rank) + ": memfd_create: " + std::strerror(errno));
+                             "cannot start member " + std::to_string(rank) + ": memfd_create: " + std::strerror(errno));
     std::size_t done = 0;
     while (done < secret->size()) {
       const ssize_t n = ::write(memfd, secret->data() + done, secret->size() - done);
@@ -80,7 +80,7 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
       if (n < 0) {
         const int e = errno;
         ::close(memfd);
-        return caf::make_error(caf::sec::runtime_error, "cannot start worker " + std::to_string(rank) +
+        return caf::make_error(caf::sec::runtime_error, "cannot start member " + std::to_string(rank) +
                                                             ": writing its keys failed: " + std::strerror(e));
       }
       done += static_cast<std::size_t>(n);
@@ -114,14 +114,14 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
   int exec_pipe[2];
   if (::pipe2(exec_pipe, O_CLOEXEC) != 0)
     return caf::make_error(caf::sec::runtime_error,
-                           std::string("cannot start worker ") + std::to_string(rank) + ": pipe2: " + std::strerror(errno));
+                           std::string("cannot start member ") + std::to_string(rank) + ": pipe2: " + std::strerror(errno));
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
     ::close(exec_pipe[0]);
     ::close(exec_pipe[1]);
     return caf::make_error(caf::sec::runtime_error,
-                           "cannot start worker " + std::to_string(rank) + ": fork: " + std::strerror(e));
+                           "cannot start member " + std::to_string(rank) + ": fork: " + std::strerror(e));
   }
   if (pid == 0) {
     ::close(exec_pipe[0]);
@@ -146,7 +146,7 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return tandem_error(tandem_errc::invalid_config, "cannot start worker " + std::to_string(rank) + ": cannot execute '" +
+    return tandem_error(tandem_errc::invalid_config, "cannot start member " + std::to_string(rank) + ": cannot execute '" +
                                                          executable + "': " + std::strerror(exec_errno));
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -154,7 +154,7 @@ caf::expected<pid_t> local_workers::spawn(std::int64_t rank, const std::string& 
   return pid;
 }
 
-void local_workers::watch(std::function<void(const child_exit&)> on_exit) {
+void local_members::watch(std::function<void(const child_exit&)> on_exit) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (reaper_.joinable() || stopping_) return;
   on_exit_ = std::move(on_exit);
@@ -162,13 +162,13 @@ void local_workers::watch(std::function<void(const child_exit&)> on_exit) {
   reaper_ = std::thread([this] { reap_loop(); });
 }
 
-void local_workers::kill_rank(std::int64_t rank) {
+void local_members::kill_rank(std::int64_t rank) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& c : children_)
     if (c.rank == rank && !c.reaped) ::kill(c.pid, SIGKILL);
 }
 
-std::vector<child_exit> local_workers::sweep() {
+std::vector<child_exit> local_members::sweep() {
   std::vector<child_exit> exits;
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& c : children_) {
@@ -184,7 +184,7 @@ std::vector<child_exit> local_workers::sweep() {
   return exits;
 }
 
-void local_workers::reap_loop() {
+void local_members::reap_loop() {
   for (;;) {
     std::vector<pollfd> fds{{wake_fd_, POLLIN, 0}};
     {
@@ -205,7 +205,7 @@ void local_workers::reap_loop() {
   }
 }
 
-std::vector<std::string> local_workers::stop_all(std::chrono::milliseconds grace) {
+std::vector<std::string> local_members::stop_all(std::chrono::milliseconds grace) {
   watch({});  // no-op when already watching; otherwise a reaper without a listener
   std::vector<std::string> killed;
   {
@@ -229,7 +229,7 @@ std::vector<std::string> local_workers::stop_all(std::chrono::milliseconds grace
   return killed;
 }
 
-std::vector<pid_t> local_workers::running() const {
+std::vector<pid_t> local_members::running() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<pid_t> out;
   for (const auto& c : children_)

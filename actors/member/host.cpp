@@ -1,5 +1,5 @@
-// The worker's host (state machine in host.hpp).
-#include "actors/worker/host.hpp"
+// The member's host (state machine in host.hpp).
+#include "actors/member/host.hpp"
 
 #include <memory>
 #include <utility>
@@ -14,8 +14,8 @@
 #include "actors/rollout_worker/rollout_worker.hpp"
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
-#include "actors/worker/data_plane.hpp"
-#include "actors/worker/fault_injection.hpp"
+#include "actors/member/data_plane.hpp"
+#include "actors/member/fault_injection.hpp"
 #include "orchestration/config/resolve.h"
 
 namespace tandem {
@@ -25,12 +25,12 @@ using K = control::message_kind;
 using S = control::refit_stage;
 
 struct host_state {
-  static inline const char* name = "worker_host";
+  static inline const char* name = "member_host";
 
   host_settings s;
   config::recipe_config recipe;
-  std::unique_ptr<worker_data_plane> plane;
-  worker_engines engines;
+  std::unique_ptr<member_data_plane> plane;
+  member_engines engines;
   gpu::ops::pg_loss_settings loss;
   policy_actor policy;
   rollout_actor rollout;
@@ -107,12 +107,12 @@ void bind(host_ptr self) {
   const auto timeout = std::chrono::seconds(st.recipe.runtime.request_timeout_s);
   if (st.s.keys.has_value() != st.recipe.cluster.secure)
     return fail(self, std::string("the recipe says cluster.secure: ") + (st.recipe.cluster.secure ? "true" : "false") +
-                          ", but this worker " + (st.s.keys ? "holds" : "has no") + " run keys");
+                          ", but this member " + (st.s.keys ? "holds" : "has no") + " run keys");
   const std::string host = data_plane_host(st.s.controller);
   if (!st.s.keys && !loopback_address(host))
     return fail(self, "data plane: cluster.secure is false, but the data plane would bind " + host +
                           ", which is not loopback (unset TANDEM_DATA_HOST or turn cluster.secure on)");
-  auto plane = worker_data_plane::bind(st.s.rank, host, m, timeout, st.s.keys, st.s.log_name);
+  auto plane = member_data_plane::bind(st.s.rank, host, m, timeout, st.s.keys, st.s.log_name);
   if (!plane) return fail(self, "data plane: " + plane.error().message());
   st.plane = std::move(plane.value());
   log_line(st.s.log_name + ": data plane bound to " + st.plane->describe() +

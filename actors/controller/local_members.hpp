@@ -1,11 +1,11 @@
-// The worker processes a controller starts on its own machine (`tandem run` on one node): fork and
-// exec of `tandem worker ...`, a reaper thread that reports each child's exit as it happens, and
+// The member processes a controller starts on its own machine (`tandem run` on one node): fork and
+// exec of `tandem join ...`, a reaper thread that reports each child's exit as it happens, and
 // the final kill and reap so no child outlives the run.
 //
 // Exits are seen through pidfds (pidfd_open) polled by the reaper thread, with a periodic
 // waitpid(WNOHANG) sweep as the fallback: no SIGCHLD handler, so the process's signal
 // dispositions stay untouched. spawn() must be called from a thread that lives as long as the
-// children (the controller's main thread): a worker's parent-death signal (PR_SET_PDEATHSIG) fires
+// children (the controller's main thread): a member's parent-death signal (PR_SET_PDEATHSIG) fires
 // when the thread that forked it ends, not only the process.
 #pragma once
 
@@ -37,14 +37,14 @@ struct child_exit {
 /// "exited with status 0", "exited with signal 9 (SIGKILL)", "exited with signal 6 (SIGABRT), core dumped".
 std::string describe_wait_status(int wait_status);
 
-/// Local worker processes: spawn, watch, stop.
-class local_workers {
+/// Local member processes: spawn, watch, stop.
+class local_members {
  public:
-  local_workers() = default;
+  local_members() = default;
   /// stop_all(0): kills and reaps whatever is still running.
-  ~local_workers();
-  local_workers(const local_workers&) = delete;
-  local_workers& operator=(const local_workers&) = delete;
+  ~local_members();
+  local_members(const local_members&) = delete;
+  local_members& operator=(const local_members&) = delete;
 
   /// Forks and execs `executable args...` with the environment of this process plus `env`
   /// (name, value pairs that replace same-named variables). `secret`, when set, is handed to the
@@ -59,7 +59,7 @@ class local_workers {
   /// Starts the reaper thread; `on_exit` is called on it once per child that ends.
   void watch(std::function<void(const child_exit&)> on_exit);
 
-  /// SIGKILL to the child of `rank` (a hung worker), if it still runs.
+  /// SIGKILL to the child of `rank` (a hung member), if it still runs.
   void kill_rank(std::int64_t rank);
 
   /// Waits up to `grace` for every child to end, then SIGKILLs the rest (a stopped child too) and

@@ -1,5 +1,5 @@
-// A worker process's runtime as one library call (`tandem worker`): connect to the controller,
-// say hello, wait for the welcome, exchange heartbeats, and leave on shutdown. The worker treats
+// A member process's runtime as one library call (`tandem join`): connect to the controller,
+// say hello, wait for the welcome, exchange heartbeats, and leave on shutdown. The member treats
 // a controller that stops sending heartbeats as dead and exits; spawned by a local controller it
 // also dies with it at once (PR_SET_PDEATHSIG).
 //
@@ -8,8 +8,8 @@
 //      +--no welcome within welcome_timeout--> exit 1
 //   joined: a heartbeat every interval; no controller heartbeat for the timeout --> exit 1
 //
-// With the run's keys (worker_options::keys) every connection is CurveZMQ: to the controller
-// (whose key it must prove) and on the data plane; without them the worker dials only a
+// With the run's keys (member_options::keys) every connection is CurveZMQ: to the controller
+// (whose key it must prove) and on the data plane; without them the member dials only a
 // controller on loopback (cluster.secure: false).
 #pragma once
 
@@ -22,33 +22,33 @@
 
 namespace tandem {
 
-struct worker_options {
+struct member_options {
   std::string controller;  ///< the controller's ROUTER: "tcp://10.0.0.1:29650"
   std::int64_t rank = 0;   ///< 0 .. world-1
-  std::int64_t world = 0;  ///< workers in the run
-  /// Workers on this node, for the thread caps (scheduler_threads, BLAS). 0: world.
-  std::int64_t local_workers = 0;
+  std::int64_t world = 0;  ///< members in the run
+  /// Members on this node, for the thread caps (scheduler_threads, BLAS). 0: world.
+  std::int64_t local_members = 0;
   /// Pid of the controller that spawned this process; 0 when a launcher started it. Set: the
-  /// worker asks for SIGTERM when its parent dies (PR_SET_PDEATHSIG) and exits at once if that
+  /// member asks for SIGTERM when its parent dies (PR_SET_PDEATHSIG) and exits at once if that
   /// parent is already gone.
   std::int64_t parent_pid = 0;
   std::chrono::milliseconds welcome_timeout{60000};
   /// False: the caller already capped the BLAS threads (or wants them as they are).
   bool cap_threads = true;
-  /// This worker's credentials (its own secret key, every public key): CurveZMQ to the controller
+  /// This member's credentials (its own secret key, every public key): CurveZMQ to the controller
   /// and on the data plane. Absent: no security, allowed only with a controller on loopback.
   std::optional<run_keys> keys;
 };
 
-/// How the worker ended: exit_code 0 after a shutdown, 1 after a failure (no welcome, refused,
+/// How the member ended: exit_code 0 after a shutdown, 1 after a failure (no welcome, refused,
 /// controller silent, parent gone), 2 for unusable options. `message` says why.
-struct worker_result {
+struct member_result {
   int exit_code = 1;
   std::string message;
 };
 
-/// Runs the worker until shutdown or failure; blocks. Never throws; prints progress to stderr
-/// ("tandem worker 1: joined run ... as rollout-0").
-worker_result run_worker(const worker_options& options);
+/// Runs the member until shutdown or failure; blocks. Never throws; prints progress to stderr
+/// ("tandem member 1: joined run ... as rollout-0").
+member_result run_member(const member_options& options);
 
 }  // namespace tandem

@@ -1,5 +1,5 @@
-// A worker's data-plane groups (data_plane.hpp).
-#include "actors/worker/data_plane.hpp"
+// A member's data-plane groups (data_plane.hpp).
+#include "actors/member/data_plane.hpp"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -19,7 +19,7 @@ namespace {
 constexpr std::uint64_t data_parallel_tag = 0x7464'7000'0000'0001ull;  // "tdp" ring
 constexpr std::uint64_t refit_tag = 0x7464'7000'0000'0002ull;          // refit group
 
-/// Joins the group whose members are `ranks` (worker ranks, in group order) at the addresses
+/// Joins the group whose members are `ranks` (member ranks, in group order) at the addresses
 /// `address(peer)` gives.
 template <class Address>
 gpu::result<std::shared_ptr<gpu::communicator>> join_group(const char* group, std::int32_t rank,
@@ -29,13 +29,13 @@ gpu::result<std::shared_ptr<gpu::communicator>> join_group(const char* group, st
   const auto me = std::find(ranks.begin(), ranks.end(), rank);
   if (me == ranks.end())
     return gpu::status{gpu::status_code::invalid_argument,
-                       std::string("the peer table's ") + group + " group does not list worker " + std::to_string(rank)};
+                       std::string("the peer table's ") + group + " group does not list member " + std::to_string(rank)};
   std::vector<std::string> endpoints;
   for (const std::int32_t r : ranks) {
     const auto p = std::find_if(table.peers.begin(), table.peers.end(), [&](const control::peer& x) { return x.rank == r; });
     if (p == table.peers.end() || address(*p).empty())
       return gpu::status{gpu::status_code::invalid_argument, std::string("the peer table has no ") + group +
-                                                                 " endpoint for worker " + std::to_string(r)};
+                                                                 " endpoint for member " + std::to_string(r)};
     endpoints.push_back(address(*p));
   }
   std::vector<std::string> peer_keys;  // by group rank: the key that proves each member
@@ -43,9 +43,9 @@ gpu::result<std::shared_ptr<gpu::communicator>> join_group(const char* group, st
     for (const std::int32_t r : ranks) {
       if (r < 0 || r >= keys->world)
         return gpu::status{gpu::status_code::invalid_argument, std::string("the peer table's ") + group +
-                                                                   " group names worker " + std::to_string(r) +
+                                                                   " group names member " + std::to_string(r) +
                                                                    ", which has no key in this run"};
-      peer_keys.push_back(keys->workers[static_cast<std::size_t>(r)].public_key);
+      peer_keys.push_back(keys->members[static_cast<std::size_t>(r)].public_key);
     }
   auto g = gpu::zmq_group::create(static_cast<int>(me - ranks.begin()), static_cast<int>(ranks.size()),
                                   std::move(endpoints), std::move(own), std::move(peer_keys));
@@ -62,16 +62,16 @@ data_plane_membership membership_of(const control::welcome& w, bool colocated) {
   return m;
 }
 
-gpu::result<std::unique_ptr<worker_data_plane>> worker_data_plane::bind(std::int32_t rank, const std::string& host,
+gpu::result<std::unique_ptr<member_data_plane>> member_data_plane::bind(std::int32_t rank, const std::string& host,
                                                                         data_plane_membership m,
                                                                         std::chrono::milliseconds timeout,
                                                                         const std::optional<run_keys>& keys,
                                                                         const std::string& log_name) {
-  std::unique_ptr<worker_data_plane> p(new worker_data_plane());
+  std::unique_ptr<member_data_plane> p(new member_data_plane());
   p->rank_ = rank;
   p->keys_ = keys;
   if (keys && (rank < 0 || rank >= keys->world))
-    return gpu::status{gpu::status_code::invalid_argument, "worker " + std::to_string(rank) + " has no key in this run"};
+    return gpu::status{gpu::status_code::invalid_argument, "member " + std::to_string(rank) + " has no key in this run"};
   const auto endpoint = [&](std::uint64_t tag) -> gpu::result<gpu::zmq_data_endpoint> {
     gpu::zmq_group_options o;
     o.timeout = timeout;
@@ -80,8 +80,8 @@ gpu::result<std::unique_ptr<worker_data_plane>> worker_data_plane::bind(std::int
     o.log_name = log_name + (tag == data_parallel_tag ? " data-parallel port" : " refit port");
     if (keys) {
       gpu::zmq_group_curve c;
-      c.own = keys->workers[static_cast<std::size_t>(rank)];
-      for (const auto& w : keys->workers) c.accepted_public_keys.push_back(w.public_key);
+      c.own = keys->members[static_cast<std::size_t>(rank)];
+      for (const auto& w : keys->members) c.accepted_public_keys.push_back(w.public_key);
       o.curve = c;
     }
     return gpu::bind_data_endpoint(host, o);
@@ -99,7 +99,7 @@ gpu::result<std::unique_ptr<worker_data_plane>> worker_data_plane::bind(std::int
   return p;
 }
 
-control::data_endpoint worker_data_plane::endpoint_message() const {
+control::data_endpoint member_data_plane::endpoint_message() const {
   control::data_endpoint m;
   m.rank = rank_;
   if (data_parallel_endpoint_) m.data_parallel_endpoint = data_parallel_endpoint_->address();
@@ -107,7 +107,7 @@ control::data_endpoint worker_data_plane::endpoint_message() const {
   return m;
 }
 
-gpu::status worker_data_plane::join(const control::peer_table& table) {
+gpu::status member_data_plane::join(const control::peer_table& table) {
   if (data_parallel_endpoint_) {
     auto g = join_group("data-parallel", rank_, table.ring, table,
                         [](const control::peer& p) -> const std::string& { return p.data_parallel_endpoint; },
@@ -127,11 +127,11 @@ gpu::status worker_data_plane::join(const control::peer_table& table) {
   return gpu::status::ok();
 }
 
-std::string worker_data_plane::describe() const {
+std::string member_data_plane::describe() const {
   std::string out;
   if (data_parallel_endpoint_) out += "data-parallel " + data_parallel_endpoint_->address();
   if (refit_endpoint_) out += std::string(out.empty() ? "" : ", ") + "refit " + refit_endpoint_->address();
-  return out.empty() ? "no group (this worker has no data-plane peer)" : out;
+  return out.empty() ? "no group (this member has no data-plane peer)" : out;
 }
 
 namespace {

@@ -1,9 +1,9 @@
-// Each process's share of the cores (DESIGN.md section 1): a worker caps its BLAS/OpenMP threads
-// and its CAF scheduler so that the workers of one node together use the node's cores once.
+// Each process's share of the cores (DESIGN.md section 1): a member caps its BLAS/OpenMP threads
+// and its CAF scheduler so that the members of one node together use the node's cores once.
 //
 // OpenMP (libgomp) and OpenBLAS read OMP_NUM_THREADS / OPENBLAS_NUM_THREADS when the libraries are
 // loaded, before main: a controller therefore puts the share into its children's environment
-// (local_workers), and a worker started by a launcher sets it at run time through
+// (local_members), and a member started by a launcher sets it at run time through
 // omp_set_num_threads / openblas_set_num_threads, before any BLAS call. Both also export the
 // variables so that processes they start inherit the cap.
 #pragma once

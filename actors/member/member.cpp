@@ -1,5 +1,5 @@
-// run_worker: checks, the parent-death signal, thread caps, the actor system, the socket, the end.
-#include "actors/worker/worker.hpp"
+// run_member: checks, the parent-death signal, thread caps, the actor system, the socket, the end.
+#include "actors/member/member.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -18,15 +18,15 @@
 #include "actors/bridge/log_line.hpp"
 #include "actors/bridge/socket_thread.hpp"
 #include "actors/runtime/system_config.hpp"
-#include "actors/worker/data_plane.hpp"
-#include "actors/worker/thread_caps.hpp"
-#include "actors/worker/worker_actor.hpp"
+#include "actors/member/data_plane.hpp"
+#include "actors/member/thread_caps.hpp"
+#include "actors/member/member_actor.hpp"
 
 namespace tandem {
 
 namespace {
 
-/// How long the end of a worker may wait for engine calls still running (see run()).
+/// How long the end of a member may wait for engine calls still running (see run()).
 constexpr std::chrono::milliseconds shutdown_grace{5000};
 
 std::string host_name() {
@@ -35,8 +35,8 @@ std::string host_name() {
   return buffer;
 }
 
-worker_result run(const worker_options& o) {
-  const std::string log_name = "tandem worker " + std::to_string(o.rank);
+member_result run(const member_options& o) {
+  const std::string log_name = "tandem member " + std::to_string(o.rank);
   if (o.controller.empty()) return {2, "no controller address"};
   if (o.world < 1) return {2, "the world size must be at least 1, not " + std::to_string(o.world)};
   if (o.rank < 0 || o.rank >= o.world)
@@ -44,10 +44,10 @@ worker_result run(const worker_options& o) {
                    std::to_string(o.world) + ")"};
 
   if (o.keys) {
-    if (gpu::status s = check_run_keys_for(*o.keys, o.world, o.rank, "this worker's keys"); !s) return {2, s.message()};
+    if (gpu::status s = check_run_keys_for(*o.keys, o.world, o.rank, "this member's keys"); !s) return {2, s.message()};
   } else if (!loopback_address(o.controller)) {
     return {2, "no run keys (TANDEM_KEYS or TANDEM_KEYS_FD) and the controller " + o.controller +
-                   " is not on loopback: without keys a worker connects only to a controller on this machine"};
+                   " is not on loopback: without keys a member connects only to a controller on this machine"};
   }
 
   if (o.parent_pid > 0) {
@@ -55,14 +55,14 @@ worker_result run(const worker_options& o) {
     // the parent died before the request was made.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != static_cast<pid_t>(o.parent_pid))
-      return {1, "the controller (pid " + std::to_string(o.parent_pid) + ") that started this worker is gone"};
-    // A Ctrl-C on the terminal reaches the whole process group: the controller stops this worker
+      return {1, "the controller (pid " + std::to_string(o.parent_pid) + ") that started this member is gone"};
+    // A Ctrl-C on the terminal reaches the whole process group: the controller stops this member
     // in order (shutdown, goodbye) instead of every process dying at once.
     ::signal(SIGINT, SIG_IGN);
   }
 
   const std::size_t cores = available_cores();
-  const std::size_t local = static_cast<std::size_t>(o.local_workers > 0 ? o.local_workers : o.world);
+  const std::size_t local = static_cast<std::size_t>(o.local_members > 0 ? o.local_members : o.world);
   if (o.cap_threads) cap_blas_threads(std::max<std::size_t>(1, cores / local));
 
   system_config cfg(scheduler_threads(cores, local));
@@ -71,19 +71,19 @@ worker_result run(const worker_options& o) {
   caf::scoped_actor self{sys};
 
   socket_options so;
-  so.role = socket_role::worker_dealer;
+  so.role = socket_role::member_dealer;
   so.endpoint = o.controller;
   so.routing_id = "w" + std::to_string(o.rank);
   so.log_name = log_name;
   if (o.keys) {
     control_security sec;
-    sec.own = o.keys->workers[static_cast<std::size_t>(o.rank)];
+    sec.own = o.keys->members[static_cast<std::size_t>(o.rank)];
     sec.controller_public_key = o.keys->controller.public_key;
     so.security = sec;
   }
   auto socket = std::make_shared<socket_thread>(so);
 
-  worker_settings s;
+  member_settings s;
   s.controller = o.controller;
   s.rank = o.rank;
   s.world = o.world;
@@ -93,17 +93,17 @@ worker_result run(const worker_options& o) {
   s.socket = socket;
   s.listener = caf::actor{self};
   s.keys = o.keys;
-  const caf::actor w = spawn_worker_actor(sys, std::move(s));
+  const caf::actor w = spawn_member_actor(sys, std::move(s));
   self->monitor(w);
 
-  std::optional<worker_result> result;
+  std::optional<member_result> result;
   while (!result)
     self->receive(
-        [&](wrk_done_atom, std::int32_t code, const std::string& message) {
-          result = worker_result{code, message};
+        [&](mbr_done_atom, std::int32_t code, const std::string& message) {
+          result = member_result{code, message};
         },
         [&](caf::down_msg& d) {
-          result = worker_result{1, "the worker actor ended unexpectedly: " + caf::to_string(d.reason)};
+          result = member_result{1, "the member actor ended unexpectedly: " + caf::to_string(d.reason)};
         });
   // An engine call blocked in a collective with a dead peer would hold the actor system's shutdown
   // until the data plane's timeout: past a grace period the process ends without waiting for it.
@@ -121,14 +121,14 @@ worker_result run(const worker_options& o) {
 
 }  // namespace
 
-worker_result run_worker(const worker_options& options) {
-  worker_result r;
+member_result run_member(const member_options& options) {
+  member_result r;
   try {
     r = run(options);
   } catch (const std::exception& e) {
-    r = {1, std::string("internal error in the worker: ") + e.what()};
+    r = {1, std::string("internal error in the member: ") + e.what()};
   }
-  log_line("tandem worker " + std::to_string(options.rank) + ": " + r.message);
+  log_line("tandem member " + std::to_string(options.rank) + ": " + r.message);
   return r;
 }
 

@@ -1,6 +1,6 @@
-// `tandem worker` against a ROUTER socket the test plays the controller on: settings come from
+// `tandem join` against a ROUTER socket the test plays the controller on: settings come from
 // the environment and flags win; the hello names the rank, world and pid; no welcome, a refused
-// hello and a silent parent each end the worker with exit 1 and a reason; a welcomed worker sends
+// hello and a silent parent each end the member with exit 1 and a reason; a welcomed member sends
 // heartbeats and answers shutdown with goodbye (exit 0); usage errors name the missing setting.
 #include <boost/test/unit_test.hpp>
 
@@ -20,7 +20,7 @@
 namespace control = tandem::control;
 using namespace runtime_test;
 
-namespace worker_command_test_support {
+namespace join_command_test_support {
 
 /// The test's controller: a ROUTER on an ephemeral loopback port.
 struct fake_controller {
@@ -67,21 +67,21 @@ struct fake_controller {
   }
 };
 
-/// Environment variables a worker reads, cleared so the test's own environment cannot leak in.
-const std::vector<std::string> worker_variables = {"TANDEM_CONTROLLER",         "TANDEM_RANK",  "TANDEM_WORLD",
-                                                   "TANDEM_LOCAL_WORKERS",      "TANDEM_PARENT_PID",
+/// Environment variables a member reads, cleared so the test's own environment cannot leak in.
+const std::vector<std::string> member_variables = {"TANDEM_CONTROLLER",         "TANDEM_RANK",  "TANDEM_WORLD",
+                                                   "TANDEM_LOCAL_MEMBERS",      "TANDEM_PARENT_PID",
                                                    "TANDEM_WELCOME_TIMEOUT_MS", "TANDEM_KEYS", "TANDEM_KEYS_FD"};
 
-}  // namespace worker_command_test_support
+}  // namespace join_command_test_support
 
-using namespace worker_command_test_support;
+using namespace join_command_test_support;
 
-BOOST_AUTO_TEST_SUITE(worker_command_test)
+BOOST_AUTO_TEST_SUITE(join_command_test)
 
-BOOST_AUTO_TEST_CASE(a_worker_configured_by_the_environment_says_hello_and_exits_when_no_welcome_comes) {
+BOOST_AUTO_TEST_CASE(a_member_configured_by_the_environment_says_hello_and_exits_when_no_welcome_comes) {
   fake_controller c;
-  child_process w({tandem_binary, "worker", "--welcome-timeout-ms", "1000"},
-                  {{"TANDEM_CONTROLLER", c.endpoint}, {"TANDEM_RANK", "2"}, {"TANDEM_WORLD", "3"}}, worker_variables);
+  child_process w({tandem_binary, "join", "--welcome-timeout-ms", "1000"},
+                  {{"TANDEM_CONTROLLER", c.endpoint}, {"TANDEM_RANK", "2"}, {"TANDEM_WORLD", "3"}}, member_variables);
   const auto hello = c.receive_a<control::hello>("w2");
   BOOST_TEST_REQUIRE(hello.has_value(), w.output());
   BOOST_TEST(hello->rank == 2);
@@ -91,27 +91,27 @@ BOOST_AUTO_TEST_CASE(a_worker_configured_by_the_environment_says_hello_and_exits
   BOOST_TEST(!hello->hostname.empty());
   BOOST_TEST(w.exit_code() == 1, w.output());
   BOOST_TEST(
-      w.err().find("tandem worker 2: no welcome from the controller at " + c.endpoint + " within 1000 ms") != std::string::npos,
+      w.err().find("tandem member 2: no welcome from the controller at " + c.endpoint + " within 1000 ms") != std::string::npos,
       w.output());
 }
 
-BOOST_AUTO_TEST_CASE(flags_win_over_the_environment_and_a_refused_hello_ends_the_worker_with_the_reason) {
+BOOST_AUTO_TEST_CASE(flags_win_over_the_environment_and_a_refused_hello_ends_the_member_with_the_reason) {
   fake_controller c;
-  child_process w({tandem_binary, "worker", "--controller", c.endpoint, "--rank", "0", "--world=2"},
-                  {{"TANDEM_CONTROLLER", "tcp://127.0.0.1:1"}, {"TANDEM_RANK", "2"}, {"TANDEM_WORLD", "3"}}, worker_variables);
+  child_process w({tandem_binary, "join", "--controller", c.endpoint, "--rank", "0", "--world=2"},
+                  {{"TANDEM_CONTROLLER", "tcp://127.0.0.1:1"}, {"TANDEM_RANK", "2"}, {"TANDEM_WORLD", "3"}}, member_variables);
   const auto hello = c.receive_a<control::hello>("w0");
   BOOST_TEST_REQUIRE(hello.has_value(), w.output());
   BOOST_TEST(hello->rank == 0);
   BOOST_TEST(hello->world_size == 2);
-  c.send("w0", control::error{3, "it was started for a world of 2 workers; this run has 4", 0});
+  c.send("w0", control::error{3, "it was started for a world of 2 members; this run has 4", 0});
   BOOST_TEST(w.exit_code() == 1, w.output());
-  BOOST_TEST(w.err().find("refused this worker: it was started for a world of 2 workers; this run has 4") != std::string::npos,
+  BOOST_TEST(w.err().find("refused this member: it was started for a world of 2 members; this run has 4") != std::string::npos,
              w.output());
 }
 
-BOOST_AUTO_TEST_CASE(a_welcomed_worker_sends_heartbeats_and_answers_shutdown_with_goodbye) {
+BOOST_AUTO_TEST_CASE(a_welcomed_member_sends_heartbeats_and_answers_shutdown_with_goodbye) {
   fake_controller c;
-  child_process w({tandem_binary, "worker", "--controller", c.endpoint, "--rank", "1", "--world", "2"}, {}, worker_variables);
+  child_process w({tandem_binary, "join", "--controller", c.endpoint, "--rank", "1", "--world", "2"}, {}, member_variables);
   BOOST_TEST_REQUIRE(c.receive_a<control::hello>("w1").has_value(), w.output());
   control::welcome welcome;
   welcome.assigned = {false, true};
@@ -134,65 +134,65 @@ BOOST_AUTO_TEST_CASE(a_welcomed_worker_sends_heartbeats_and_answers_shutdown_wit
   BOOST_TEST(goodbye->rank == 1);
   BOOST_TEST(goodbye->reason == "shut down: the test is over");
   BOOST_TEST(w.exit_code() == 0, w.output());
-  BOOST_TEST(w.err().find("tandem worker 1: joined run test-run as rollout-0") != std::string::npos, w.output());
-  BOOST_TEST(w.err().find("tandem worker 1: shut down by the controller (the test is over) after 2 controller heartbeats") !=
+  BOOST_TEST(w.err().find("tandem member 1: joined run test-run as rollout-0") != std::string::npos, w.output());
+  BOOST_TEST(w.err().find("tandem member 1: shut down by the controller (the test is over) after 2 controller heartbeats") !=
                  std::string::npos,
              w.output());
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_whose_spawning_controller_is_gone_exits_at_once) {
+BOOST_AUTO_TEST_CASE(a_member_whose_spawning_controller_is_gone_exits_at_once) {
   fake_controller c;
-  // TANDEM_PARENT_PID names a process that is not the worker's parent (this test is).
-  child_process w({tandem_binary, "worker", "--controller", c.endpoint, "--rank", "0", "--world", "1"},
-                  {{"TANDEM_PARENT_PID", "1"}}, worker_variables);
+  // TANDEM_PARENT_PID names a process that is not the member's parent (this test is).
+  child_process w({tandem_binary, "join", "--controller", c.endpoint, "--rank", "0", "--world", "1"},
+                  {{"TANDEM_PARENT_PID", "1"}}, member_variables);
   BOOST_TEST(w.exit_code() == 1, w.output());
-  BOOST_TEST(w.err().find("tandem worker 0: the controller (pid 1) that started this worker is gone") != std::string::npos,
+  BOOST_TEST(w.err().find("tandem member 0: the controller (pid 1) that started this member is gone") != std::string::npos,
              w.output());
 }
 
-BOOST_AUTO_TEST_CASE(a_worker_started_by_hand_joins_a_controller_that_spawned_the_others_and_leaves_with_them) {
+BOOST_AUTO_TEST_CASE(a_member_started_by_hand_joins_a_controller_that_spawned_the_others_and_leaves_with_them) {
   // As a launcher would: the controller starts ranks 0-2 itself and waits for rank 3.
   // The run's keys come from a file both read (TANDEM_KEYS), as a launcher would hand them out.
   const keys_file keys(4);
   child_process h(harness_args({"--spawn", "3", "--seconds", "2", "--heartbeat-interval-ms", "200"}), {keys.variable()});
   const auto endpoint = h.await_out(std::regex("controller listening on (tcp://[0-9.:]+)"));
   BOOST_TEST_REQUIRE(endpoint.has_value(), h.output());
-  child_process w({tandem_binary, "worker"},
+  child_process w({tandem_binary, "join"},
                   {{"TANDEM_CONTROLLER", *endpoint}, {"TANDEM_RANK", "3"}, {"TANDEM_WORLD", "4"}, keys.variable()},
-                  worker_variables);
+                  member_variables);
   BOOST_TEST(h.exit_code() == 0, h.output());
   BOOST_TEST(w.exit_code() == 0, w.output());
-  BOOST_TEST(worker_pids(h.out()).size() == 3u, h.output());
-  BOOST_TEST(std::regex_search(h.out(), std::regex("worker 3 \\[rollout-1\\] \\(pid " + std::to_string(w.pid()) +
+  BOOST_TEST(member_pids(h.out()).size() == 3u, h.output());
+  BOOST_TEST(std::regex_search(h.out(), std::regex("member 3 \\[rollout-1\\] \\(pid " + std::to_string(w.pid()) +
                                                    " on [^)]+\\) left after [1-9][0-9]* heartbeats \\(said goodbye\\)")),
              h.output());
 }
 
 BOOST_AUTO_TEST_CASE(a_usage_error_names_the_missing_or_malformed_setting) {
-  for (const auto& v : worker_variables) ::unsetenv(v.c_str());
+  for (const auto& v : member_variables) ::unsetenv(v.c_str());
   const auto cli = [](const std::vector<std::string>& a) {
     std::ostringstream out, err;
     const int code = tandem::cli::run_cli(a, out, err);
     return std::make_pair(code, err.str());
   };
-  auto [code, err] = cli({"worker", "--rank", "1", "--world", "2"});
+  auto [code, err] = cli({"join", "--rank", "1", "--world", "2"});
   BOOST_TEST(code == 2);
   BOOST_TEST(err ==
-             "tandem worker: missing the controller's address (--controller or TANDEM_CONTROLLER; see `tandem help worker`)\n");
-  std::tie(code, err) = cli({"worker", "--controller", "tcp://127.0.0.1:1", "--world", "2"});
+             "tandem join: missing the controller's address (--controller or TANDEM_CONTROLLER; see `tandem help join`)\n");
+  std::tie(code, err) = cli({"join", "--controller", "tcp://127.0.0.1:1", "--world", "2"});
   BOOST_TEST(code == 2);
-  BOOST_TEST(err == "tandem worker: missing the worker's rank (--rank or TANDEM_RANK; see `tandem help worker`)\n");
+  BOOST_TEST(err == "tandem join: missing the member's rank (--rank or TANDEM_RANK; see `tandem help join`)\n");
   ::setenv("TANDEM_WORLD", "two", 1);
-  std::tie(code, err) = cli({"worker", "--controller", "tcp://127.0.0.1:1", "--rank", "0"});
+  std::tie(code, err) = cli({"join", "--controller", "tcp://127.0.0.1:1", "--rank", "0"});
   ::unsetenv("TANDEM_WORLD");
   BOOST_TEST(code == 2);
-  BOOST_TEST(err == "tandem worker: TANDEM_WORLD: 'two' is not an integer\n");
-  std::tie(code, err) = cli({"worker", "--controller", "tcp://127.0.0.1:1", "--rank", "0", "--world", "1", "--frob", "1"});
+  BOOST_TEST(err == "tandem join: TANDEM_WORLD: 'two' is not an integer\n");
+  std::tie(code, err) = cli({"join", "--controller", "tcp://127.0.0.1:1", "--rank", "0", "--world", "1", "--frob", "1"});
   BOOST_TEST(code == 2);
-  BOOST_TEST(err.starts_with("tandem worker: unknown argument '--frob'"));
+  BOOST_TEST(err.starts_with("tandem join: unknown argument '--frob'"));
   std::ostringstream out, help_err;
-  BOOST_TEST(tandem::cli::run_cli({"help", "worker"}, out, help_err) == 0);
-  BOOST_TEST(out.str().starts_with("usage: tandem worker --controller ADDR --rank R --world W\n"));
+  BOOST_TEST(tandem::cli::run_cli({"help", "join"}, out, help_err) == 0);
+  BOOST_TEST(out.str().starts_with("usage: tandem join --controller ADDR --rank R --world W\n"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,4 +1,4 @@
-// Fault injection for the multi-process tests, switched on by the environment of a worker (never
+// Fault injection for the multi-process tests, switched on by the environment of a member (never
 // by a recipe): a test proves what the runtime does when a weight bucket is corrupted in transit.
 //
 //   TANDEM_FAULT_CORRUPT_REFIT_PAYLOAD=N   the policy root flips one bit of the N-th (1-based)
