@@ -214,13 +214,27 @@ struct refit_report {
 // ---- the RL step (driver) ---------------------------------------------------------------------
 
 /// What one RL step did, for logs, metrics and tests.
+/// Where a step's time went, in seconds, phase by phase (the driver's states).
+struct step_phase_seconds {
+  double generation = 0;  ///< generating: every rollout worker answered
+  double scoring = 0;     ///< the environment's rewards, then the advantages
+  double logprobs = 0;    ///< computing_logprobs: lp_prev from every policy rank
+  double training = 0;    ///< every policy rank stepped
+  double refit = 0;       ///< the new version live on every rollout worker
+};
+
 struct step_report {
   std::uint32_t step = 0;
   weight_version generated_with = 0;      ///< the version every trajectory carries
   weight_version trained_to = 0;          ///< the version after the optimizer step, live after the refit
   std::vector<trajectory> trajectories;   ///< in request-id order
-  std::vector<double> rewards;            ///< per trajectory
-  double reward_mean = 0;
+  std::vector<double> raw_rewards;        ///< per trajectory: the environment's
+  std::vector<double> rewards;            ///< per trajectory: scaled and shaped (what the advantages use)
+  std::vector<double> advantages;         ///< per trajectory, after normalisation and clipping
+  double reward_mean = 0;                 ///< of `rewards`
+  std::int64_t filtered_samples = 0;      ///< trajectories the loss leaves out (overlong filtering)
+  gpu::optimizer_result optimizer;        ///< policy rank 0's update: gradient norm, learning rate
+  step_phase_seconds phase_seconds;
   std::size_t unfinished_episodes = 0;    ///< trajectories whose environment asked for another turn (single-turn for now)
   std::int64_t train_tokens = 0;          ///< masked tokens trained on
   std::size_t micro_batches = 0;          ///< over every policy rank

@@ -9,11 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/controller/step_metrics.hpp"
 #include "actors/driver/driver.hpp"
 #include "actors/environment/environment.hpp"
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
+#include "orchestration/rl/step_settings.h"
 
 namespace tandem {
 namespace {
@@ -38,6 +40,7 @@ struct rl_loop_state {
   bool stop_requested = false;  // rl_stop: no step starts after the one in flight
   std::chrono::steady_clock::time_point started;
   bool finished = false;
+  step_metric_settings metric_settings;
 };
 
 using loop_ptr = caf::stateful_actor<rl_loop_state>*;
@@ -53,32 +56,6 @@ void finish(loop_ptr self, bool ok, const std::string& message) {
   self->send(st.s.listener, rl_done_atom::value, ok, message);
 }
 
-json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
-  json digests = json::array();
-  for (const auto d : r.weights_digests) digests.push_back(hex(d));
-  const auto& m = r.metrics;
-  const double tokens = m.token_count > 0 ? static_cast<double>(m.token_count) : 1.0;
-  return json{{"step", r.step + 1},
-              {"generated_with", r.generated_with},
-              {"trained_to", r.trained_to},
-              {"reward_mean", r.reward_mean},
-              {"trajectories", r.trajectories.size()},
-              {"train_tokens", r.train_tokens},
-              {"micro_batches", r.micro_batches},
-              {"loss", m.pg_loss + m.kl_penalty},
-              {"probs_ratio", m.ratio_sum / tokens},
-              {"gen_kl_error", m.gen_kl_error_sum / tokens},
-              {"refit", {{"mode", to_string(r.refit.mode)},
-                         {"buckets", r.refit.buckets},
-                         {"bytes", r.refit.bytes},
-                         {"checksums", r.refit.checksums},
-                         {"dropped_acks", r.refit.dropped_acks}}},
-              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
-                                 {"heartbeats", traffic.heartbeat_bytes}}},
-              {"weights_digests", digests},
-              {"seconds", seconds}};
-}
-
 json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) {
   const trajectory& t = r.trajectories[i];
   return json{{"step", r.step + 1},
@@ -91,7 +68,9 @@ json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) 
               {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"},
               {"version", t.version},
               {"rollout_worker", t.worker},
-              {"reward", i < r.rewards.size() ? r.rewards[i] : 0.0}};
+              {"raw_reward", i < r.raw_rewards.size() ? r.raw_rewards[i] : 0.0},
+              {"reward", i < r.rewards.size() ? r.rewards[i] : 0.0},
+              {"advantage", i < r.advantages.size() ? r.advantages[i] : 0.0}};
 }
 
 socket_thread::traffic_counts minus(const socket_thread::traffic_counts& a, const socket_thread::traffic_counts& b) {
@@ -114,8 +93,11 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
     for (std::size_t i = 0; i < r.trajectories.size(); ++i)
       if (auto e = files.generations->append(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)).dump()))
         return e;
+  const json record = step_record(r, traffic, seconds, st.metric_settings);
   if (files.metrics)
-    if (auto e = files.metrics->append(step_record(r, traffic, seconds).dump())) return e;
+    if (auto e = files.metrics->append(record.dump())) return e;
+  if (files.tensorboard)
+    if (auto e = files.tensorboard->add_scalars(static_cast<std::int64_t>(r.step) + 1, scalars_of(record))) return e;
   return files.failure();
 }
 
@@ -143,7 +125,7 @@ void next_step(loop_ptr self) {
                           "step %lld/%lld: reward %.3f, loss %.4f, %lld tokens, v%llu -> v%llu live (%s refit, %zu "
                           "buckets, %lld bytes), control %llu bytes, %.2f s",
                           static_cast<long long>(st.done), static_cast<long long>(st.steps), r.reward_mean,
-                          r.metrics.pg_loss + r.metrics.kl_penalty, static_cast<long long>(r.train_tokens),
+                          r.metrics.pg_loss + st.metric_settings.kl_beta * r.metrics.kl_penalty, static_cast<long long>(r.train_tokens),
                           static_cast<unsigned long long>(r.generated_with), static_cast<unsigned long long>(r.trained_to),
                           to_string(r.refit.mode).c_str(), r.refit.buckets, static_cast<long long>(r.refit.bytes),
                           static_cast<unsigned long long>(traffic.sent_bytes + traffic.received_bytes), seconds);
@@ -164,8 +146,11 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   // (`tandem run` refuses the choices not built before any process starts; this is the second line).
   auto prompts = training_prompts(recipe);
   auto reward = reward_for(recipe);
-  if (!prompts || !reward) {
-    finish(self, false, (!prompts ? prompts.error() : reward.error()).message());
+  auto rl_settings = rl::make_step_settings(recipe);
+  if (!prompts || !reward || !rl_settings) {
+    finish(self, false, !prompts  ? prompts.error().message()
+                        : !reward ? reward.error().message()
+                                  : "the recipe's GRPO settings: " + rl_settings.error().message);
     return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
   }
 
@@ -197,6 +182,13 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
     for (const auto t : *recipe.policy.generation.stop_token_ids) dc.stop_tokens.push_back(static_cast<std::int32_t>(t));
   dc.sampling = sampling_settings(recipe);
   dc.loss = loss_settings(recipe);
+  dc.rewards.scaling = rl_settings->scaling;
+  dc.rewards.shaping = rl_settings->shaping;
+  dc.rewards.baseline = rl_settings->baseline;
+  dc.rewards.advantages = rl_settings->advantages;
+  dc.rewards.overlong_filtering = rl_settings->overlong_filtering;
+  st.metric_settings.kl_beta = dc.loss.kl_beta;
+  st.metric_settings.importance = dc.loss.importance;
   dc.micro_batch_tokens = micro_batch_token_budget(recipe);
   dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
   dc.timeout = timeout;

@@ -6,21 +6,6 @@
 
 namespace tandem {
 
-std::vector<double> group_advantages(const std::vector<trajectory>& trajectories, const std::vector<double>& rewards) {
-  std::map<std::uint32_t, std::pair<double, std::size_t>> groups;  // prompt -> (sum, count)
-  for (std::size_t i = 0; i < trajectories.size(); ++i) {
-    auto& g = groups[trajectories[i].prompt_index];
-    g.first += rewards[i];
-    g.second += 1;
-  }
-  std::vector<double> out(trajectories.size());
-  for (std::size_t i = 0; i < trajectories.size(); ++i) {
-    const auto& g = groups[trajectories[i].prompt_index];
-    out[i] = rewards[i] - g.first / static_cast<double>(g.second);
-  }
-  return out;
-}
-
 gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories, std::size_t begin, std::size_t end) {
   gpu::packed_sequences out;
   out.offsets.push_back(0);
@@ -33,9 +18,19 @@ gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories
   return out;
 }
 
-gpu::global_counts count_masked(const std::vector<trajectory>& trajectories) {
+namespace {
+
+float multiplier(const std::vector<double>& loss_multipliers, std::size_t i) {
+  return loss_multipliers.empty() ? 1.0f : static_cast<float>(loss_multipliers[i]);
+}
+
+}  // namespace
+
+gpu::global_counts count_masked(const std::vector<trajectory>& trajectories, const std::vector<double>& loss_multipliers) {
   gpu::global_counts c;
-  for (const auto& t : trajectories) {
+  for (std::size_t i = 0; i < trajectories.size(); ++i) {
+    const auto& t = trajectories[i];
+    if (multiplier(loss_multipliers, i) == 0.0f) continue;
     c.tokens += static_cast<std::int64_t>(t.tokens.size());
     if (!t.tokens.empty()) c.sequences += 1;
   }
@@ -45,7 +40,8 @@ gpu::global_counts count_masked(const std::vector<trajectory>& trajectories) {
 std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<trajectory>& trajectories,
                                                             const std::vector<double>& advantages,
                                                             const std::vector<float>& lp_prev, std::size_t begin,
-                                                            std::size_t end, std::int64_t token_budget) {
+                                                            std::size_t end, std::int64_t token_budget,
+                                                            const std::vector<double>& loss_multipliers) {
   std::vector<std::size_t> start(trajectories.size() + 1, 0);  // token offset of each trajectory in lp_prev
   for (std::size_t i = 0; i < trajectories.size(); ++i)
     start[i + 1] = start[i] + trajectories[i].prompt.size() + trajectories[i].tokens.size();
@@ -60,6 +56,7 @@ std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<tr
     for (std::size_t i = first; i < last; ++i) {
       const auto& t = trajectories[i];
       const float adv = static_cast<float>(advantages[i]);
+      const float m = multiplier(loss_multipliers, i);
       for (std::size_t k = 0; k < t.prompt.size(); ++k) {
         mb.advantages.push_back(adv);
         mb.mask.push_back(0.0f);
@@ -67,7 +64,7 @@ std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<tr
       }
       for (std::size_t k = 0; k < t.tokens.size(); ++k) {
         mb.advantages.push_back(adv);
-        mb.mask.push_back(1.0f);
+        mb.mask.push_back(m);
         mb.lp_gen.push_back(k < t.logprobs.size() ? t.logprobs[k] : 0.0f);
       }
       mb.lp_prev.insert(mb.lp_prev.end(), lp_prev.begin() + static_cast<std::ptrdiff_t>(start[i]),

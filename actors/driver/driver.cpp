@@ -13,6 +13,7 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/driver/batch.hpp"
+#include "actors/driver/step_rewards.hpp"
 
 namespace tandem {
 namespace {
@@ -35,6 +36,8 @@ struct step_state {
   caf::typed_response_promise<step_report> promise;
   step_report report;
   std::vector<double> advantages;
+  std::vector<double> loss_multipliers;  // per trajectory: 0 leaves it out of the loss
+  std::chrono::steady_clock::time_point mark;  // when the current phase began
   std::vector<float> lp_prev;  // per token of every trajectory, packed in order
 };
 
@@ -113,10 +116,19 @@ struct driver_state {
     };
   }
 
+  /// Seconds since the current phase began; the next phase begins now.
+  double lap() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - step.mark).count();
+    step.mark = now;
+    return seconds;
+  }
+
   // ---- generating -------------------------------------------------------------------------------
 
   void generating() {
     self->become(busy("generating"));
+    step.mark = std::chrono::steady_clock::now();
     const std::size_t workers = config.rollout.size();
     std::vector<generate_job> jobs(workers);
     for (auto& j : jobs) j.version = live;
@@ -165,6 +177,7 @@ struct driver_state {
       }
     }
     std::sort(out.begin(), out.end(), [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
+    step.report.phase_seconds.generation = lap();
     scoring();
   }
 
@@ -189,14 +202,24 @@ struct driver_state {
 
   void scored(const score_result& r) {
     auto& rep = step.report;
-    double sum = 0;
     for (const auto& f : r.feedback) {
-      rep.rewards.push_back(f.reward);
-      sum += f.reward;
+      rep.raw_rewards.push_back(f.reward);
       if (!f.done) rep.unfinished_episodes += 1;
     }
+    auto computed = compute_step_rewards(rep.trajectories, rep.raw_rewards, static_cast<std::int64_t>(config.prompts_per_step),
+                                         config.rewards);
+    if (!computed)
+      return fail(tandem_error(tandem_errc::invalid_config, "driver: step " + std::to_string(rep.step) +
+                                                                ": rewards: " + computed.error().message));
+    rep.rewards = std::move(computed->total);
+    rep.filtered_samples = computed->filtered;
+    double sum = 0;
+    for (const double x : rep.rewards) sum += x;
     rep.reward_mean = rep.rewards.empty() ? 0.0 : sum / static_cast<double>(rep.rewards.size());
-    step.advantages = group_advantages(rep.trajectories, rep.rewards);
+    rep.advantages = computed->advantages;
+    step.advantages = std::move(computed->advantages);
+    step.loss_multipliers = std::move(computed->loss_multipliers);
+    rep.phase_seconds.scoring = lap();
     computing_logprobs();
   }
 
@@ -234,6 +257,7 @@ struct driver_state {
     if (step.lp_prev.size() != tokens)
       return fail(tandem_error(tandem_errc::engine_failure, "driver: the policy returned " + std::to_string(step.lp_prev.size()) +
                                                                 " logprobs for " + std::to_string(tokens) + " tokens"));
+    step.report.phase_seconds.logprobs = lap();
     training();
   }
 
@@ -243,14 +267,14 @@ struct driver_state {
     self->become(busy("training"));
     const auto& trajectories = step.report.trajectories;
     const std::size_t ranks = config.policy.size(), n = trajectories.size();
-    const gpu::global_counts counts = count_masked(trajectories);
+    const gpu::global_counts counts = count_masked(trajectories, step.loss_multipliers);
     step.report.train_tokens = counts.tokens;
     auto g = std::make_shared<fan_in<train_report>>(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
       train_job job;
       job.version = live;
       job.micro_batches = make_micro_batches(trajectories, step.advantages, step.lp_prev, shard_begin(n, ranks, r),
-                                             shard_begin(n, ranks, r + 1), config.micro_batch_tokens);
+                                             shard_begin(n, ranks, r + 1), config.micro_batch_tokens, step.loss_multipliers);
       job.counts = counts;
       job.loss = config.loss;
       job.sampling = config.sampling;
@@ -277,6 +301,7 @@ struct driver_state {
                                                                  v(live + 1)));
       rep.micro_batches += x->micro_batches;
       rep.weights_digests.push_back(x->weights_digest);
+      if (names.empty()) rep.optimizer = x->optimizer;  // every rank steps with the same all-reduced norm
       names.push_back(x->worker);
       if (x->micro_batches == 0) continue;
       if (first) {
@@ -287,6 +312,7 @@ struct driver_state {
       }
     }
     if (auto e = diverged(rep, names)) return fail(*e);
+    rep.phase_seconds.training = lap();
     refitting();
   }
 
@@ -332,6 +358,7 @@ struct driver_state {
   void refitted(refit_report r) {
     live = step.report.trained_to;
     step.report.refit = std::move(r);
+    step.report.phase_seconds.refit = lap();
     next_step = step.report.step + 1;
     step.serial = 0;
     self->become(idle());

@@ -8,7 +8,8 @@
 //
 //   generating: prompt k of the step goes to rollout worker k % R as samples_per_prompt requests;
 //               every trajectory must carry the live version v (else stale_version)
-//   scoring:    the environment scores every trajectory; advantage = reward - its group's mean
+//   scoring:    the environment scores every trajectory; rewards are scaled and shaped, advantages
+//               come from each prompt group's baseline and std (step_rewards.hpp)
 //   computing_logprobs: the packed sequences, split over the policy ranks; each must answer with v
 //   training:   each rank gets its share as micro-batches, with global token counts
 //   refitting:  the refit coordinator makes v + 1 live on every rollout worker
@@ -34,6 +35,7 @@
 #include "actors/api/policy_actor.hpp"
 #include "actors/api/refit_coordinator_actor.hpp"
 #include "actors/api/rollout_actor.hpp"
+#include "actors/driver/step_rewards.hpp"
 
 namespace tandem {
 
@@ -49,6 +51,7 @@ struct driver_config {
   std::vector<std::int32_t> stop_tokens;
   gpu::ops::sampling_params sampling;
   gpu::ops::pg_loss_settings loss;
+  step_reward_settings rewards;                    ///< scaling, shaping, baseline, advantages, overlong filtering
   std::int64_t micro_batch_tokens = 1024;         ///< token budget of a micro-batch (make_micro_batches)
   std::uint64_t seed = 1;                          ///< grpo.seed, for the counter RNG
   weight_version initial_version = 0;              ///< live on every worker before the first step

@@ -1,22 +1,30 @@
-// The engine factory (engine_factory.hpp): the one place that builds the fake engines and hands
-// out the fake task.
+// The engine factory (engine_factory.hpp): the one place that builds engines, the fake ones and
+// the Gemma 4 CPU ones, and hands out the parity task.
 #include "actors/runtime/engine_factory.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "actors/runtime/recipe_settings.hpp"
+#include "gpu/core/exec_context.h"
+#include "gpu/engine/cpu_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
-#include "gpu/engine/fake/fake_task.h"
 #include "gpu/engine/fake/fake_train_engine.h"
+#include "gpu/engine/parity_task.h"
+#include "gpu/model/kv_cache.h"
 
 namespace tandem {
 namespace {
 
-/// Prompts in the fake task's set (the driver cycles through them).
-constexpr std::size_t fake_prompt_count = 64;
+/// Prompts in the parity task's set (the driver cycles through them).
+constexpr std::size_t parity_prompt_count = 64;
 
 gpu::status not_built(const std::string& what) { return {gpu::status_code::unsupported, what}; }
+gpu::status refused(const std::string& what) { return {gpu::status_code::invalid_argument, what}; }
 
 /// The fake model of runtime.engine fake: runtime.fake_weight_mb of weights in 8 tensors,
 /// initialised from grpo.seed, a 64-token vocabulary, policy.max_total_sequence_length.
@@ -39,25 +47,76 @@ const char* name_of(config::environment_kind e) {
   return "?";
 }
 
-}  // namespace
+gpu::status gemma4_backend(const config::recipe_config& recipe) {
+  if (recipe.cluster.backend == config::compute_backend::cpu) return gpu::status::ok();
+  return not_built("runtime.engine: gemma4: the Gemma 4 engines run in the RL loop on cluster.backend: cpu only; "
+                   "their CUDA versions are not built yet");
+}
 
-gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
-                                         std::shared_ptr<gpu::communicator> data_parallel) {
-  if (recipe.runtime.engine != config::engine_kind::fake)
-    return not_built("runtime.engine: gemma4: the Gemma 4 train and generate engines are not built yet; "
-                     "runtime.engine=fake runs the whole runtime with deterministic fake engines");
+/// A train engine whose deleter keeps `keep` (what the engine reads through a raw pointer: its
+/// data-parallel group) alive as long as the engine, so a member that ends mid-step never leaves
+/// an engine call on a freed group.
+template <class Engine, class Keep>
+std::shared_ptr<Engine> holding(std::unique_ptr<Engine> engine, Keep keep) {
+  return std::shared_ptr<Engine>(engine.release(), [keep = std::move(keep)](Engine* e) { delete e; });
+}
+
+/// stop_token_ids null with the Gemma 4 engines: every request also ends at the model's eos ids.
+/// Everything else passes straight to the generator.
+class with_eos_stops final : public gpu::generate_engine {
+ public:
+  with_eos_stops(std::shared_ptr<gpu::generate_engine> inner, std::vector<std::int32_t> eos)
+      : inner_(std::move(inner)), eos_(std::move(eos)) {}
+
+  gpu::status submit(std::span<const gpu::generation_request> requests) override {
+    std::vector<gpu::generation_request> stopped(requests.begin(), requests.end());
+    for (auto& r : stopped)
+      for (const std::int32_t id : eos_)
+        if (std::find(r.stop_tokens.begin(), r.stop_tokens.end(), id) == r.stop_tokens.end()) r.stop_tokens.push_back(id);
+    return inner_->submit(stopped);
+  }
+  gpu::result<std::int64_t> step() override { return inner_->step(); }
+  std::vector<gpu::finished_sequence> collect() override { return inner_->collect(); }
+  std::uint64_t weight_version() const override { return inner_->weight_version(); }
+  gpu::status begin_weight_update(std::uint64_t version) override { return inner_->begin_weight_update(version); }
+  gpu::status import_bucket(std::size_t index, std::span<const std::byte> bytes) override {
+    return inner_->import_bucket(index, bytes);
+  }
+  gpu::status commit_weight_update() override { return inner_->commit_weight_update(); }
+  void abort_weight_update() override { inner_->abort_weight_update(); }
+  gpu::status share_weights(const gpu::weight_source& source) override { return inner_->share_weights(source); }
+  bool shares_weights() const override { return inner_->shares_weights(); }
+  gpu::status bump_weight_version(std::uint64_t version) override { return inner_->bump_weight_version(version); }
+  gpu::status release_cache() override { return inner_->release_cache(); }
+  gpu::status restore_cache() override { return inner_->restore_cache(); }
+  bool cache_resident() const override { return inner_->cache_resident(); }
+
+ private:
+  std::shared_ptr<gpu::generate_engine> inner_;
+  std::vector<std::int32_t> eos_;
+};
+
+/// The eos ids of `c` inside its vocabulary.
+std::vector<std::int32_t> eos_ids(const gpu::model_config& c) {
+  std::vector<std::int32_t> out;
+  for (const std::int64_t id : c.eos_token_ids)
+    if (id >= 0 && id < c.vocab_size) out.push_back(static_cast<std::int32_t>(id));
+  return out;
+}
+
+/// Bytes per element of an optimizer state dtype.
+std::int64_t state_bytes(gpu::dtype t) { return static_cast<std::int64_t>(gpu::size_of(t)); }
+
+gpu::result<member_engines> make_fake_engines(const config::recipe_config& recipe, bool policy, bool rollout,
+                                              std::shared_ptr<gpu::communicator> data_parallel,
+                                              const gpu::train_engine_options& train) {
   const gpu::fake_model_options model = fake_model_of(recipe);
   if (gpu::status s = gpu::check_fake_model_options(model); !s) return s;
-  const gpu::train_engine_options train = train_engine_settings(recipe);
-  if (gpu::status s = gpu::check_train_engine_options("policy", train); !s) return s;
   member_engines out;
   out.data_parallel = std::move(data_parallel);
   std::shared_ptr<gpu::fake_train_engine> trainer;
   if (policy) {
-    // The engine calls its group from the executor's thread: the engine keeps the group alive, so
-    // a member that ends mid-step (a shutdown, a failed run) never leaves a call on a freed group.
-    trainer = std::shared_ptr<gpu::fake_train_engine>(new gpu::fake_train_engine(model, train, out.data_parallel.get()),
-                                                      [group = out.data_parallel](gpu::fake_train_engine* e) { delete e; });
+    trainer = holding(std::make_unique<gpu::fake_train_engine>(model, train, out.data_parallel.get()), out.data_parallel);
     out.train = trainer;
     out.weights_digest = [trainer] { return trainer->weights_digest(); };
   } else {
@@ -79,14 +138,136 @@ gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bo
   return out;
 }
 
+gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& recipe, bool policy, bool rollout,
+                                                std::shared_ptr<gpu::communicator> data_parallel,
+                                                const gpu::train_engine_options& train) {
+  if (gpu::status s = gemma4_backend(recipe); !s) return s;
+  const bool colocated = policy && rollout && recipe.policy.generation.colocated;
+  member_engines out;
+  out.data_parallel = std::move(data_parallel);
+  std::shared_ptr<gpu::cpu_train_engine> trainer;
+  out.weights_digest = [] { return std::uint64_t{0}; };
+  if (policy) {
+    auto source = open_policy_checkpoint(recipe);
+    if (!source) return source.error();
+    auto engine = gpu::cpu_train_engine::create(gpu::exec_context::cpu(), std::move(*source), train, out.data_parallel.get());
+    if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the train engine: " + engine.error().message());
+    trainer = holding(std::move(*engine), out.data_parallel);
+    out.train = trainer;
+    out.weights_digest = [trainer] { return trainer->weights_digest(); };
+  }
+  if (rollout) {
+    auto source = open_policy_checkpoint(recipe);
+    if (!source) return source.error();
+    auto options = generate_settings(recipe, *source, colocated);
+    if (!options) return options.error();
+    const std::vector<std::int32_t> eos = eos_ids(source->config);
+    auto engine = gpu::cpu_generate_engine::create(gpu::exec_context::cpu(), std::move(*source), *options);
+    if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the generate engine: " + engine.error().message());
+    out.rollout_layout = (*engine)->manifest();
+    std::shared_ptr<gpu::generate_engine> generator;
+    if (colocated) {
+      if (gpu::status s = (*engine)->share_weights(trainer->shared_weights()); !s) return s;
+      generator = holding(std::move(*engine), trainer);  // it reads the trainer's weights: the trainer outlives it
+    } else {
+      generator = std::shared_ptr<gpu::cpu_generate_engine>(std::move(*engine));
+    }
+    if (!recipe.policy.generation.stop_token_ids && !eos.empty())
+      generator = std::make_shared<with_eos_stops>(std::move(generator), eos);
+    out.generate = std::move(generator);
+  }
+  return out;
+}
+
+}  // namespace
+
+gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
+                                         std::shared_ptr<gpu::communicator> data_parallel) {
+  const gpu::train_engine_options train = train_engine_settings(recipe);
+  if (gpu::status s = gpu::check_train_engine_options("policy", train); !s) return s;
+  if (recipe.runtime.engine == config::engine_kind::fake)
+    return make_fake_engines(recipe, policy, rollout, std::move(data_parallel), train);
+  return make_gemma4_engines(recipe, policy, rollout, std::move(data_parallel), train);
+}
+
+gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config& recipe) {
+  const std::string& name = recipe.policy.model_name;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(name, ec))
+    return refused("policy.model_name: " + name +
+                   ": no such directory; the Gemma 4 engines load a local checkpoint directory (`tandem run` resolves a "
+                   "path relative to the recipe, a preset or a model in the local Hugging Face cache to one before any "
+                   "member starts; nothing is downloaded)");
+  auto c = gpu::open_checkpoint(name, gpu::dtype::float32);
+  if (!c) return refused("policy.model_name: " + c.error().message());
+  if (!c->files)
+    return refused("policy.model_name: " + name +
+                   " holds a config.json but no weights (model.safetensors, or an index and its shards): "
+                   "runtime.engine gemma4 loads a checkpoint (a preset in configs/models/ is a config only)");
+  return c;
+}
+
+gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
+                                                         bool colocated_trainer) {
+  const auto& p = recipe.policy;
+  gpu::cpu_generate_options o;
+  o.max_num_sequences = p.generation.max_num_sequences;
+  o.max_sequence_length = p.max_total_sequence_length;
+  o.bucket_bytes = refit_bucket_bytes(recipe);
+  // Blocks one sequence of the longest length holds, with a fork's copy of its last block and a
+  // prefix holder's partial block: the room a request needs alone.
+  const std::int64_t B = o.kv_block_size;
+  const std::int64_t per_sequence = (o.max_sequence_length + B - 1) / B + 2;
+  const std::int64_t block = gpu::kv_block_bytes(model.config, gpu::dtype::float32, B);
+  const double wanted = static_cast<double>(o.max_num_sequences) * static_cast<double>(per_sequence * block);
+  // What the memory plan leaves generation: the usable share of the device, less the weights
+  // (twice on a dedicated generator, which stages a refit's copy) and a colocated trainer's state.
+  const double elements = static_cast<double>(model.layout.total_elements);
+  const gpu::train_engine_options t = train_engine_settings(recipe);
+  double resident = elements * 4.0 * (colocated_trainer ? 1.0 : 2.0);
+  if (colocated_trainer) {
+    const std::int64_t master = t.master_dtype == gpu::dtype::float32 ? 0 : state_bytes(t.master_dtype);
+    resident += elements * static_cast<double>(4 + state_bytes(t.first_moment_dtype) + state_bytes(t.second_moment_dtype) + master);
+  }
+  const double usable = p.generation.gpu_memory_utilization * recipe.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
+  const double allowed = usable - resident;
+  if (allowed < static_cast<double>(per_sequence * block)) {
+    char text[512];
+    std::snprintf(text, sizeof text,
+                  "policy.generation.gpu_memory_utilization: %g of cluster.device_memory_gib %g leaves %.0f bytes for the "
+                  "KV cache after %.0f bytes of weights%s, less than one sequence of policy.max_total_sequence_length "
+                  "(%lld tokens: %lld bytes)",
+                  p.generation.gpu_memory_utilization, recipe.cluster.device_memory_gib, std::max(allowed, 0.0), resident,
+                  colocated_trainer ? " and training state" : " (live and staged)", static_cast<long long>(o.max_sequence_length),
+                  static_cast<long long>(per_sequence * block));
+    return refused(text);
+  }
+  o.kv_cache_bytes = static_cast<std::int64_t>(std::min(wanted, allowed));  // <= allowed < 2^50 (device_memory_gib <= 2^20)
+  return o;
+}
+
 gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe) {
   if (recipe.data.train_dataset)
     return not_built("data.train_dataset: " + *recipe.data.train_dataset +
-                     ": datasets are not built yet (null: the prompts of runtime.engine: fake)");
-  if (recipe.runtime.engine != config::engine_kind::fake)
-    return not_built("data.train_dataset: null: runtime.engine gemma4 has no prompts of its own and datasets are "
-                     "not built yet; runtime.engine=fake trains on the fake engines' prompts");
-  return gpu::fake_prompts(static_cast<std::uint64_t>(recipe.grpo.seed), fake_prompt_count, fake_model_of(recipe).vocab);
+                     ": datasets are not built yet (null: the parity task's synthetic prompts)");
+  const auto seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+  if (recipe.runtime.engine == config::engine_kind::fake)
+    return gpu::parity_prompts(seed, parity_prompt_count, fake_model_of(recipe).vocab);
+  if (gpu::status s = gemma4_backend(recipe); !s) return s;
+  // The controller loads no weights: the vocabulary and the special ids come from config.json.
+  auto c = gpu::load_model_config(recipe.policy.model_name);
+  if (!c)
+    return refused("policy.model_name: " + recipe.policy.model_name + ": the parity prompts need the model's vocabulary: " +
+                   c.error().message());
+  std::int64_t lowest = 0;
+  for (const auto& id : {c->pad_token_id, c->bos_token_id})
+    if (id) lowest = std::max(lowest, *id + 1);
+  for (const std::int64_t id : c->eos_token_ids) lowest = std::max(lowest, id + 1);
+  if (c->vocab_size > std::int64_t{1} << 30 || lowest >= c->vocab_size)
+    return refused("policy.model_name: " + recipe.policy.model_name + ": a vocabulary of " + std::to_string(c->vocab_size) +
+                   " tokens leaves no ordinary token above the special ids (pad, bos, eos) for the parity prompts");
+  return gpu::parity_prompts(seed, parity_prompt_count, static_cast<std::int32_t>(c->vocab_size),
+                             static_cast<std::int32_t>(lowest));
 }
 
 gpu::result<scoring_function> reward_for(const config::recipe_config& recipe) {
@@ -94,7 +275,7 @@ gpu::result<scoring_function> reward_for(const config::recipe_config& recipe) {
     return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
                      ": only the parity environment is built (an even last generated token scores 1); "
                      "arithmetic and math are not built yet");
-  return single_turn([](std::span<const std::int32_t> generated) { return gpu::fake_parity_reward(generated); });
+  return single_turn([](std::span<const std::int32_t> generated) { return gpu::parity_reward(generated); });
 }
 
 }  // namespace tandem

@@ -1,14 +1,34 @@
 // The engine factory: what the recipe's engine choices build, in one place. runtime.engine picks
 // the train and generate engines behind a member's actors; the same choice, with data.train_dataset
 // and env.name, gives the controller's RL loop its training prompts and its reward. Only this
-// factory (engine_factory.cpp) knows the fake engines and their task (gpu/engine/fake/); the RL
-// loop and the recipe settings see engines, prompts and a scoring function.
+// factory (engine_factory.cpp) knows the fake engines (gpu/engine/fake/); the RL loop and the
+// recipe settings see engines, prompts and a scoring function.
 //
 //   runtime.engine      fake: fake_train_engine / fake_generate_engine over the fake model
 //                       (runtime.fake_weight_mb, grpo.seed, policy.max_total_sequence_length)
-//                       gemma4: refused (unsupported) until its engines exist
-//   data.train_dataset  null: the engines' own prompts (fake: the fake task's); a path: refused
-//   env.name            parity: the fake task's parity reward; arithmetic, math: refused
+//                       gemma4 (cluster.backend cpu): cpu_train_engine / cpu_generate_engine in
+//                       float32 over the checkpoint directory policy.model_name (below)
+//   data.train_dataset  null: the parity task's prompts (gpu/engine/parity_task.h) over the
+//                       engines' vocabulary; a path: refused
+//   env.name            parity: the parity reward; arithmetic, math: refused
+//
+// The model of runtime.engine gemma4. policy.model_name must be a checkpoint directory here:
+// `tandem run` resolves the recipe's value (a directory relative to where it runs or to the
+// recipe's folder, a preset, a model in the local Hugging Face cache) once, before any member
+// starts, and the recipe every member receives names that directory (an absolute path). A name
+// that is not a directory (a published org/name) is refused naming the key; nothing is downloaded.
+// policy.generation.stop_token_ids null ends every response at the checkpoint's eos ids
+// (config.json eos_token_id); a list, even an empty one, replaces them.
+//
+// The generator's KV cache (gemma4). It is sized for what generation can use: max_num_sequences
+// running sequences of policy.max_total_sequence_length tokens at once (each with the blocks of
+// a fork and a prefix holder on top), so a step's rollouts never preempt one another. That is
+// capped by what the memory plan gives generation (orchestration/topology/memory_plan.h):
+// policy.generation.gpu_memory_utilization x cluster.device_memory_gib, less the generator's
+// float32 weights (twice on a dedicated rollout member, which stages a refit's copy beside the
+// live one) and, colocated, the trainer's gradients and optimizer state beside the shared weights
+// (activations and scratch are not counted). Under the cap the generator preempts and recomputes
+// sequences instead; a cap that cannot hold one full-length sequence is refused naming the keys.
 //
 // `tandem run` refuses the unbuilt choices before any process starts (the recipe's not-built
 // rules); the refusals here are the defensive second line, each naming its key and value.
@@ -22,9 +42,11 @@
 #include "actors/environment/scoring.hpp"
 #include "gpu/comm/communicator.h"
 #include "gpu/core/status.h"
+#include "gpu/engine/cpu_generate_engine.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/train_engine.h"
 #include "gpu/engine/weight_manifest.h"
+#include "gpu/model/checkpoint.h"
 #include "orchestration/config/recipe.h"
 
 namespace tandem {
@@ -40,19 +62,33 @@ struct member_engines {
 
 /// The engines for a member hosting a policy rank and/or a rollout worker. Colocated: the
 /// generator reads the trainer's weights in place. `data_parallel` is the ring of the policy ranks
-/// (null for a single rank). Fails (unsupported) for runtime.engine gemma4 until its engines exist,
-/// (invalid_argument) for a fake model or train options the engines refuse.
+/// (null for a single rank). Fails (unsupported) for runtime.engine gemma4 on cluster.backend
+/// cuda, (invalid_argument) for a fake model, a checkpoint, a KV budget or train options the
+/// engines refuse, each naming the recipe key.
 gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
                                          std::shared_ptr<gpu::communicator> data_parallel);
 
-/// The prompt set (token ids) the driver cycles through: data.train_dataset null gives the
-/// engines' own prompts (runtime.engine fake: 64 prompts of the fake task, a pure function of
-/// grpo.seed). Fails (unsupported) for a dataset path and for gemma4, which has no prompts of its
-/// own.
+/// runtime.engine gemma4: the checkpoint policy.model_name names, opened as the engines open it
+/// (every header and name checked, no weight read); invalid_argument "policy.model_name: ..." for
+/// a name that is no directory, a broken checkpoint or a directory with a config.json only.
+/// `tandem run` calls it before any member starts.
+gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config& recipe);
+
+/// The options of a gemma4 rollout member's generator over `model` (the KV budget above):
+/// policy.generation.max_num_sequences, policy.max_total_sequence_length, policy.refit.bucket_mb.
+/// `colocated_trainer`: the member also hosts a policy rank whose weights the generator reads.
+gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
+                                                         bool colocated_trainer);
+
+/// The prompt set (token ids) the driver cycles through: data.train_dataset null gives the parity
+/// task's 64 prompts, a pure function of grpo.seed, over the vocabulary of the engines (fake: 64
+/// tokens from id 2; gemma4: the checkpoint's vocab_size, above every special id its config.json
+/// names, read from config.json alone: the controller loads no weights). Fails (unsupported) for a
+/// dataset path, (invalid_argument naming policy.model_name) for a config.json it cannot read.
 gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe);
 
-/// The scoring function of env.name: parity scores the fake task's parity reward (1 for an even
-/// last generated token, else 0; single-turn). Fails (unsupported) for arithmetic and math.
+/// The scoring function of env.name: parity scores the parity reward (1 for an even last generated
+/// token, else 0; single-turn). Fails (unsupported) for arithmetic and math.
 gpu::result<scoring_function> reward_for(const config::recipe_config& recipe);
 
 }  // namespace tandem

@@ -24,11 +24,14 @@ status bad(const std::string& what) { return {status_code::invalid_argument, "kv
 
 }  // namespace
 
+std::int64_t kv_block_bytes(const model_config& c, dtype type, std::int64_t block_size) {
+  return block_size * (bytes_per_position(c, type, layer_type::full) + bytes_per_position(c, type, layer_type::sliding));
+}
+
 kv_cache_options kv_cache_options_for(const model_config& c, dtype type, std::int64_t block_size, std::int64_t bytes) {
   kv_cache_options o;
   o.block_size = block_size;
-  const std::int64_t per_block = block_size * (bytes_per_position(c, type, layer_type::full) +
-                                               bytes_per_position(c, type, layer_type::sliding));
+  const std::int64_t per_block = kv_block_bytes(c, type, block_size);
   const std::int64_t blocks = per_block > 0 && block_size > 0 ? bytes / per_block : 0;
   if (bytes_per_position(c, type, layer_type::full) > 0) o.full_blocks = blocks;
   if (bytes_per_position(c, type, layer_type::sliding) > 0) o.sliding_blocks = blocks;

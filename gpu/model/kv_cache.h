@@ -37,6 +37,10 @@ struct kv_cache_options {
 /// follows the bytes per block of each type.
 kv_cache_options kv_cache_options_for(const model_config& c, dtype type, std::int64_t block_size, std::int64_t bytes);
 
+/// Bytes of one block of each pool together (K and V of every non-shared layer for `block_size`
+/// positions): the unit kv_cache_options_for divides `bytes` by. 0 for a model without layers.
+std::int64_t kv_block_bytes(const model_config& c, dtype type, std::int64_t block_size);
+
 class kv_cache {
  public:
   using sequence_id = std::int64_t;

@@ -31,13 +31,15 @@ config_errors unbuilt_settings(const resolved_recipe& r) {
   return out;
 }
 
-config_errors fake_ignored_settings(const resolved_recipe& r) {
+config_errors engine_ignored_settings(const resolved_recipe& r) {
   config_errors out;
-  if (r.config.runtime.engine != engine_kind::fake) return out;
+  const bool fake = r.config.runtime.engine == engine_kind::fake;
   for (const key_spec& k : schema::recipes().keys()) {
     const origin_value& v = r.values.at(k.path);
-    if (!k.fake_ignores || v.origin.is_default()) continue;
-    out.push_back({v.origin, k.path, to_yaml(v.value) + " configures the Gemma 4 engines; runtime.engine: fake ignores it"});
+    if (!(fake ? k.fake_ignores : k.gemma4_ignores) || v.origin.is_default()) continue;
+    out.push_back({v.origin, k.path,
+                   to_yaml(v.value) + (fake ? " configures the Gemma 4 engines; runtime.engine: fake ignores it"
+                                            : " configures the fake engines; runtime.engine: gemma4 ignores it")});
   }
   return out;
 }

@@ -15,9 +15,10 @@ struct resolved_recipe;
 /// where the value was set (the recipe file itself, no line, for a schema default).
 config_errors unbuilt_settings(const resolved_recipe& r);
 
-/// The keys a layer of the recipe sets that only configure the Gemma 4 engines, when
-/// runtime.engine is fake (which ignores them); empty otherwise.
-config_errors fake_ignored_settings(const resolved_recipe& r);
+/// The keys a layer of the recipe sets that the engines of runtime.engine ignore: with fake, those
+/// that only configure the Gemma 4 engines (key_spec::fake_ignores); with gemma4, those that only
+/// configure the fake engines (key_spec::gemma4_ignores). Schema defaults are never noted.
+config_errors engine_ignored_settings(const resolved_recipe& r);
 
 /// "file:line:column: note: key: message", one per line.
 std::string to_notes(const config_errors& notes);

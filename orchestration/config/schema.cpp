@@ -32,10 +32,10 @@ void declare_grpo(schema& s) {
       .part_of("data.train_dataset").at_most(4294967295.0);
   key(s, "grpo.normalize_rewards", "Divide advantages by the group's reward std").boolean(false)
       .to([](R& r) -> auto& { return r.grpo.normalize_rewards; })
-      .not_built_unless([](const R& r) { return r.grpo.normalize_rewards; }, false, "true", "dividing advantages by the group reward std is not built yet (advantages are the reward minus the group mean)");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: normalised advantages divide by the std of the unshaped rewards and the clips clamp them");
   key(s, "grpo.use_leave_one_out_baseline", "Baseline each sample on the other samples of its group (RLOO)")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.use_leave_one_out_baseline; })
-      .not_built_unless([](const R& r) { return r.grpo.use_leave_one_out_baseline; }, false, "true", "the leave-one-out baseline is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: the leave one out baseline takes the others of the group and a group of agreeing others has std 0");
   key(s, "grpo.use_dynamic_sampling", "DAPO: keep only groups whose rewards differ, generate until the batch is full")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.use_dynamic_sampling; })
       .not_built_unless([](const R& r) { return r.grpo.use_dynamic_sampling; }, false, "true", "dynamic sampling is not built yet");
@@ -47,40 +47,40 @@ void declare_grpo(schema& s) {
       .part_of("grpo.use_dynamic_sampling").at_most(65536);
   key(s, "grpo.reward_scaling.enabled", "Clamp rewards to [source_min, source_max] and map them onto [target_min, target_max]")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_scaling.enabled; })
-      .not_built_unless([](const R& r) { return r.grpo.reward_scaling.enabled; }, false, "true", "reward scaling is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: dapo rewards are scaled then shaped and the baseline averages the shaped rewards");
   key(s, "grpo.reward_scaling.source_min", "Lower end of the raw reward range").real(0.0)
       .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_min; })
-      .part_of("grpo.reward_scaling.enabled");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step");
   key(s, "grpo.reward_scaling.source_max", "Upper end of the raw reward range").real(1.0)
       .to([](R& r) -> auto& { return r.grpo.reward_scaling.source_max; })
-      .part_of("grpo.reward_scaling.enabled");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step");
   key(s, "grpo.reward_scaling.target_min", "Scaled reward of source_min").real(0.0)
       .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_min; })
-      .part_of("grpo.reward_scaling.enabled");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step");
   key(s, "grpo.reward_scaling.target_max", "Scaled reward of source_max").real(1.0)
       .to([](R& r) -> auto& { return r.grpo.reward_scaling.target_max; })
-      .part_of("grpo.reward_scaling.enabled");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step");
   key(s, "grpo.reward_shaping.enabled", "DAPO overlong shaping: penalise responses that run into the overlong buffer")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_shaping.enabled; })
-      .not_built_unless([](const R& r) { return r.grpo.reward_shaping.enabled; }, false, "true", "overlong reward shaping is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: dapo rewards are scaled then shaped and the baseline averages the shaped rewards");
   key(s, "grpo.reward_shaping.overlong_buffer_length", "Tokens before max_response_length over which the penalty ramps up")
       .integer(128).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_length; })
-      .part_of("grpo.reward_shaping.enabled").at_most(1 << 24);
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step").at_most(1 << 24);
   key(s, "grpo.reward_shaping.overlong_buffer_penalty", "Penalty at max_response_length").real(1.0)
       .at_least(0).to([](R& r) -> auto& { return r.grpo.reward_shaping.overlong_buffer_penalty; })
-      .part_of("grpo.reward_shaping.enabled");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step");
   key(s, "grpo.reward_shaping.max_response_length", "Response length at which the full penalty applies")
       .integer(2048).at_least(1).to([](R& r) -> auto& { return r.grpo.reward_shaping.max_response_length; })
-      .part_of("grpo.reward_shaping.enabled").at_most(1 << 24);
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step").at_most(1 << 24);
   key(s, "grpo.overlong_filtering", "Exclude truncated samples from the loss").boolean(false)
       .to([](R& r) -> auto& { return r.grpo.overlong_filtering; })
-      .not_built_unless([](const R& r) { return r.grpo.overlong_filtering; }, false, "true", "overlong filtering is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: overlong filtering gives the truncated trajectories a loss multiplier of 0");
   key(s, "grpo.advantage_clip_low", "Clamp advantages from below (null: no clamp)").real(0).null_default()
       .to([](R& r) -> auto& { return r.grpo.advantage_clip_low; })
-      .not_built_unless([](const R& r) { return r.grpo.advantage_clip_low; }, std::optional<double>{}, "-5.0", "advantage clipping is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: normalised advantages divide by the std of the unshaped rewards and the clips clamp them");
   key(s, "grpo.advantage_clip_high", "Clamp advantages from above (null: no clamp)").real(0).null_default()
       .to([](R& r) -> auto& { return r.grpo.advantage_clip_high; })
-      .not_built_unless([](const R& r) { return r.grpo.advantage_clip_high; }, std::optional<double>{}, "5.0", "advantage clipping is not built yet");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: normalised advantages divide by the std of the unshaped rewards and the clips clamp them");
   key(s, "grpo.max_trajectory_age_steps", "0: synchronous GRPO; 1: generation of step n+1 overlaps training of step n")
       .integer(0).at_least(0).at_most(1).to([](R& r) -> auto& { return r.grpo.max_trajectory_age_steps; })
       .not_built_unless([](const R& r) { return r.grpo.max_trajectory_age_steps; }, std::int64_t{0}, "1", "one-step off-policy generation is not built yet");
@@ -151,9 +151,9 @@ void declare_loss(schema& s) {
 }
 
 void declare_policy(schema& s) {
-  key(s, "policy.model_name", "Local Hugging Face checkpoint directory, or a preset in configs/models/")
+  key(s, "policy.model_name", "Hugging Face checkpoint directory (relative: to the working directory, else to the recipe's folder), a preset in configs/models/ or a model in the local Hugging Face cache; runtime.engine gemma4 loads its weights")
       .string("").required().to([](R& r) -> auto& { return r.policy.model_name; })
-      .shown_by("tests/unit/tools/cli/shipped_recipes_test.cpp: the_dry_run_reports_the_parameter_count_of_the_tensor_table");
+      .shown_by("tests/unit/tools/cli/shipped_recipes_test.cpp: the_dry_run_reports_the_parameter_count_of_the_tensor_table; tests/unit/actors/runtime/engine_factory_test.cpp: runtime_engine_gemma4_builds_the_cpu_engines_over_the_checkpoint_that_policy_model_name_names; tests/integration/runtime/gemma4_run_test.cpp: a_colocated_gemma4_run_trains_every_step_with_identical_policy_ranks_and_generates_with_the_newest_weights");
   key(s, "policy.train_global_batch_size", "Samples per optimizer step, over all data-parallel ranks")
       .integer(512).at_least(1).to([](R& r) -> auto& { return r.policy.train_global_batch_size; })
       .not_built_when([](const R& r) { return r.grpo.num_prompts_per_step * r.grpo.num_generations_per_prompt > r.policy.train_global_batch_size; }, "256", "several optimizer steps per GRPO step are not built yet: set it to grpo.num_prompts_per_step x grpo.num_generations_per_prompt").shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(68719476736.0);
@@ -166,7 +166,7 @@ void declare_policy(schema& s) {
       .not_built_unless([](const R& r) { return r.policy.logprob_batch_size; }, std::optional<std::int64_t>{}, "4", "splitting a rank's logprob pass into batches is not built yet (null: the rank's whole share in one pass)").at_most(1 << 20);
   key(s, "policy.max_total_sequence_length", "Longest prompt + response in tokens").integer(4096)
       .at_least(2).to([](R& r) -> auto& { return r.policy.max_total_sequence_length; })
-      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples").at_most(1 << 24);
+      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/unit/actors/runtime/engine_factory_test.cpp: the_kv_cache_holds_max_num_sequences_full_length_sequences_within_what_gpu_memory_utilization_leaves; tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples").at_most(1 << 24);
   key(s, "policy.logprob_chunk_size", "Tokens whose vocabulary logits exist at once when scoring")
       .integer(1024).at_least(1).to([](R& r) -> auto& { return r.policy.logprob_chunk_size; })
       .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine").at_most(1 << 24);
@@ -217,7 +217,7 @@ void declare_policy(schema& s) {
   key(s, "policy.generation.stop_token_ids", "Token ids that end a response (null: the model's eos ids)")
       .integer_list().null_default().at_least(0)
       .to([](R& r) -> auto& { return r.policy.generation.stop_token_ids; })
-      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: stop_token_ids_end_every_response_at_its_first_stop_token").at_most(2147483647.0);
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: stop_token_ids_end_every_response_at_its_first_stop_token; tests/unit/actors/runtime/engine_factory_test.cpp: stop_token_ids_null_ends_gemma4_responses_at_the_models_eos_ids_and_a_list_replaces_them").at_most(2147483647.0);
   key(s, "policy.generation.colocated.enabled", "Generate on the training devices (true) or on dedicated ones (false)")
       .boolean(true).to([](R& r) -> auto& { return r.policy.generation.colocated; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: every_colocated_member_on_one_node_hosts_both_actors_with_ranks_in_device_order; tests/integration/runtime/rl_run_test.cpp: a_dedicated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
@@ -231,10 +231,10 @@ void declare_policy(schema& s) {
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: two_rollout_nodes_out_of_three_leave_one_training_node");
   key(s, "policy.generation.gpu_memory_utilization", "Fraction of device memory generation may use (weights, KV cache, resident training state)")
       .real(0.9).above(0).at_most(1).to([](R& r) -> auto& { return r.policy.generation.gpu_memory_utilization; })
-      .fake_ignores().shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: the_kv_cache_gets_the_usable_memory_minus_the_rest_of_generation");
+      .fake_ignores().shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: the_kv_cache_gets_the_usable_memory_minus_the_rest_of_generation; tests/unit/actors/runtime/engine_factory_test.cpp: the_kv_cache_holds_max_num_sequences_full_length_sequences_within_what_gpu_memory_utilization_leaves");
   key(s, "policy.generation.max_num_sequences", "Sequences one generator decodes at once").integer(256)
       .at_least(1).to([](R& r) -> auto& { return r.policy.generation.max_num_sequences; })
-      .shown_by("tests/unit/gpu/engine/fake_engines_test.cpp: generation_respects_max_num_sequences_and_every_token_comes_from_the_reported_version").at_most(1 << 20);
+      .shown_by("tests/unit/gpu/engine/fake_engines_test.cpp: generation_respects_max_num_sequences_and_every_token_comes_from_the_reported_version; tests/unit/actors/runtime/engine_factory_test.cpp: the_kv_cache_holds_max_num_sequences_full_length_sequences_within_what_gpu_memory_utilization_leaves").at_most(1 << 20);
   key(s, "policy.generation.tensor_parallel_size", "Devices one generator spans").integer(1).at_least(1)
       .to([](R& r) -> auto& { return r.policy.generation.tensor_parallel_size; })
       .not_built_unless([](const R& r) { return r.policy.generation.tensor_parallel_size; }, std::int64_t{1}, "2", "tensor-parallel generation is not built yet (each generator holds the whole model on one device)").at_most(65536);
@@ -274,10 +274,10 @@ void declare_policy(schema& s) {
 }
 
 void declare_data_env(schema& s) {
-  key(s, "data.train_dataset", "Training prompts: a JSONL file (null: the prompts of runtime.engine: fake)").string("")
+  key(s, "data.train_dataset", "Training prompts: a JSONL file (null: the parity task's synthetic prompts over the model's vocabulary)").string("")
       .null_default()
       .to([](R& r) -> auto& { return r.data.train_dataset; })
-      .not_built_unless([](const R& r) { return r.data.train_dataset; }, std::optional<std::string>{}, "prompts.jsonl", "datasets are not built yet (null: the prompts of runtime.engine: fake)");
+      .not_built_unless([](const R& r) { return r.data.train_dataset; }, std::optional<std::string>{}, "prompts.jsonl", "datasets are not built yet (null: the parity task's synthetic prompts)");
   key(s, "data.validation_dataset", "Validation prompts: a JSONL file (null: none)")
       .string("").null_default().to([](R& r) -> auto& { return r.data.validation_dataset; })
       .part_of("grpo.val_period");
@@ -287,11 +287,11 @@ void declare_data_env(schema& s) {
   key(s, "data.shuffle", "Shuffle training prompts each epoch (seeded by grpo.seed)").boolean(true)
       .to([](R& r) -> auto& { return r.data.shuffle; })
       .part_of("data.train_dataset");
-  key(s, "env.name", "Reward environment: parity (the fake engines' task: an even last token scores 1), arithmetic (built-in demo task) or math (answer checker)")
+  key(s, "env.name", "Reward environment: parity (the synthetic task of data.train_dataset null: an even last generated token scores 1), arithmetic (built-in demo task) or math (answer checker)")
       .choice<environment_kind>({{"parity", environment_kind::parity}, {"arithmetic", environment_kind::arithmetic},
                                  {"math", environment_kind::math}},
                                 "parity", [](R& r) -> auto& { return r.env.name; })
-      .not_built_unless([](const R& r) { return r.env.name; }, environment_kind::parity, "math", "only the parity environment is built (the fake engines reward an even last token); arithmetic and math are not built yet");
+      .not_built_unless([](const R& r) { return r.env.name; }, environment_kind::parity, "math", "only the parity environment is built (an even last generated token scores 1); arithmetic and math are not built yet");
   key(s, "env.num_workers", "Threads scoring trajectories").integer(4).at_least(1).at_most(256)
       .to([](R& r) -> auto& { return r.env.num_workers; })
       .shown_by("tests/actors/environment/environment_test.cpp: a pool scores every trajectory in job order whatever the split over its workers");
@@ -327,7 +327,7 @@ void declare_checkpoint_logger(schema& s) {
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: with_jsonl_disabled_a_run_writes_no_metrics_or_generations");
   key(s, "logger.tensorboard_enabled", "TensorBoard event files").boolean(false)
       .to([](R& r) -> auto& { return r.logger.tensorboard_enabled; })
-      .not_built_unless([](const R& r) { return r.logger.tensorboard_enabled; }, false, "true", "TensorBoard output is not built yet; metrics go to metrics.jsonl");
+      .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/unit/orchestration/records/run_files_test.cpp: with_tensorboard_the_run_files_hold_one_events_file");
   key(s, "logger.wandb_enabled", "Weights & Biases logging").boolean(false)
       .to([](R& r) -> auto& { return r.logger.wandb_enabled; })
       .not_built_unless([](const R& r) { return r.logger.wandb_enabled; }, false, "true", "Weights & Biases logging is not built yet; metrics go to metrics.jsonl");
@@ -349,7 +349,7 @@ void declare_cluster(schema& s) {
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_data_parallel_size_counts_the_training_devices");
   key(s, "cluster.device_memory_gib", "Memory of one device, for the memory plan (H200: 140)").real(140.0)
       .above(0).to([](R& r) -> auto& { return r.cluster.device_memory_gib; })
-      .shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about").at_most(1 << 20);
+      .shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about; tests/unit/actors/runtime/engine_factory_test.cpp: the_kv_cache_holds_max_num_sequences_full_length_sequences_within_what_gpu_memory_utilization_leaves").at_most(1 << 20);
   key(s, "cluster.controller_host", "Address the controller's control socket binds and members dial")
       .string("127.0.0.1").to([](R& r) -> auto& { return r.cluster.controller_host; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: the_control_endpoint_is_tcp_to_the_controller_host_and_port");
@@ -363,12 +363,14 @@ void declare_cluster(schema& s) {
 }
 
 void declare_runtime(schema& s) {
-  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model) or fake (deterministic stand-ins that exercise the runtime; they ignore the model's own settings)")
+  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model of policy.model_name; cluster.backend cpu) or fake (deterministic stand-ins that exercise the runtime; they ignore the model's own settings)")
       .choice<engine_kind>({{"gemma4", engine_kind::gemma4}, {"fake", engine_kind::fake}}, "gemma4",
                            [](R& r) -> auto& { return r.runtime.engine; })
-      .not_built_unless([](const R& r) { return r.runtime.engine; }, engine_kind::fake, "gemma4", "the Gemma 4 engines do not run in the RL loop yet; runtime.engine: fake runs everything else with deterministic fake engines");
+      .not_built_when([](const R& r) { return r.runtime.engine == engine_kind::gemma4 && r.cluster.backend == compute_backend::cuda; },
+                      "gemma4", "the Gemma 4 engines run in the RL loop on cluster.backend: cpu only; their CUDA versions are not built yet")
+      .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: runtime_engine_gemma4_builds_the_cpu_engines_over_the_checkpoint_that_policy_model_name_names; tests/integration/runtime/gemma4_run_test.cpp: a_colocated_gemma4_run_trains_every_step_with_identical_policy_ranks_and_generates_with_the_newest_weights; tests/integration/runtime/gemma4_run_test.cpp: colocated_and_dedicated_gemma4_runs_of_one_recipe_and_seed_give_bitwise_identical_generations_and_metrics");
   key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
-      .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; })
+      .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; }).gemma4_ignores()
       .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length");
   key(s, "runtime.heartbeat_interval_ms", "Heartbeats between the controller and every member, both ways")
       .integer(1000).at_least(10).at_most(3'600'000).to([](R& r) -> auto& { return r.runtime.heartbeat_interval_ms; })

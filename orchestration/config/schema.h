@@ -46,6 +46,8 @@ struct key_spec {
   std::string part_of;
   /// Configures the Gemma 4 engines only: runtime.engine: fake ignores it (a fake run says so).
   bool fake_ignores = false;
+  /// Configures the fake engines only: runtime.engine: gemma4 ignores it (a gemma4 run says so).
+  bool gemma4_ignores = false;
   std::function<void(recipe_config&, const config_value&)> store;
 };
 

@@ -94,6 +94,11 @@ class key_builder {
     spec_.fake_ignores = true;
     return *this;
   }
+  /// Configures the fake engines only; the Gemma 4 engines ignore it.
+  key_builder& gemma4_ignores() {
+    spec_.gemma4_ignores = true;
+    return *this;
+  }
 
   /// Binds the key to a field: `accessor(recipe_config&)` returns a reference to it.
   template <class F>

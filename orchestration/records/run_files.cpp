@@ -12,10 +12,12 @@ std::optional<file_error> run_files::failure() const {
   for (const auto* f : {&metrics, &generations, &log})
     if (*f)
       if (auto e = (*f)->failure()) return e;
+  if (tensorboard && tensorboard->failure()) return tensorboard->failure();
   return std::nullopt;
 }
 
-file_result<run_files> create_run_files(const std::filesystem::path& directory, bool jsonl, std::string_view recipe_yaml) {
+file_result<run_files> create_run_files(const std::filesystem::path& directory, bool jsonl, std::string_view recipe_yaml,
+                                        bool tensorboard) {
   run_files files;
   files.directory = directory;
   std::vector<std::filesystem::path> made;
@@ -36,6 +38,12 @@ file_result<run_files> create_run_files(const std::filesystem::path& directory, 
   if (jsonl) {
     if (auto e = create("metrics.jsonl", files.metrics)) return undo(*e);
     if (auto e = create("generations.jsonl", files.generations)) return undo(*e);
+  }
+  if (tensorboard) {
+    auto events = tensorboard_events::open(directory);
+    if (!events) return undo(events.error());
+    made.push_back(events.value()->path());
+    files.tensorboard = std::move(events.value());
   }
   if (auto e = create("controller.log", files.log)) return undo(*e);
   if (auto e = write_whole_file(directory / "recipe.yaml", recipe_yaml)) return undo(*e);

@@ -229,9 +229,11 @@ refused; --fresh leaves it as it is and runs in the first free sibling, LOG_DIR.
 be written (a full disk, a file-size limit, an I/O error) is cut off the file and fails the run,
 naming the file and the reason.
 
-runtime.engine=fake runs the whole runtime with deterministic fake engines (a fake model of
-runtime.fake_weight_mb MiB and prompts of its own, scored by env.name: parity); the Gemma 4
-engines (runtime.engine=gemma4, the default) are not built yet and are refused.
+runtime.engine=gemma4 (the default) runs the Gemma 4 engines on cluster.backend cpu (float32;
+cuda is not built yet): every member loads the checkpoint policy.model_name resolves to (the
+run's recipe names that directory), and the parity task's prompts over its vocabulary are
+scored by env.name: parity. runtime.engine=fake runs the whole runtime with deterministic fake
+engines (a fake model of runtime.fake_weight_mb MiB, the same task over its 64 tokens).
 
 exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";

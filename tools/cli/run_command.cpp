@@ -2,8 +2,11 @@
 // print the plan, or run it (the controller here, the members of this node spawned here unless
 // --no-spawn) into its run directory (logger.log_dir; --fresh: a new sibling when it holds a run).
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "actors/controller/controller.hpp"
+#include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/run_keys.hpp"
 #include "gpu/core/printable.h"
 #include "orchestration/config/not_built.h"
@@ -22,12 +25,41 @@
 namespace tandem::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
+/// The recipe as the run uses it: policy.model_name names the directory `model` was found in, as
+/// an absolute path, so every member (spawned here or started elsewhere, in any directory) opens
+/// the checkpoint the controller resolved, and the run's recipe.yaml runs the same model again.
+config::resolved_recipe with_model_directory(const config::resolved_recipe& asked, const resolved_model& model) {
+  config::resolved_recipe r = asked;
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(model.directory, ec).lexically_normal();
+  const std::string path = (ec ? model.directory : absolute).string();
+  if (path == asked.config.policy.model_name) return r;
+  r.config.policy.model_name = path;
+  r.values.at("policy.model_name") = {config::config_value{path},
+                                      config::source_location{"tandem run: '" + asked.config.policy.model_name + "' (" +
+                                                              asked.origin("policy.model_name").to_string() + ")"}};
+  return r;
+}
+
 /// Runs the plan; progress lines on `out`.
-int execute(const config::resolved_recipe& r, bool spawn, bool fresh, std::ostream& out, std::ostream& err) {
+int execute(const config::resolved_recipe& asked, const resolved_model& model, bool spawn, bool fresh, std::ostream& out,
+            std::ostream& err) {
+  const config::resolved_recipe r = with_model_directory(asked, model);
   const config::recipe_config& c = r.config;
   if (const config::config_errors missing = config::missing_data_files(r); !missing.empty()) {
     err << config::to_string(missing);
     return exit_refused;
+  }
+  // The Gemma 4 engines load the checkpoint: checked (headers and names, no weight read) before
+  // any member starts, so a preset without weights or a broken file fails here, once.
+  if (c.runtime.engine == config::engine_kind::gemma4) {
+    if (auto checkpoint = open_policy_checkpoint(c); !checkpoint) {
+      const config::source_location& at = asked.origin("policy.model_name");
+      err << (at.is_default() ? asked.file : at.to_string()) << ": error: " << checkpoint.error().message() << "\n";
+      return exit_refused;
+    }
   }
   controller_options o;
   o.plan = topology::plan_placement(c);
@@ -106,8 +138,8 @@ int run_command(const args& a, std::ostream& out, std::ostream& err) {
   };
   const bool dry_run = p.flags.count("--dry-run") > 0;
   if (!dry_run && !unbuilt.empty()) return refuse_unbuilt();
-  err << config::to_notes(config::fake_ignored_settings(*r.recipe));
-  if (!dry_run) return execute(*r.recipe, !p.flags.count("--no-spawn"), p.flags.count("--fresh") > 0, out, err);
+  err << config::to_notes(config::engine_ignored_settings(*r.recipe));
+  if (!dry_run) return execute(*r.recipe, *model, !p.flags.count("--no-spawn"), p.flags.count("--fresh") > 0, out, err);
   const topology::placement_plan plan = topology::plan_placement(r.recipe->config);
   const topology::memory_plan mem = topology::plan_memory(r.recipe->config, plan.sizes, model->facts);
   out << topology::render_plan(*r.recipe, model->facts, plan, mem);

@@ -18,7 +18,8 @@ records::file_result<prepared_run> prepare_run(const config::resolved_recipe& as
     p.first_line += " (" + dir->asked.string() + " holds another run)";
   }
   p.recipe_yaml = config::render_resolved(p.recipe);
-  auto files = records::create_run_files(dir->path, p.recipe.config.logger.jsonl_enabled, p.recipe_yaml);
+  auto files = records::create_run_files(dir->path, p.recipe.config.logger.jsonl_enabled, p.recipe_yaml,
+                                          p.recipe.config.logger.tensorboard_enabled);
   if (!files) return files.error();
   p.files = std::move(files.value());
   return p;

@@ -48,7 +48,7 @@ int validate_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   out << config::render_resolved(*r.recipe);
   // Well-formed, but maybe not runnable by this build: say what `tandem run` would refuse.
-  err << config::to_notes(config::unbuilt_settings(*r.recipe)) << config::to_notes(config::fake_ignored_settings(*r.recipe));
+  err << config::to_notes(config::unbuilt_settings(*r.recipe)) << config::to_notes(config::engine_ignored_settings(*r.recipe));
   return exit_ok;
 }
 

@@ -1,4 +1,4 @@
-// Batch assembly for the policy: group advantages, packing, masks, micro-batches and shards.
+// Batch assembly for the policy: packing, masks, micro-batches and shards.
 #define CAF_SUITE driver_batch
 #include "actors/driver/batch.hpp"
 
@@ -18,12 +18,6 @@ trajectory make(std::uint32_t prompt, std::vector<std::int32_t> p, std::vector<s
 }
 
 }  // namespace
-
-CAF_TEST(an advantage is the reward minus the mean reward of its prompt group) {
-  const std::vector<trajectory> ts = {make(0, {1}, {2}), make(0, {1}, {3}), make(1, {4}, {5}), make(1, {4}, {6})};
-  const auto a = group_advantages(ts, {1, 0, 1, 1});
-  CAF_CHECK_EQUAL(a, (std::vector<double>{0.5, -0.5, 0, 0}));
-}
 
 CAF_TEST(sequences pack prompt and generated tokens end to end) {
   const std::vector<trajectory> ts = {make(0, {1, 2}, {3}), make(0, {4}, {5, 6})};
@@ -73,4 +67,15 @@ CAF_TEST(shards split sequences over ranks as evenly as possible and cover them 
   CAF_CHECK_EQUAL(shard_begin(5, 2, 2), 5u);
   CAF_CHECK_EQUAL(shard_begin(1, 3, 1), 0u);
   CAF_CHECK_EQUAL(shard_begin(1, 3, 3), 1u);
+}
+
+CAF_TEST(a trajectory with loss multiplier 0 has no masked token and is left out of the global counts) {
+  const std::vector<trajectory> ts = {make(0, {1, 2}, {3}), make(0, {4}, {5, 6}), make(1, {7}, {8})};
+  const std::vector<float> lp_prev = {0, -10, -11, 0, -12, -13, 0, -14};
+  const auto mbs = make_micro_batches(ts, {0.5, -0.5, 0}, lp_prev, 0, 3, 100, {1, 0, 1});
+  CAF_REQUIRE_EQUAL(mbs.size(), 1u);
+  CAF_CHECK_EQUAL(mbs[0].mask, (std::vector<float>{0, 0, 1, 0, 0, 0, 0, 1}));
+  const auto c = count_masked(ts, {1, 0, 1});
+  CAF_CHECK_EQUAL(c.tokens, 2);
+  CAF_CHECK_EQUAL(c.sequences, 2);
 }

@@ -29,8 +29,8 @@
 #include "actors/runtime/system_config.hpp"
 #include "gpu/comm/local_group.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
-#include "gpu/engine/fake/fake_task.h"
 #include "gpu/engine/fake/fake_train_engine.h"
+#include "gpu/engine/parity_task.h"
 
 namespace tandem::test {
 
@@ -134,11 +134,11 @@ struct cluster_hooks {
 /// The prompts the test drivers cycle through.
 inline std::vector<std::vector<std::int32_t>> test_prompts() { return {{5, 6, 7}, {9, 10}, {11, 12, 13, 14}}; }
 
-/// The environment's scoring in these tests: the fake task's parity reward, single-turn.
-inline scoring_function parity_scoring() { return single_turn(gpu::fake_parity_reward); }
+/// The environment's scoring in these tests: the parity task's reward, single-turn.
+inline scoring_function parity_scoring() { return single_turn(gpu::parity_reward); }
 
 /// Policy rank 0 (and further data-parallel ranks), rollout workers "rollout-0", "rollout-1", ...,
-/// the refit coordinator, the environment (the parity fake) and the driver, with fake engines.
+/// the refit coordinator, the environment (the parity task) and the driver, with fake engines.
 struct cluster {
   cluster_options options;
   cluster_hooks hooks;

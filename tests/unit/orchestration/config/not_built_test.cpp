@@ -26,13 +26,27 @@ BOOST_AUTO_TEST_CASE(a_not_built_setting_is_located_where_the_recipe_sets_it_and
 
 BOOST_AUTO_TEST_CASE(a_default_that_asks_for_something_not_built_names_the_recipe_and_says_it_is_the_default) {
   temp_dir d;
-  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\ncluster:\n  backend: cpu\n");
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\nruntime:\n  engine: fake\n");
   const resolution res = resolve_recipe(r);
   BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
   const config_errors found = unbuilt_settings(*res.recipe);
   BOOST_TEST_REQUIRE(found.size() == 1u, to_notes(found));
-  BOOST_TEST(found[0].to_string().starts_with(r + ": error: runtime.engine: gemma4 (the default): the Gemma 4 engines"),
+  BOOST_TEST(found[0].to_string() == r + ": error: cluster.backend: cuda (the default): the CUDA engines are not built yet",
              found[0].to_string());
+}
+
+BOOST_AUTO_TEST_CASE(the_gemma4_engines_are_built_for_the_cpu_backend_and_refused_on_cuda_saying_why) {
+  temp_dir d;
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\ncluster:\n  backend: cpu\n");
+  const resolution cpu = resolve_recipe(r);
+  BOOST_TEST_REQUIRE(cpu.errors.empty(), to_string(cpu.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*cpu.recipe)) == "");  // runtime.engine: gemma4, the default, runs on the CPU
+  const resolution cuda = resolve_recipe(r, {"cluster.backend=cuda"});
+  BOOST_TEST_REQUIRE(cuda.errors.empty(), to_string(cuda.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*cuda.recipe)) ==
+             "override 1 'cluster.backend=cuda': note: cluster.backend: cuda: the CUDA engines are not built yet\n" + r +
+                 ": note: runtime.engine: gemma4 (the default): the Gemma 4 engines run in the RL loop on cluster.backend: "
+                 "cpu only; their CUDA versions are not built yet\n");
 }
 
 BOOST_AUTO_TEST_CASE(an_override_that_turns_on_something_not_built_is_named_as_the_override) {
@@ -49,10 +63,23 @@ BOOST_AUTO_TEST_CASE(settings_the_fake_engines_ignore_are_noted_only_for_a_fake_
   const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\n  recompute_granularity: full\nruntime:\n  engine: fake\n");
   const resolution res = resolve_recipe(r);
   BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
-  BOOST_TEST(to_notes(fake_ignored_settings(*res.recipe)) ==
+  BOOST_TEST(to_notes(engine_ignored_settings(*res.recipe)) ==
              r + ":3:26: note: policy.recompute_granularity: full configures the Gemma 4 engines; runtime.engine: fake ignores it\n");
   const resolution real = resolve_recipe(r, {"runtime.engine=gemma4"});
-  BOOST_TEST(fake_ignored_settings(*real.recipe).empty());
+  BOOST_TEST(engine_ignored_settings(*real.recipe).empty());
+}
+
+BOOST_AUTO_TEST_CASE(settings_only_the_fake_engines_read_are_noted_for_a_gemma4_run_and_only_where_set) {
+  temp_dir d;
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\nruntime:\n  fake_weight_mb: 64\n");
+  const resolution res = resolve_recipe(r);
+  BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
+  BOOST_TEST(to_notes(engine_ignored_settings(*res.recipe)) ==
+             r + ":4:19: note: runtime.fake_weight_mb: 64 configures the fake engines; runtime.engine: gemma4 ignores it\n");
+  const resolution fake = resolve_recipe(r, {"runtime.engine=fake"});
+  BOOST_TEST(engine_ignored_settings(*fake.recipe).empty());
+  const auto unset = d.write("unset.yaml", "policy:\n  model_name: tiny-all\n");
+  BOOST_TEST(engine_ignored_settings(*resolve_recipe(unset).recipe).empty());  // a default is never noted
 }
 
 BOOST_AUTO_TEST_CASE(a_dataset_file_that_does_not_exist_is_named_with_its_key_and_an_existing_one_passes) {

@@ -60,6 +60,24 @@ BOOST_AUTO_TEST_CASE(a_runs_files_are_created_empty_and_its_recipe_written_whole
   BOOST_TEST(!f->failure());
 }
 
+BOOST_AUTO_TEST_CASE(with_tensorboard_the_run_files_hold_one_events_file) {
+  const temp_dir dir;
+  auto f = tr::create_run_files(dir.path(), true, "x: 1\n", true);
+  BOOST_TEST_REQUIRE(static_cast<bool>(f), (f ? std::string() : f.error().message));
+  BOOST_TEST_REQUIRE(static_cast<bool>(f->tensorboard));
+  BOOST_TEST(f->tensorboard->path().parent_path() == dir.path());
+  BOOST_TEST(f->tensorboard->path().filename().string().starts_with("events.out.tfevents."));
+  BOOST_TEST(entries(dir.path()) == 5u);
+  BOOST_TEST(!f->failure());
+  auto without = tr::create_run_files(dir.path() / "none", true, "x: 1\n", false);
+  BOOST_TEST(!without);  // the directory does not exist; and a run without tensorboard makes no events
+  fs::create_directory(dir.path() / "none");
+  without = tr::create_run_files(dir.path() / "none", true, "x: 1\n", false);
+  BOOST_TEST_REQUIRE(static_cast<bool>(without));
+  BOOST_TEST(!without->tensorboard);
+  BOOST_TEST(entries(dir.path() / "none") == 4u);
+}
+
 BOOST_AUTO_TEST_CASE(without_jsonl_only_the_log_and_the_recipe_are_made) {
   const temp_dir dir;
   auto f = tr::create_run_files(dir.path(), false, "x: 1\n");

@@ -217,20 +217,33 @@ BOOST_AUTO_TEST_CASE(a_dry_run_prints_the_members_table) {
   BOOST_TEST(r.out.find("controller  control plane tcp://127.0.0.1:29650 ") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(running_with_the_gemma4_engines_is_refused_until_they_exist_and_names_the_fake_ones) {
-  const cli_result r = cli({"run", tiny, "runtime.engine=gemma4", "checkpointing.enabled=true"});
+BOOST_AUTO_TEST_CASE(running_the_gemma4_engines_on_cuda_is_refused_saying_they_run_on_the_cpu_backend) {
+  const cli_result r = cli({"run", tiny, "runtime.engine=gemma4", "cluster.backend=cuda"});
   BOOST_TEST(r.code == 1);
   BOOST_TEST(r.out == "");
   BOOST_TEST(r.err == "tandem run: " + tiny + " asks for 2 things this build cannot run yet:\n"
-                      "override 2 'checkpointing.enabled=true': error: checkpointing.enabled: true: checkpoints are not built yet\n"
-                      "override 1 'runtime.engine=gemma4': error: runtime.engine: gemma4: the Gemma 4 engines do not run in the "
-                      "RL loop yet; runtime.engine: fake runs everything else with deterministic fake engines\n");
+                      "override 2 'cluster.backend=cuda': error: cluster.backend: cuda: the CUDA engines are not built yet\n"
+                      "override 1 'runtime.engine=gemma4': error: runtime.engine: gemma4: the Gemma 4 engines run in the RL "
+                      "loop on cluster.backend: cpu only; their CUDA versions are not built yet\n");
   // validate accepts it, noting the same two settings.
-  const cli_result v = cli({"validate", tiny, "runtime.engine=gemma4", "checkpointing.enabled=true"});
+  const cli_result v = cli({"validate", tiny, "runtime.engine=gemma4", "cluster.backend=cuda"});
   BOOST_TEST(v.code == 0);
-  BOOST_TEST(v.err == "override 2 'checkpointing.enabled=true': note: checkpointing.enabled: true: checkpoints are not built yet\n"
-                      "override 1 'runtime.engine=gemma4': note: runtime.engine: gemma4: the Gemma 4 engines do not run in the "
-                      "RL loop yet; runtime.engine: fake runs everything else with deterministic fake engines\n");
+  BOOST_TEST(v.err == "override 2 'cluster.backend=cuda': note: cluster.backend: cuda: the CUDA engines are not built yet\n"
+                      "override 1 'runtime.engine=gemma4': note: runtime.engine: gemma4: the Gemma 4 engines run in the RL "
+                      "loop on cluster.backend: cpu only; their CUDA versions are not built yet\n");
+}
+
+BOOST_AUTO_TEST_CASE(a_gemma4_run_of_a_model_without_weights_is_refused_at_policy_model_name_before_any_member_starts) {
+  const temp_dir dir;
+  const cli_result r = cli({"run", tiny, "runtime.engine=gemma4", "logger.log_dir=" + (dir.path() / "run").string()});
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(r.out == "");
+  const std::string preset = (fs::path(TANDEM_SOURCE_DIR) / "configs" / "models" / "tiny-all").lexically_normal().string();
+  BOOST_TEST(r.err == tiny + ":9:15: error: policy.model_name: " + preset +
+                          " holds a config.json but no weights (model.safetensors, or an index and its shards): "
+                          "runtime.engine gemma4 loads a checkpoint (a preset in configs/models/ is a config only)\n",
+             r.err);
+  BOOST_TEST(!fs::exists(dir.path() / "run"));  // refused before the run's directory was made
 }
 
 BOOST_AUTO_TEST_CASE(a_model_that_is_not_a_preset_is_refused_at_policy_model_name) {

@@ -1,0 +1,107 @@
+// A step's metrics record (step_metrics.hpp).
+#include "actors/controller/step_metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tandem {
+namespace {
+
+using json = nlohmann::json;
+
+std::string hex(std::uint64_t x) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(x));
+  return text;
+}
+
+double ratio(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+
+/// An extremum that saw no token is reported as 0, not as an infinity.
+double extremum(double x) { return std::isfinite(x) ? x : 0.0; }
+
+void flatten(const json& j, const std::string& prefix, std::vector<records::tagged_scalar>& out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string name = prefix.empty() ? it.key() : prefix + "/" + it.key();
+    if (it->is_object()) flatten(*it, name, out);
+    else if (it->is_number() && name != "step") out.emplace_back(name, it->get<double>());
+  }
+}
+
+}  // namespace
+
+json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
+                 const step_metric_settings& s) {
+  const auto& m = r.metrics;
+  const double tokens = static_cast<double>(m.token_count);
+  const double oob = s.importance == gpu::ops::importance_correction::seq_mask_tis
+                         ? ratio(static_cast<double>(m.is_masked_sequences), static_cast<double>(m.sequence_count))
+                         : ratio(static_cast<double>(m.is_truncated_tokens), tokens);
+  double raw = 0, total = 0;
+  for (const double x : r.raw_rewards) raw += x;
+  for (const double x : r.rewards) total += x;
+  const double samples = static_cast<double>(std::max<std::size_t>(r.rewards.size(), 1));
+  std::size_t generated = 0, longest = 0;
+  for (const auto& t : r.trajectories) {
+    generated += t.tokens.size();
+    longest = std::max(longest, t.tokens.size());
+  }
+  const double trajectories = static_cast<double>(std::max<std::size_t>(r.trajectories.size(), 1));
+  json digests = json::array();
+  for (const auto d : r.weights_digests) digests.push_back(hex(d));
+  const auto& p = r.phase_seconds;
+  return json{{"step", r.step + 1},
+              {"train/loss", m.pg_loss + s.kl_beta * m.kl_penalty},
+              {"train/kl_penalty", m.kl_penalty},
+              {"train/token_mult_prob_error", ratio(m.mult_prob_error_sum, tokens)},
+              {"train/gen_kl_error", ratio(m.gen_kl_error_sum, tokens)},
+              {"train/sampling_importance_ratio", ratio(m.importance_weight_sum, tokens)},
+              {"train/is_oob_ratio", oob},
+              {"train/approx_entropy", ratio(m.approx_entropy_sum, tokens)},
+              {"train/probs_ratio", ratio(m.ratio_sum, tokens)},
+              {"train/probs_ratio_min", extremum(m.ratio_min)},
+              {"train/probs_ratio_max", extremum(m.ratio_max)},
+              {"train/probs_ratio_clamped", ratio(m.ratio_clamped_sum, tokens)},
+              {"train/probs_ratio_clamped_min", extremum(m.ratio_clamped_min)},
+              {"train/probs_ratio_clamped_max", extremum(m.ratio_clamped_max)},
+              {"train/clipped_low_fraction", ratio(static_cast<double>(m.clipped_low), tokens)},
+              {"train/clipped_high_fraction", ratio(static_cast<double>(m.clipped_high), tokens)},
+              {"train/clipped_dual_fraction", ratio(static_cast<double>(m.clipped_dual), tokens)},
+              {"train/grad_norm", r.optimizer.grad_norm},
+              {"train/lr", r.optimizer.lr},
+              {"train/reward", total / samples},
+              {"train/filtered_reward", total / samples},
+              {"train/raw_reward", raw / samples},
+              {"train/mean_gen_tokens_per_sample", static_cast<double>(generated) / trajectories},
+              {"train/max_gen_tokens_per_sample", longest},
+              {"train/num_tokens", r.train_tokens},
+              {"train/overlong_filtered_samples", r.filtered_samples},
+              {"timing/train/generation", p.generation},
+              {"timing/train/generation_tokens_per_sec", ratio(static_cast<double>(generated), p.generation)},
+              {"timing/train/reward_calculation", p.scoring},
+              {"timing/train/policy_and_reference_logprobs", p.logprobs},
+              {"timing/train/policy_training", p.training},
+              {"timing/train/prepare_for_generation/transfer_and_update_weights", p.refit},
+              {"timing/train/total_step_time", seconds},
+              {"generated_with", r.generated_with},
+              {"trained_to", r.trained_to},
+              {"trajectories", r.trajectories.size()},
+              {"micro_batches", r.micro_batches},
+              {"refit", {{"mode", to_string(r.refit.mode)},
+                         {"buckets", r.refit.buckets},
+                         {"bytes", r.refit.bytes},
+                         {"checksums", r.refit.checksums},
+                         {"dropped_acks", r.refit.dropped_acks}}},
+              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
+                                 {"heartbeats", traffic.heartbeat_bytes}}},
+              {"weights_digests", digests}};
+}
+
+std::vector<records::tagged_scalar> scalars_of(const json& record) {
+  std::vector<records::tagged_scalar> out;
+  flatten(record, "", out);
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,53 @@
+// A step's record in metrics.jsonl and TensorBoard, under NeMo-RL's metric names where NeMo-RL
+// has one, so its users read the same numbers (and its metric checks run on our exports):
+//
+//   train/loss                  pg loss + beta x KL, token- or sequence-normalised as configured
+//   train/kl_penalty            the KL term / beta (0 without KL)
+//   train/token_mult_prob_error mean over masked tokens of exp(|lp_gen - lp_prev|)   (1: exact)
+//   train/gen_kl_error          mean k3(lp_prev - lp_gen): KL(generator || trainer)  (0: exact)
+//   train/sampling_importance_ratio  mean importance weight (after truncation)
+//   train/is_oob_ratio          tokens (tis, icepop) or sequences (seq-mask-tis) the truncation changed
+//   train/approx_entropy        mean -exp(lp_cur - lp_gen) lp_cur
+//   train/probs_ratio[_min|_max], train/probs_ratio_clamped[_min|_max]
+//   train/clipped_low_fraction, train/clipped_high_fraction, train/clipped_dual_fraction
+//                               tokens where the low clip, clip-higher or the dual clip is active
+//   train/grad_norm, train/lr   policy rank 0's optimizer step (the norm before clipping)
+//   train/reward                mean scaled and shaped reward of the step's samples
+//   train/filtered_reward       mean reward of the samples trained on
+//   train/raw_reward            mean environment reward, before scaling and shaping
+//   train/mean_gen_tokens_per_sample, train/max_gen_tokens_per_sample
+//   train/num_tokens            masked tokens trained on; train/overlong_filtered_samples
+//   timing/train/{generation, reward_calculation, policy_and_reference_logprobs, policy_training,
+//                 prepare_for_generation/transfer_and_update_weights (the refit), total_step_time}
+//                               seconds; timing/train/generation_tokens_per_sec
+// and tandem's own fields: generated_with, trained_to, trajectories, micro_batches, refit{...},
+// control_bytes{...} (the controller's traffic during the step), weights_digests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/api/messages.hpp"
+#include "actors/bridge/socket_thread.hpp"
+#include "gpu/ops/pg_loss.h"
+#include "orchestration/records/tensorboard_events.h"
+
+namespace tandem {
+
+/// The settings a step's metrics depend on.
+struct step_metric_settings {
+  double kl_beta = 0;  ///< loss_fn.reference_policy_kl_penalty
+  gpu::ops::importance_correction importance = gpu::ops::importance_correction::tis;
+};
+
+/// The step's record (numbered from 1) for metrics.jsonl.
+nlohmann::json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
+                           const step_metric_settings& s);
+
+/// Every number of `record` but "step" as a TensorBoard scalar, nested objects joined by '/'
+/// ("refit/bytes"); booleans, strings and arrays are left out.
+std::vector<records::tagged_scalar> scalars_of(const nlohmann::json& record);
+
+}  // namespace tandem

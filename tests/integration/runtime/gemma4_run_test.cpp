@@ -1,0 +1,202 @@
+// `tandem run` end to end with the Gemma 4 CPU engines (runtime.engine gemma4, the shipped
+// tiny-gemma4-cpu recipes over the all-features test checkpoint): the controller and two colocated
+// members, or two policy and two rollout members. The checks read what the run wrote
+// (logger.log_dir/metrics.jsonl, generations.jsonl, recipe.yaml), rebuild the engines a member
+// built from the run's recipe, and recompute the first step's generations from the checkpoint.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/runtime/engine_factory.hpp"
+#include "actors/runtime/recipe_settings.hpp"
+#include "gpu/engine/parity_task.h"
+#include "orchestration/config/resolve.h"
+#include "run_checks.hpp"
+
+using namespace runtime_test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string colocated_gemma4 = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-gemma4-cpu.yaml";
+const std::string dedicated_gemma4 = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-gemma4-cpu-dedicated.yaml";
+const std::string checkpoint = std::string(TANDEM_SOURCE_DIR) + "/tests/data/reference/all_features";
+
+/// The refusal of a failed result, or "" when it holds a value (Boost.Test may evaluate a message
+/// before the condition it goes with).
+template <class T>
+std::string refusal(const tandem::gpu::result<T>& r) {
+  return r ? std::string() : r.error().message();
+}
+
+/// What a finished run left in its directory.
+struct finished_run {
+  std::vector<json> metrics, generations;
+  tandem::config::recipe_config recipe;  ///< recipe.yaml: the recipe as the members received it
+  std::string output;
+};
+
+/// Runs `recipe` for `steps` steps into a fresh directory; requires exit 0.
+finished_run run_recipe(const std::string& recipe, std::size_t steps) {
+  tandem::test::temp_dir dir;
+  child_process run({tandem_binary, "run", recipe, "logger.log_dir=" + dir.path().string(),
+                     "grpo.max_num_steps=" + std::to_string(steps)});
+  const int code = run.exit_code(std::chrono::milliseconds(100000));
+  finished_run out;
+  out.output = run.out() + run.err();
+  BOOST_TEST_REQUIRE(code == 0, run.output());
+  out.metrics = records(dir.path() / "metrics.jsonl");
+  out.generations = records(dir.path() / "generations.jsonl");
+  auto r = tandem::config::resolve_resolved_text(read_text(dir.path() / "recipe.yaml"), "recipe.yaml");
+  BOOST_TEST_REQUIRE(r.errors.empty(), tandem::config::to_string(r.errors));
+  out.recipe = r.recipe->config;
+  return out;
+}
+
+/// `record` without the fields that name a process, a time or a byte count, or describe the refit
+/// (a colocated run bumps a version, a dedicated one streams buckets): what two runs of one recipe
+/// and seed must agree on whatever their placement.
+json placement_free(json record) {
+  for (const char* key : {"rollout_worker", "refit"}) record.erase(key);
+  for (auto it = record.begin(); it != record.end();) {
+    const std::string& key = it.key();
+    bool timing = false;
+    for (const char* part : {"timing", "time", "second", "per_sec", "bytes"}) timing = timing || key.find(part) != std::string::npos;
+    it = timing ? record.erase(it) : std::next(it);
+  }
+  return record;
+}
+
+/// A step's metric recorded under the first of `names` the record holds.
+double metric(const json& step, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (const auto it = step.find(name); it != step.end()) return it->get<double>();
+  BOOST_FAIL("no metric " << *names.begin() << " in " << step.dump());
+  return 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gemma4_run_test)
+
+BOOST_AUTO_TEST_CASE(a_colocated_gemma4_run_trains_every_step_with_identical_policy_ranks_and_generates_with_the_newest_weights) {
+  constexpr std::size_t steps = 3;
+  const finished_run run = run_recipe(colocated_gemma4, steps);
+  const auto& config = run.recipe;
+  // The members opened the checkpoint the controller resolved (relative to the recipe's folder).
+  BOOST_TEST(config.policy.model_name == std::filesystem::path(checkpoint).lexically_normal().string());
+  BOOST_TEST((config.runtime.engine == tandem::config::engine_kind::gemma4));
+
+  // Version 0: the checkpoint's weights, as a policy rank loads them.
+  auto engines = tandem::make_engines(config, true, false, nullptr);
+  BOOST_TEST_REQUIRE(bool(engines), refusal(engines));
+  std::uint64_t previous = engines->weights_digest();
+
+  BOOST_TEST_REQUIRE(run.metrics.size() == steps, run.output);
+  for (std::size_t n = 0; n < steps; ++n) {
+    const json& s = run.metrics[n];
+    BOOST_TEST_CONTEXT("step " << n + 1) {
+      BOOST_TEST(s["step"].get<std::size_t>() == n + 1);
+      BOOST_TEST(s["generated_with"].get<std::uint64_t>() == n, "generated with stale weights");
+      BOOST_TEST(s["trained_to"].get<std::uint64_t>() == n + 1);
+      BOOST_TEST(s["refit"]["mode"].get<std::string>() == "colocated");
+      BOOST_TEST(metric(s, {"train/num_tokens", "train_tokens"}) > 0);
+      BOOST_TEST(std::isfinite(metric(s, {"train/loss", "loss"})), s.dump());
+      // The trainer scores each sampled token with the generator's logprob, bit for bit.
+      BOOST_TEST(metric(s, {"train/gen_kl_error", "gen_kl_error"}) == 0.0, s.dump());
+      BOOST_TEST(metric(s, {"train/probs_ratio", "probs_ratio"}) == 1.0, s.dump());
+      const auto& digests = s["weights_digests"];
+      BOOST_TEST_REQUIRE(digests.size() == 2u);
+      BOOST_TEST(digest(digests[0]) == digest(digests[1]), "the data-parallel ranks differ");
+      BOOST_TEST(digest(digests[0]) != previous, "the step left the weights unchanged");
+      previous = digest(digests[0]);
+    }
+  }
+
+  // Every trajectory: a parity prompt over the checkpoint's vocabulary, the newest version, the
+  // parity reward of its last token, a stop only at the model's eos id.
+  const auto prompts = tandem::gpu::parity_prompts(static_cast<std::uint64_t>(config.grpo.seed), 64, 256, 3);
+  const std::set<std::vector<std::int32_t>> prompt_set(prompts.begin(), prompts.end());
+  const std::size_t per_step = static_cast<std::size_t>(config.grpo.num_prompts_per_step * config.grpo.num_generations_per_prompt);
+  BOOST_TEST_REQUIRE(run.generations.size() == steps * per_step);
+  for (const json& t : run.generations) {
+    BOOST_TEST_CONTEXT("trajectory " << t["id"] << " of step " << t["step"]) {
+      BOOST_TEST(t["version"].get<std::uint64_t>() == t["step"].get<std::uint64_t>() - 1, "not the newest weights");
+      BOOST_TEST(prompt_set.count(t["prompt"].get<std::vector<std::int32_t>>()) == 1u);
+      const auto tokens = t["tokens"].get<std::vector<std::int32_t>>();
+      BOOST_TEST_REQUIRE(!tokens.empty());
+      for (const std::int32_t token : tokens) BOOST_TEST((token >= 0 && token < 256));
+      BOOST_TEST(t["reward"].get<double>() == tandem::gpu::parity_reward(tokens));
+      BOOST_TEST((t["finish"].get<std::string>() == "stop") == (tokens.back() == 1));
+      if (tokens.back() != 1) BOOST_TEST(tokens.size() == static_cast<std::size_t>(config.policy.generation.max_new_tokens));
+    }
+  }
+
+  // Step 1 again, outside the run: a generator over the checkpoint, each request at the coordinates
+  // the run recorded, gives the same tokens (generations are keyed by seed, step, prompt, sample,
+  // whatever member ran them and whatever shared its batch).
+  auto generator = tandem::make_engines(config, false, true, nullptr);
+  BOOST_TEST_REQUIRE(bool(generator), refusal(generator));
+  std::vector<tandem::gpu::generation_request> requests;
+  std::vector<std::vector<std::int32_t>> recorded;
+  for (const json& t : run.generations) {
+    if (t["step"].get<int>() != 1) continue;
+    tandem::gpu::generation_request r;
+    r.id = requests.size();
+    r.prompt = t["prompt"].get<std::vector<std::int32_t>>();
+    r.sampling = tandem::sampling_settings(config);
+    r.rng = {t["rng"]["seed"].get<std::uint64_t>(), t["rng"]["step"].get<std::uint32_t>(), t["rng"]["round"].get<std::uint32_t>(),
+             t["rng"]["prompt"].get<std::uint32_t>(), t["rng"]["sample"].get<std::uint32_t>(), 0};
+    r.max_new_tokens = static_cast<std::int32_t>(config.policy.generation.max_new_tokens);
+    requests.push_back(std::move(r));
+    recorded.push_back(t["tokens"].get<std::vector<std::int32_t>>());
+  }
+  BOOST_TEST_REQUIRE(requests.size() == per_step);
+  BOOST_TEST_REQUIRE(bool(generator->generate->submit(requests)));
+  std::vector<std::vector<std::int32_t>> again(requests.size());
+  for (;;) {
+    auto left = generator->generate->step();
+    BOOST_TEST_REQUIRE(bool(left), refusal(left));
+    for (auto& f : generator->generate->collect()) again[f.id] = f.tokens;
+    if (*left == 0) break;
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    BOOST_TEST(again[i] == recorded[i], "step 1 trajectory " << i << " was not generated by the checkpoint's weights");
+}
+
+BOOST_AUTO_TEST_CASE(colocated_and_dedicated_gemma4_runs_of_one_recipe_and_seed_give_bitwise_identical_generations_and_metrics) {
+  constexpr std::size_t steps = 3;
+  const finished_run colocated = run_recipe(colocated_gemma4, steps);
+  const finished_run dedicated = run_recipe(dedicated_gemma4, steps);
+  BOOST_TEST(colocated.recipe.policy.generation.colocated);
+  BOOST_TEST(dedicated.recipe.policy.generation.colocated == false);
+  BOOST_TEST_REQUIRE(colocated.generations.size() == dedicated.generations.size());
+  BOOST_TEST_REQUIRE(colocated.metrics.size() == steps);
+  BOOST_TEST_REQUIRE(dedicated.metrics.size() == steps);
+  for (std::size_t n = 0; n < steps; ++n) {
+    BOOST_TEST(dedicated.metrics[n]["refit"]["mode"].get<std::string>() == "dedicated");
+    BOOST_TEST(dedicated.metrics[n]["refit"]["buckets"].get<std::int64_t>() > 0);  // the weights moved as bytes
+    BOOST_TEST(placement_free(colocated.metrics[n]).dump() == placement_free(dedicated.metrics[n]).dump(),
+               "step " << n + 1 << "'s metrics differ:\n  colocated " << colocated.metrics[n].dump() << "\n  dedicated "
+                       << dedicated.metrics[n].dump());
+  }
+  std::set<std::string> rollout_workers[2];  // colocated, dedicated
+  for (std::size_t i = 0; i < colocated.generations.size(); ++i) {
+    BOOST_TEST(placement_free(colocated.generations[i]).dump() == placement_free(dedicated.generations[i]).dump(),
+               "trajectory " << i << " differs:\n  colocated " << colocated.generations[i].dump() << "\n  dedicated "
+                             << dedicated.generations[i].dump());
+    rollout_workers[0].insert(colocated.generations[i]["rollout_worker"].get<std::string>());
+    rollout_workers[1].insert(dedicated.generations[i]["rollout_worker"].get<std::string>());
+  }
+  // Both runs spread each step over two rollout workers: equal records are no single-worker accident.
+  BOOST_TEST(rollout_workers[0].size() == 2u);
+  BOOST_TEST(rollout_workers[1].size() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
