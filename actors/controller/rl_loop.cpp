@@ -22,12 +22,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string hex(std::uint64_t x) {
-  char text[19];
-  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
 struct rl_loop_state {
   static inline const char* name = "rl_loop";
 
@@ -81,7 +75,7 @@ std::string digests_text(const step_report& r) {
   if (r.weights_digests.empty() || r.weights_digests.front() == 0) return "";
   bool same = true;
   for (const auto d : r.weights_digests) same = same && d == r.weights_digests.front();
-  return ", weights " + hex(r.weights_digests.front()) + (same ? " on every policy rank" : " (ranks differ)");
+  return ", weights " + digest_hex(r.weights_digests.front()) + (same ? " on every policy rank" : " (ranks differ)");
 }
 
 /// The step's trajectories, then its metrics record; the first record that cannot be written (or

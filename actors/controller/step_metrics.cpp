@@ -10,12 +10,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string hex(std::uint64_t x) {
-  char text[19];
-  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(x));
-  return text;
-}
-
 double ratio(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
 
 /// An extremum that saw no token is reported as 0, not as an infinity.
@@ -30,6 +24,12 @@ void flatten(const json& j, const std::string& prefix, std::vector<records::tagg
 }
 
 }  // namespace
+
+std::string digest_hex(std::uint64_t digest) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(digest));
+  return text;
+}
 
 json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
                  const step_metric_settings& s) {
@@ -49,7 +49,7 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
   }
   const double trajectories = static_cast<double>(std::max<std::size_t>(r.trajectories.size(), 1));
   json digests = json::array();
-  for (const auto d : r.weights_digests) digests.push_back(hex(d));
+  for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
   const auto& p = r.phase_seconds;
   return json{{"step", r.step + 1},
               {"train/loss", m.pg_loss + s.kl_beta * m.kl_penalty},

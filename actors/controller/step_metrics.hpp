@@ -24,6 +24,7 @@
 // control_bytes{...} (the controller's traffic during the step), weights_digests.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct step_metric_settings {
   double kl_beta = 0;  ///< loss_fn.reference_policy_kl_penalty
   gpu::ops::importance_correction importance = gpu::ops::importance_correction::tis;
 };
+
+/// A weights digest as the records print it: "0x" and 16 hex digits.
+std::string digest_hex(std::uint64_t digest);
 
 /// The step's record (numbered from 1) for metrics.jsonl.
 nlohmann::json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,

@@ -3,11 +3,10 @@
 // ("cannot write logs/x/generations.jsonl: No space left on device").
 #pragma once
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
-#include <variant>
+
+#include "orchestration/result.h"
 
 namespace tandem::records {
 
@@ -35,32 +34,8 @@ file_error os_file_error(file_errc code, const std::string& action, const std::s
 /// The OS's text for an errno value ("No space left on device").
 std::string os_reason(int os_error);
 
-/// A value or the reason there is none. value() on an error (or error() on a value) is a
-/// programming error: it prints what was called and aborts.
+/// A value or the reason there is none (orchestration/result.h).
 template <class T>
-class file_result {
- public:
-  file_result(T v) : v_(std::in_place_index<0>, std::move(v)) {}
-  file_result(file_error e) : v_(std::in_place_index<1>, std::move(e)) {}
-
-  explicit operator bool() const { return v_.index() == 0; }
-  T& value() {
-    if (v_.index() != 0) misuse("value", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  const file_error& error() const {
-    if (v_.index() != 1) misuse("error", "it holds a value");
-    return std::get<1>(v_);
-  }
-  T& operator*() { return value(); }
-  T* operator->() { return &value(); }
-
- private:
-  [[noreturn]] static void misuse(const char* call, const std::string& what) {
-    std::fprintf(stderr, "tandem::records::file_result::%s() called wrongly: %s\n", call, what.c_str());
-    std::abort();
-  }
-  std::variant<T, file_error> v_;
-};
+using file_result = result_or<T, file_error>;
 
 }  // namespace tandem::records

@@ -11,15 +11,14 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
+
+#include "orchestration/result.h"
 
 namespace tandem::records {
 
@@ -41,33 +40,9 @@ struct metrics_error {
   std::string message;  ///< the whole sentence, naming the file:line, metric or step
 };
 
-/// A value or the reason there is none; value() on an error (or error() on a value) is a
-/// programming error: it prints what was called and aborts.
+/// A value or the reason there is none (orchestration/result.h).
 template <class T>
-class metrics_result {
- public:
-  metrics_result(T v) : v_(std::in_place_index<0>, std::move(v)) {}
-  metrics_result(metrics_error e) : v_(std::in_place_index<1>, std::move(e)) {}
-
-  explicit operator bool() const { return v_.index() == 0; }
-  T& value() {
-    if (v_.index() != 0) misuse("value", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  const metrics_error& error() const {
-    if (v_.index() != 1) misuse("error", "it holds a value");
-    return std::get<1>(v_);
-  }
-  T& operator*() { return value(); }
-  T* operator->() { return &value(); }
-
- private:
-  [[noreturn]] static void misuse(const char* call, const std::string& what) {
-    std::fprintf(stderr, "tandem::records::metrics_result::%s() called wrongly: %s\n", call, what.c_str());
-    std::abort();
-  }
-  std::variant<T, metrics_error> v_;
-};
+using metrics_result = result_or<T, metrics_error>;
 
 /// One metric's values by step.
 using metric_series = std::map<std::int64_t, double>;

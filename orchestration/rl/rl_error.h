@@ -3,11 +3,10 @@
 // of rounds: ..."). Nothing in orchestration/rl/ asserts or exits on bad input; it returns these.
 #pragma once
 
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
-#include <variant>
+
+#include "orchestration/result.h"
 
 namespace tandem::rl {
 
@@ -28,38 +27,8 @@ struct rl_error {
   std::string message;  ///< the whole sentence, naming what was wrong
 };
 
-/// A value or the reason there is none. value() on an error (or error() on a value) is a
-/// programming error: it prints what was called and aborts.
+/// A value or the reason there is none (orchestration/result.h).
 template <class T>
-class rl_result {
- public:
-  rl_result(T v) : v_(std::in_place_index<0>, std::move(v)) {}
-  rl_result(rl_error e) : v_(std::in_place_index<1>, std::move(e)) {}
-
-  explicit operator bool() const { return v_.index() == 0; }
-  T& value() {
-    if (v_.index() != 0) misuse("value", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  const T& value() const {
-    if (v_.index() != 0) misuse("value", std::get<1>(v_).message);
-    return std::get<0>(v_);
-  }
-  const rl_error& error() const {
-    if (v_.index() != 1) misuse("error", "it holds a value");
-    return std::get<1>(v_);
-  }
-  T& operator*() { return value(); }
-  const T& operator*() const { return value(); }
-  T* operator->() { return &value(); }
-  const T* operator->() const { return &value(); }
-
- private:
-  [[noreturn]] static void misuse(const char* call, const std::string& what) {
-    std::fprintf(stderr, "tandem::rl::rl_result::%s() called wrongly: %s\n", call, what.c_str());
-    std::abort();
-  }
-  std::variant<T, rl_error> v_;
-};
+using rl_result = result_or<T, rl_error>;
 
 }  // namespace tandem::rl
