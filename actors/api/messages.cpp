@@ -50,21 +50,22 @@ std::string to_string(const score_result& x) {
 
 std::string to_string(const logprobs_job& x) {
   const std::size_t n = x.sequences.offsets.empty() ? 0 : x.sequences.offsets.size() - 1;
-  return "logprobs_job(" + std::to_string(n) + " sequences, " + std::to_string(x.sequences.tokens.size()) + " tokens)";
+  return "logprobs_job(step " + std::to_string(x.step) + ", " + v(x.version) + ", " + std::to_string(n) + " sequences, " +
+         std::to_string(x.sequences.tokens.size()) + " tokens" + (x.reference ? ", with reference" : "") + ")";
 }
 
 std::string to_string(const logprobs_result& x) {
-  return "logprobs_result(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.logprobs.size()) + " tokens)";
+  return "logprobs_result(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.tokens) + " tokens)";
 }
 
 std::string to_string(const train_job& x) {
-  return "train_job(" + v(x.version) + ", " + std::to_string(x.micro_batches.size()) + " micro-batches, " +
-         std::to_string(x.counts.tokens) + " global tokens)";
+  return "train_job(step " + std::to_string(x.step) + ", " + v(x.version) + ", " + std::to_string(x.advantages.size()) +
+         " sequences, " + std::to_string(x.optimizer_steps.size()) + " optimizer steps)";
 }
 
 std::string to_string(const train_report& x) {
-  return "train_report(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.micro_batches) +
-         " micro-batches, pg_loss " + fmt(x.metrics.pg_loss) + ")";
+  return "train_report(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.micro_batches) + " micro-batches, " +
+         std::to_string(x.optimizer_steps) + " optimizer steps, loss " + fmt(x.loss) + ")";
 }
 
 std::string to_string(const manifest_reply& x) {
@@ -139,6 +140,17 @@ std::string to_string(const step_report& x) {
   return "step_report(step " + std::to_string(x.step) + ", generated with " + v(x.generated_with) + ", trained to " +
          v(x.trained_to) + ", " + std::to_string(x.trajectories.size()) + " trajectories, reward mean " +
          fmt(x.reward_mean) + ")";
+}
+
+std::string to_string(const validation_sample& x) {
+  return "validation_sample(prompt " + std::to_string(x.prompt_index) + ", " + std::to_string(x.prompt.size()) + "+" +
+         std::to_string(x.tokens.size()) + " tokens, reward " + fmt(x.reward) + ", " + x.worker + ")";
+}
+
+std::string to_string(const validation_report& x) {
+  return "validation_report(after step " + std::to_string(x.step) + ", " + v(x.version) + ", " +
+         std::to_string(x.prompts) + " prompts in " + std::to_string(x.rounds) + " rounds, accuracy " + fmt(x.accuracy) +
+         ", avg length " + fmt(x.avg_length) + ")";
 }
 
 }  // namespace tandem

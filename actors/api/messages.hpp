@@ -22,10 +22,12 @@
 #include "gpu/engine/weight_manifest.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/pg_loss.h"
+#include "orchestration/rl/dynamic_sampling.h"
 
 namespace tandem {
 
-/// A weight version: 0 is the checkpoint both sides start from; every optimizer step adds 1.
+/// A weight version: 0 is the checkpoint both sides start from; every train step (one or more
+/// optimizer steps) adds 1.
 using weight_version = std::uint64_t;
 
 // ---- generation (rollout workers) -------------------------------------------------------------
@@ -41,6 +43,7 @@ struct trajectory {
   std::uint64_t id = 0;                  ///< the request id (the driver uses prompt * group + sample)
   std::uint32_t prompt_index = 0;        ///< the request's rng.prompt
   std::uint32_t sample_index = 0;        ///< the request's rng.sample
+  std::uint32_t round = 0;               ///< the request's rng.round: the step's generation round (dynamic sampling)
   std::vector<std::int32_t> prompt;      ///< prompt tokens
   std::vector<std::int32_t> tokens;      ///< generated tokens (the prompt excluded)
   std::vector<float> logprobs;           ///< generator logprob per generated token
@@ -80,23 +83,46 @@ struct score_result {
 
 // ---- training (policy workers) ----------------------------------------------------------------
 
-/// Sequences to score with the policy's current weights.
+/// A policy rank's share of a step's trajectories for the logprob pass. The rank keeps the
+/// sequences, lp_gen and the logprobs it computes (lp_prev, and lp_ref with `reference`) for the
+/// step's train job, so per-token data travels to a rank once and never back (DESIGN.md section 9).
 struct logprobs_job {
-  gpu::packed_sequences sequences;
+  std::uint32_t step = 0;            ///< the RL step; the train job names it again
+  weight_version version = 0;        ///< must be the rank's current version (else stale_version)
+  gpu::packed_sequences sequences;   ///< prompt + generated tokens of each trajectory
+  std::vector<std::int32_t> prompt_tokens;  ///< per sequence: its prompt's length, >= 1
+  std::vector<float> lp_gen;         ///< per generated token, sequence after sequence: the generator's logprob
+  std::vector<weight_version> generated_with;  ///< per sequence: the version that generated it
   gpu::ops::sampling_params sampling;  ///< the sampler's temperature and masks
+  bool reference = false;            ///< also the frozen reference policy's logprobs (the KL term)
 };
 
 struct logprobs_result {
   std::string worker;
-  weight_version version = 0;    ///< the weights that computed them
-  std::vector<float> logprobs;   ///< per token of the job's sequences; token 0 of each sequence 0
+  weight_version version = 0;  ///< the weights that computed lp_prev
+  /// Per sequence: generated tokens whose lp_prev is -inf (the trainer's top-k / top-p masks
+  /// exclude a token the generator sampled). They leave the loss; the driver counts them.
+  std::vector<std::int32_t> excluded_tokens;
+  std::int64_t tokens = 0;     ///< tokens scored (prompt and generated)
 };
 
-/// One optimizer step: every micro-batch's forward/backward, then the optimizer step.
+/// One optimizer step's part of a train job: the next `sequences` of the rank's logprobs job,
+/// and the masked-token counts of the whole global batch (every rank) that normalise its loss.
+struct optimizer_share {
+  std::size_t sequences = 0;
+  gpu::global_counts counts;
+};
+
+/// One RL train step on the sequences of the rank's last logprobs job: for each optimizer step in
+/// order, its micro-batches (cut by token budget) and the optimizer step. Only per-sequence values
+/// travel; the rank builds the per-token inputs from what it kept (step_batch.hpp).
 struct train_job {
-  weight_version version = 0;                           ///< the weights lp_prev came from; refused (stale_version) unless current
-  std::vector<gpu::train_micro_batch_data> micro_batches;  ///< this rank's share (may be empty)
-  gpu::global_counts counts;                            ///< over every rank's micro-batches
+  std::uint32_t step = 0;               ///< the logprobs job's step; refused (wrong_state) otherwise
+  weight_version version = 0;           ///< the weights lp_prev came from; refused (stale_version) unless current
+  std::vector<double> advantages;       ///< per sequence of the logprobs job
+  std::vector<double> loss_multipliers; ///< per sequence: 0 leaves it out of the loss (1 otherwise)
+  std::vector<optimizer_share> optimizer_steps;  ///< >= 1; their sequences add up to the job's
+  std::int64_t micro_batch_tokens = 1024;  ///< token budget of a micro-batch, > 0
   gpu::ops::pg_loss_settings loss;
   gpu::ops::sampling_params sampling;
 };
@@ -105,8 +131,11 @@ struct train_report {
   std::string worker;
   weight_version version = 0;   ///< after the step (the job's version + 1)
   std::size_t micro_batches = 0;
-  gpu::ops::pg_loss_metrics metrics;  ///< merged over this rank's micro-batches
-  gpu::optimizer_result optimizer;
+  std::size_t optimizer_steps = 0;
+  gpu::ops::pg_loss_metrics metrics;  ///< merged over this rank's micro-batches of every optimizer step
+  double loss = 0;                    ///< sum over the optimizer steps of this rank's share of each step's loss
+  gpu::optimizer_result optimizer;    ///< the last optimizer step's
+  double grad_norm_sum = 0;           ///< over the optimizer steps (their mean is the step's grad_norm)
   std::uint64_t weights_digest = 0;   ///< a hash of the weights after the step; 0: the engine offers none
 };
 
@@ -221,6 +250,14 @@ struct step_phase_seconds {
   double logprobs = 0;    ///< computing_logprobs: lp_prev from every policy rank
   double training = 0;    ///< every policy rank stepped
   double refit = 0;       ///< the new version live on every rollout worker
+  double waiting = 0;     ///< after training, for the next step's batch generated ahead (one-step off-policy)
+};
+
+/// One event of the driver's trace, numbered in the order the driver saw them, across steps.
+struct driver_event {
+  std::uint64_t sequence = 0;
+  std::uint32_t step = 0;  ///< the step it belongs to (generation ahead belongs to the next step)
+  std::string what;        ///< "generation started", "generation finished", "training started", ...
 };
 
 struct step_report {
@@ -231,9 +268,16 @@ struct step_report {
   std::vector<double> raw_rewards;        ///< per trajectory: the environment's
   std::vector<double> rewards;            ///< per trajectory: scaled and shaped (what the advantages use)
   std::vector<double> advantages;         ///< per trajectory, after normalisation and clipping
-  double reward_mean = 0;                 ///< of `rewards`
+  double reward_mean = 0;                 ///< of `rewards`: the samples trained on (filtered_reward)
+  double generated_reward_mean = 0;       ///< of every sample generated (train/reward; = reward_mean without dynamic sampling)
+  rl::dynamic_sampling_metrics dynamic_sampling;  ///< rounds generated, valid samples discarded (0 without dynamic sampling)
   std::int64_t filtered_samples = 0;      ///< trajectories the loss leaves out (overlong filtering)
-  gpu::optimizer_result optimizer;        ///< policy rank 0's update: gradient norm, learning rate
+  gpu::optimizer_result optimizer;        ///< policy rank 0's last update: gradient norm, learning rate
+  double grad_norm_mean = 0;              ///< over the step's optimizer steps (the gradient norm before clipping)
+  double loss = 0;                        ///< the mean over the step's optimizer steps of each one's global loss
+  std::size_t optimizer_steps = 0;        ///< optimizer steps the step took (train_global_batch_size)
+  std::vector<driver_event> events;       ///< the trace of this step's run (and of generation ahead for the next)
+  std::int64_t excluded_tokens = 0;       ///< generated tokens left out of the loss: the trainer's masks exclude them (lp_prev -inf)
   step_phase_seconds phase_seconds;
   std::size_t unfinished_episodes = 0;    ///< trajectories whose environment asked for another turn (single-turn for now)
   std::int64_t train_tokens = 0;          ///< masked tokens trained on
@@ -241,6 +285,30 @@ struct step_report {
   gpu::ops::pg_loss_metrics metrics;           ///< merged over every rank
   std::vector<std::uint64_t> weights_digests;  ///< per policy rank after the step (0: none offered)
   refit_report refit;
+};
+
+// ---- validation (actors/driver/validation.hpp) ------------------------------------------------
+
+/// One validation prompt's greedy response and its raw reward.
+struct validation_sample {
+  std::uint32_t prompt_index = 0;        ///< in the validation set
+  std::vector<std::int32_t> prompt;      ///< prompt tokens
+  std::vector<std::int32_t> tokens;      ///< generated tokens (the prompt excluded)
+  gpu::finish_reason reason = gpu::finish_reason::length;
+  double reward = 0;                     ///< the environment's, unscaled and unshaped
+  std::string worker;                    ///< the rollout worker that generated it
+};
+
+/// What one validation pass found: NeMo-RL's validation/accuracy and validation/avg_length.
+struct validation_report {
+  std::uint32_t step = 0;            ///< the steps done before the pass (0: before the first)
+  weight_version version = 0;        ///< the version every response was generated with
+  std::size_t prompts = 0;           ///< validation prompts, each generated once
+  std::size_t rounds = 0;            ///< generation rounds of at most batch_size prompts
+  double accuracy = 0;               ///< mean raw reward
+  double avg_length = 0;             ///< mean generated tokens per response
+  double seconds = 0;                ///< the whole pass
+  std::vector<validation_sample> samples;  ///< in prompt order
 };
 
 std::string to_string(const generate_job& x);
@@ -265,6 +333,8 @@ std::string to_string(refit_mode x);
 std::string to_string(const handshake_report& x);
 std::string to_string(const refit_report& x);
 std::string to_string(const step_report& x);
+std::string to_string(const validation_sample& x);
+std::string to_string(const validation_report& x);
 
 }  // namespace tandem
 
@@ -287,3 +357,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::step_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::validation_sample)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::validation_report)

@@ -36,6 +36,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(tandem, caf::first_custom_type_id)
   // engine executors (actors/api/engine_call.hpp)
   CAF_ADD_ATOM(tandem, tandem, engine_run_atom, "engine_run")
   CAF_ADD_ATOM(tandem, tandem, engine_done_atom, "engine_ok")
+  // validation (actors/driver/validation.hpp)
+  CAF_ADD_ATOM(tandem, tandem, validate_atom, "validate")
 
   CAF_ADD_TYPE_ID(tandem, (tandem::generate_job))
   CAF_ADD_TYPE_ID(tandem, (tandem::trajectory))
@@ -56,6 +58,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(tandem, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(tandem, (tandem::step_report))
   CAF_ADD_TYPE_ID(tandem, (tandem::stream_job))
   CAF_ADD_TYPE_ID(tandem, (tandem::stream_report))
+  CAF_ADD_TYPE_ID(tandem, (tandem::validation_sample))
+  CAF_ADD_TYPE_ID(tandem, (tandem::validation_report))
 
 CAF_END_TYPE_ID_BLOCK(tandem)
 

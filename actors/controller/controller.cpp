@@ -159,6 +159,8 @@ controller_result run_to_end(const controller_options& o) {
   s.socket = socket;
   s.listener = caf::actor{self};
   s.report = o.report;
+  s.step_lines = o.step_lines;
+  s.progress = o.progress;
   const caf::actor ctl = spawn_controller(sys, std::move(s));
   self->monitor(ctl);
   interrupts.deliver_to(ctl);

@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/controller/step_line.hpp"
 #include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/control/codec.hpp"
@@ -68,6 +69,11 @@ struct controller_options {
   /// "... joined", "all 4 members joined", "... left after 9 heartbeats"); called on several
   /// threads, one call per line. Empty: none.
   std::function<void(const std::string&)> report;
+  /// RL runs: each step's line in both forms (step_line.hpp; empty: its full form goes to report),
+  /// and generation's advance within a step (trajectories done, of the step's total), called in
+  /// the driver's context. Either may be empty.
+  std::function<void(const step_line&)> step_lines;
+  std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
 /// How a run ended.

@@ -212,6 +212,8 @@ void start_loop(controller_ptr self) {
   ls.socket = st.s.socket;
   ls.listener = caf::actor{self};
   ls.report = st.s.report;
+  ls.step_lines = st.s.step_lines;
+  ls.progress = st.s.progress;
   ls.records = st.s.records;
   st.loop = spawn_rl_loop(self->system(), std::move(ls));
   self->link_to(st.loop);

@@ -44,6 +44,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/records/run_files.h"
 #include "orchestration/topology/placement.h"
@@ -81,6 +82,9 @@ struct controller_settings {
   caf::actor listener;
   /// Progress lines (joins, the end); called on actor threads. May be empty.
   std::function<void(const std::string&)> report;
+  /// The RL loop's step lines and generation progress (rl_loop_settings); may be empty.
+  std::function<void(const step_line&)> step_lines;
+  std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
 /// Spawns the controller actor, which binds the socket and reports to settings.listener.

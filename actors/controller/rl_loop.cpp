@@ -1,6 +1,7 @@
 // The controller's RL loop (state machine in rl_loop.hpp).
 #include "actors/controller/rl_loop.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -9,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/controller/step_line.hpp"
 #include "actors/controller/step_metrics.hpp"
 #include "actors/driver/driver.hpp"
+#include "actors/driver/validation.hpp"
 #include "actors/environment/environment.hpp"
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 #include "actors/runtime/engine_factory.hpp"
@@ -29,6 +32,7 @@ struct rl_loop_state {
   refit_coordinator_actor coordinator;
   environment_actor environment;
   driver_actor driver;
+  validation_actor validation;  // null when the recipe does not validate
   std::int64_t steps = 0;
   std::int64_t done = 0;
   bool stop_requested = false;  // rl_stop: no step starts after the one in flight
@@ -43,6 +47,12 @@ void say(loop_ptr self, const std::string& line) {
   if (self->state.s.report) self->state.s.report(line);
 }
 
+/// A step's line: to step_lines in both forms, else its full form to report.
+void say(loop_ptr self, const step_line& line) {
+  if (self->state.s.step_lines) self->state.s.step_lines(line);
+  else say(self, line.full);
+}
+
 void finish(loop_ptr self, bool ok, const std::string& message) {
   auto& st = self->state;
   if (st.finished) return;
@@ -54,7 +64,7 @@ json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) 
   const trajectory& t = r.trajectories[i];
   return json{{"step", r.step + 1},
               {"id", t.id},
-              {"rng", {{"seed", seed}, {"step", r.step}, {"round", 0}, {"prompt", t.prompt_index}, {"sample", t.sample_index}}},
+              {"rng", {{"seed", seed}, {"step", r.step}, {"round", t.round}, {"prompt", t.prompt_index}, {"sample", t.sample_index}}},
               {"prompt_index", t.prompt_index},
               {"sample_index", t.sample_index},
               {"prompt", t.prompt},
@@ -71,29 +81,122 @@ socket_thread::traffic_counts minus(const socket_thread::traffic_counts& a, cons
   return {a.sent_bytes - b.sent_bytes, a.received_bytes - b.received_bytes, a.heartbeat_bytes - b.heartbeat_bytes};
 }
 
-std::string digests_text(const step_report& r) {
-  if (r.weights_digests.empty() || r.weights_digests.front() == 0) return "";
-  bool same = true;
-  for (const auto d : r.weights_digests) same = same && d == r.weights_digests.front();
-  return ", weights " + digest_hex(r.weights_digests.front()) + (same ? " on every policy rank" : " (ranks differ)");
-}
-
-/// The step's trajectories, then its metrics record; the first record that cannot be written (or
-/// an earlier failure of controller.log) ends the run.
+/// The step's trajectories, then its metrics record (with the metrics of `validation`, the pass
+/// run after the step, if any); the first record that cannot be written (or an earlier failure of
+/// controller.log) ends the run.
 std::optional<records::file_error> write_records(rl_loop_state& st, const step_report& r,
-                                                 const socket_thread::traffic_counts& traffic, double seconds) {
+                                                 const socket_thread::traffic_counts& traffic, double seconds,
+                                                 const validation_report* validation = nullptr) {
   const auto& files = st.s.records;
   if (files.generations)
     for (std::size_t i = 0; i < r.trajectories.size(); ++i)
       if (auto e = files.generations->append(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)).dump()))
         return e;
-  const json record = step_record(r, traffic, seconds, st.metric_settings);
+  json record = step_record(r, traffic, seconds, st.metric_settings);
+  if (validation) add_validation_metrics(record, *validation);
   if (files.metrics)
     if (auto e = files.metrics->append(record.dump())) return e;
   if (files.tensorboard)
     if (auto e = files.tensorboard->add_scalars(static_cast<std::int64_t>(r.step) + 1, scalars_of(record))) return e;
   return files.failure();
 }
+
+// ---- validation (grpo.val_period, val_at_start, val_at_end) -------------------------------------
+//
+// A pass runs between steps, while the driver is idle and the rollout workers hold the newest
+// version: before step 1 with val_at_start (its record is step 0's, validation metrics only),
+// after step n when n % val_period == 0, and after the last step with val_at_end (once, when the
+// last step is also a multiple of val_period). A step's records wait for the pass after it, whose
+// metrics join the step's record; a failed pass writes the step's records without them and ends
+// the run. After rl_stop no pass starts.
+
+void next_step(loop_ptr self);
+
+bool validates_after(const rl_loop_state& st, std::int64_t done) {
+  const auto& g = st.s.recipe.grpo;
+  if (!st.validation || st.stop_requested) return false;
+  return (g.val_period > 0 && done % g.val_period == 0) || (g.val_at_end && done == st.steps);
+}
+
+/// "validation after step 5: accuracy 0.562 over 32 prompts in 1 round, avg length 7.5, 0.41 s"
+/// ("validation before step 1: ..." for grpo.val_at_start's pass).
+std::string validation_line(const validation_report& v) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%s %u: accuracy %.3f over %zu prompts in %zu round%s, avg length %.1f, %.2f s",
+                v.step == 0 ? "validation before step" : "validation after step", v.step == 0 ? 1u : v.step,
+                v.accuracy, v.prompts, v.rounds, v.rounds == 1 ? "" : "s", v.avg_length, v.seconds);
+  return text;
+}
+
+std::string tokens_text(const std::vector<std::int32_t>& tokens) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (i > 0) out += ' ';
+    out += std::to_string(tokens[i]);
+  }
+  return out + "]";
+}
+
+/// The first logger.num_val_samples_to_print samples of the pass, one line each.
+void print_samples(loop_ptr self, const validation_report& v) {
+  const auto wanted = static_cast<std::size_t>(self->state.s.recipe.logger.num_val_samples_to_print);
+  for (std::size_t i = 0; i < std::min(wanted, v.samples.size()); ++i) {
+    const validation_sample& x = v.samples[i];
+    char reward[32];
+    std::snprintf(reward, sizeof reward, "%g", x.reward);
+    say(self, "validation sample " + std::to_string(x.prompt_index) + ": prompt " + tokens_text(x.prompt) + " -> " +
+                  tokens_text(x.tokens) + (x.reason == gpu::finish_reason::stop_token ? " (stop)" : " (length)") +
+                  ", reward " + reward + ", " + x.worker);
+  }
+}
+
+/// A pass after `step` steps with `version` live; `record` writes what the pass belongs to (with
+/// the pass, or nullptr once it failed), then the next step starts.
+void validate(loop_ptr self, weight_version version, std::uint32_t step,
+              std::function<std::optional<records::file_error>(const validation_report*)> record) {
+  self->request(self->state.validation, caf::infinite, validate_atom_v, version, step)
+      .then(
+          [self, record](validation_report& v) {
+            say(self, validation_line(v));
+            print_samples(self, v);
+            if (auto failed = record(&v)) return finish(self, false, failed->message);
+            next_step(self);
+          },
+          [self, record](caf::error& e) {
+            if (auto failed = record(nullptr)) return finish(self, false, failed->message);
+            finish(self, false, error_text(e));
+          });
+}
+
+/// The step's records, after the pass due after it if one is; then the next step.
+void record_step(loop_ptr self, step_report r, const socket_thread::traffic_counts& traffic, double seconds) {
+  auto& st = self->state;
+  if (!validates_after(st, st.done)) {
+    if (auto failed = write_records(st, r, traffic, seconds)) return finish(self, false, failed->message);
+    return next_step(self);
+  }
+  const weight_version live = r.trained_to;
+  auto kept = std::make_shared<step_report>(std::move(r));
+  validate(self, live, static_cast<std::uint32_t>(st.done), [self, kept, traffic, seconds](const validation_report* v) {
+    return write_records(self->state, *kept, traffic, seconds, v);
+  });
+}
+
+/// Before step 1 (grpo.val_at_start): the pass's own record, step 0.
+void validate_first(loop_ptr self, weight_version live) {
+  validate(self, live, 0, [self](const validation_report* v) -> std::optional<records::file_error> {
+    const auto& files = self->state.s.records;
+    if (!v) return files.failure();
+    const json record = validation_record(*v);
+    if (files.metrics)
+      if (auto e = files.metrics->append(record.dump())) return e;
+    if (files.tensorboard)
+      if (auto e = files.tensorboard->add_scalars(0, scalars_of(record))) return e;
+    return files.failure();
+  });
+}
+
+// ---- stepping -----------------------------------------------------------------------------------
 
 void next_step(loop_ptr self) {
   auto& st = self->state;
@@ -114,18 +217,8 @@ void next_step(loop_ptr self) {
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const auto traffic = st.s.socket ? minus(st.s.socket->traffic(), before) : socket_thread::traffic_counts{};
             ++st.done;
-            char line[512];
-            std::snprintf(line, sizeof line,
-                          "step %lld/%lld: reward %.3f, loss %.4f, %lld tokens, v%llu -> v%llu live (%s refit, %zu "
-                          "buckets, %lld bytes), control %llu bytes, %.2f s",
-                          static_cast<long long>(st.done), static_cast<long long>(st.steps), r.reward_mean,
-                          r.metrics.pg_loss + st.metric_settings.kl_beta * r.metrics.kl_penalty, static_cast<long long>(r.train_tokens),
-                          static_cast<unsigned long long>(r.generated_with), static_cast<unsigned long long>(r.trained_to),
-                          to_string(r.refit.mode).c_str(), r.refit.buckets, static_cast<long long>(r.refit.bytes),
-                          static_cast<unsigned long long>(traffic.sent_bytes + traffic.received_bytes), seconds);
-            say(self, line + digests_text(r));
-            if (auto failed = write_records(st, r, traffic, seconds)) return finish(self, false, failed->message);
-            next_step(self);
+            say(self, format_step_line(r, {st.done, st.steps, st.metric_settings.kl_beta, traffic, seconds}));
+            record_step(self, std::move(r), traffic, seconds);
           },
           [self](caf::error& e) { finish(self, false, "step " + std::to_string(self->state.done + 1) + ": " + error_text(e)); });
 }
@@ -146,6 +239,17 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
                         : !reward ? reward.error().message()
                                   : "the recipe's GRPO settings: " + rl_settings.error().message);
     return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
+  }
+
+  // The validation set, when the recipe validates (the parity task's held-out prompts).
+  std::vector<std::vector<std::int32_t>> held_out;
+  if (recipe.grpo.val_period > 0 || recipe.grpo.val_at_start || recipe.grpo.val_at_end) {
+    auto v = validation_prompts(recipe);
+    if (!v) {
+      finish(self, false, v.error().message());
+      return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
+    }
+    held_out = std::move(v.value());
   }
 
   refit_coordinator_config rc;
@@ -184,12 +288,37 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   st.metric_settings.kl_beta = dc.loss.kl_beta;
   st.metric_settings.importance = dc.loss.importance;
   dc.micro_batch_tokens = micro_batch_token_budget(recipe);
+  dc.train_global_batch_size = rl_settings->train_global_batch_size;
+  dc.max_trajectory_age_steps = static_cast<std::uint32_t>(recipe.grpo.max_trajectory_age_steps);
+  if (st.steps > 0) dc.last_step = static_cast<std::uint32_t>(st.steps - 1);  // no batch generated ahead past the run
+  dc.dynamic_sampling = rl_settings->use_dynamic_sampling;
+  dc.prompts_per_round = static_cast<std::size_t>(rl_settings->prompts_per_round);
+  dc.dynamic_sampling_settings = rl_settings->dynamic_sampling;
   dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
   dc.timeout = timeout;
+  dc.on_generation_progress = st.s.progress;
   st.driver = spawn_driver(self->system(), std::move(dc));
   for (auto& a : {caf::actor_cast<caf::actor>(st.coordinator), caf::actor_cast<caf::actor>(st.environment),
                   caf::actor_cast<caf::actor>(st.driver)})
     self->link_to(a);
+  if (!held_out.empty()) {
+    validation_config vc;
+    vc.rollout = st.s.rollout;
+    vc.environment = st.environment;
+    vc.prompts = std::move(held_out);
+    // A round gives each rollout worker at most a training step's samples, the most the
+    // controller's frame limit is sized for (orchestration/control/frame_limits.hpp); the responses
+    // do not depend on the round size (validation.hpp).
+    const auto step_samples = static_cast<std::size_t>(recipe.grpo.num_prompts_per_step * recipe.grpo.num_generations_per_prompt);
+    vc.batch_size = std::min(static_cast<std::size_t>(recipe.grpo.val_batch_size), st.s.rollout.size() * step_samples);
+    vc.max_new_tokens = static_cast<std::int32_t>(recipe.policy.generation.max_new_tokens);
+    if (recipe.policy.generation.stop_token_ids)
+      for (const auto t : *recipe.policy.generation.stop_token_ids) vc.stop_tokens.push_back(static_cast<std::int32_t>(t));
+    vc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+    vc.timeout = timeout;
+    st.validation = spawn_validation(self->system(), std::move(vc));
+    self->link_to(st.validation);
+  }
 
   st.started = std::chrono::steady_clock::now();
   self->request(st.coordinator, caf::infinite, handshake_atom_v)
@@ -199,12 +328,14 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
                           std::to_string(h.bucket_bytes) + " bytes (" + std::to_string(h.total_bytes) + " in all), " +
                           to_string(h.mode) + ", v" + std::to_string(h.version) + " live on " +
                           std::to_string(h.rollout_workers.size()) + " rollout workers");
+            if (self->state.validation && self->state.s.recipe.grpo.val_at_start) return validate_first(self, h.version);
             next_step(self);
           },
           [self](caf::error& e) { finish(self, false, "refit handshake: " + error_text(e)); });
   return {
       [self](member_lost_atom, const std::string& name, const std::string& reason) {
         self->send(self->state.driver, member_lost_atom_v, name, reason);
+        if (self->state.validation) self->send(self->state.validation, member_lost_atom_v, name, reason);
       },
       [self](rl_stop_atom) { self->state.stop_requested = true; },
   };

@@ -2,10 +2,16 @@
 // refit handshake, then one driver step after another, a progress line and metrics records per
 // step, and the outcome to the controller actor.
 //
-//   start --the engine factory's training_prompts and reward_for (engine_factory.hpp)--> handshaking
-//         --either refused--> (rl_done, false, why naming the recipe key)
+//   start --the engine factory's training_prompts, reward_for and, when validating,
+//         validation_prompts (engine_factory.hpp)--> handshaking
+//         --any refused--> (rl_done, false, why naming the recipe key)
 //   handshaking --every rollout worker accepted policy rank 0's manifest--> stepping(1)
+//               (grpo.val_at_start: --> validating(0) --> stepping(1))
 //   stepping(n) --step report--> step line, generations.jsonl, metrics.jsonl --> stepping(n + 1)
+//               (a validation pass due after step n: --step report--> step line --> validating(n)
+//               --report--> validation line, the step's records with its validation metrics
+//               --> stepping(n + 1); due when n % grpo.val_period == 0, or n is the last step and
+//               grpo.val_at_end; validating(0)'s record is step 0's, validation metrics only)
 //               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG;
 //               a step's metrics record follows all its trajectories)
 //               --the last step--> (rl_done, true, summary)
@@ -13,8 +19,8 @@
 //               "cannot write DIR/generations.jsonl: No space left on device"); the file keeps
 //               only whole records (orchestration/records/record_file.h)
 //   rl_stop --the step in flight ends--> (rl_done, true, "N of M steps done; stopped on request")
-//   any failure (handshake, a step: a member's error, a deadline, a lost member)
-//               --> (rl_done, false, why naming the member)
+//   any failure (handshake, a step, a validation pass: a member's error, a deadline, a lost
+//               member) --> (rl_done, false, why naming the member)
 //
 // Refits: colocated runs bump the version over the shared weights; dedicated runs stream every
 // bucket from the policy root to the rollout workers over the refit group (refit_stream.hpp), so
@@ -23,6 +29,7 @@
 // (heartbeats apart) and the weights digest of every policy rank.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,6 +43,7 @@
 #include "actors/api/policy_actor.hpp"
 #include "actors/api/rollout_actor.hpp"
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/records/run_files.h"
 
@@ -55,6 +63,11 @@ struct rl_loop_settings {
   std::shared_ptr<socket_thread> socket;  ///< the controller's; its traffic counts per step
   caf::actor listener;                 ///< receives rl_done
   std::function<void(const std::string&)> report;  ///< progress lines; may be empty
+  /// Each step's line in both forms (step_line.hpp); empty: its full form goes to report.
+  std::function<void(const step_line&)> step_lines;
+  /// Generation's advance within a step: trajectories done of the step's total, at 0 and as each
+  /// rollout worker answers (driver_config::on_generation_progress; the driver's context); may be empty.
+  std::function<void(std::size_t done, std::size_t total)> progress;
   /// The run's files in its directory (created by `tandem run`); a null file is not written.
   records::run_files records;
 };

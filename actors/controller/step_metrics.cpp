@@ -48,11 +48,13 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
     longest = std::max(longest, t.tokens.size());
   }
   const double trajectories = static_cast<double>(std::max<std::size_t>(r.trajectories.size(), 1));
+  json events = json::array();
+  for (const auto& e : r.events) events.push_back({{"sequence", e.sequence}, {"step", e.step + 1}, {"event", e.what}});
   json digests = json::array();
   for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
   const auto& p = r.phase_seconds;
   return json{{"step", r.step + 1},
-              {"train/loss", m.pg_loss + s.kl_beta * m.kl_penalty},
+              {"train/loss", r.loss},
               {"train/kl_penalty", m.kl_penalty},
               {"train/token_mult_prob_error", ratio(m.mult_prob_error_sum, tokens)},
               {"train/gen_kl_error", ratio(m.gen_kl_error_sum, tokens)},
@@ -68,21 +70,26 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"train/clipped_low_fraction", ratio(static_cast<double>(m.clipped_low), tokens)},
               {"train/clipped_high_fraction", ratio(static_cast<double>(m.clipped_high), tokens)},
               {"train/clipped_dual_fraction", ratio(static_cast<double>(m.clipped_dual), tokens)},
-              {"train/grad_norm", r.optimizer.grad_norm},
+              {"train/grad_norm", r.grad_norm_mean},
               {"train/lr", r.optimizer.lr},
-              {"train/reward", total / samples},
+              {"train/reward", r.generated_reward_mean},
               {"train/filtered_reward", total / samples},
+              {"train/dynamic_sampling_num_gen_batches", r.dynamic_sampling.num_gen_batches},
+              {"train/dynamic_sampling_num_discarded_valid_samples", r.dynamic_sampling.num_discarded_valid_samples},
               {"train/raw_reward", raw / samples},
               {"train/mean_gen_tokens_per_sample", static_cast<double>(generated) / trajectories},
               {"train/max_gen_tokens_per_sample", longest},
               {"train/num_tokens", r.train_tokens},
               {"train/overlong_filtered_samples", r.filtered_samples},
+              {"train/excluded_sampled_tokens", r.excluded_tokens},
+              {"train/optimizer_steps", r.optimizer_steps},
               {"timing/train/generation", p.generation},
               {"timing/train/generation_tokens_per_sec", ratio(static_cast<double>(generated), p.generation)},
               {"timing/train/reward_calculation", p.scoring},
               {"timing/train/policy_and_reference_logprobs", p.logprobs},
               {"timing/train/policy_training", p.training},
               {"timing/train/prepare_for_generation/transfer_and_update_weights", p.refit},
+              {"timing/train/waiting_for_generation", p.waiting},
               {"timing/train/total_step_time", seconds},
               {"generated_with", r.generated_with},
               {"trained_to", r.trained_to},
@@ -95,7 +102,21 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
                          {"dropped_acks", r.refit.dropped_acks}}},
               {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
                                  {"heartbeats", traffic.heartbeat_bytes}}},
-              {"weights_digests", digests}};
+              {"weights_digests", digests},
+              {"events", events}};
+}
+
+void add_validation_metrics(json& record, const validation_report& v) {
+  record["validation/accuracy"] = v.accuracy;
+  record["validation/avg_length"] = v.avg_length;
+  record["timing/validation/total"] = v.seconds;
+}
+
+json validation_record(const validation_report& v) {
+  json record = json::object();
+  record["step"] = v.step;
+  add_validation_metrics(record, v);
+  return record;
 }
 
 std::vector<records::tagged_scalar> scalars_of(const json& record) {

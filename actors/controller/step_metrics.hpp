@@ -20,6 +20,12 @@
 //   timing/train/{generation, reward_calculation, policy_and_reference_logprobs, policy_training,
 //                 prepare_for_generation/transfer_and_update_weights (the refit), total_step_time}
 //                               seconds; timing/train/generation_tokens_per_sec
+//   validation/accuracy         mean raw reward of the greedy responses to the validation prompts
+//   validation/avg_length       their mean generated tokens
+//   timing/validation/total     seconds of the validation pass
+//                               (the validation metrics only in the record of a step after which
+//                               validation ran; grpo.val_at_start's pass has a record of its own,
+//                               step 0, holding only them, as NeMo-RL logs it at step 0)
 // and tandem's own fields: generated_with, trained_to, trajectories, micro_batches, refit{...},
 // control_bytes{...} (the controller's traffic during the step), weights_digests.
 #pragma once
@@ -49,6 +55,12 @@ std::string digest_hex(std::uint64_t digest);
 /// The step's record (numbered from 1) for metrics.jsonl.
 nlohmann::json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
                            const step_metric_settings& s);
+
+/// Adds the validation metrics of `v` to `record`, the record of the step the pass ran after.
+void add_validation_metrics(nlohmann::json& record, const validation_report& v);
+
+/// The record of a pass before the first step: step 0 and the validation metrics only.
+nlohmann::json validation_record(const validation_report& v);
 
 /// Every number of `record` but "step" as a TensorBoard scalar, nested objects joined by '/'
 /// ("refit/bytes"); booleans, strings and arrays are left out.

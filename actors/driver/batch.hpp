@@ -1,41 +1,50 @@
-// Turning a step's trajectories into the policy's inputs: packed sequences for logprobs and
-// training micro-batches (the advantages come from step_rewards.hpp) (DESIGN.md sections 4 and 9).
+// Turning a step's trajectories into the policy ranks' work (DESIGN.md sections 4 and 9): which
+// trajectories each rank scores and trains on, the logprobs job that carries them to it once, and
+// the masked-token counts that normalise each optimizer step's loss. The per-token loss inputs
+// are built on the rank (actors/policy_worker/step_batch.hpp); only per-sequence values (an
+// advantage and a loss multiplier each) follow in the train job.
 //
-// Sequence s is prompt + generated tokens. Per token t of it: mask 1 on generated tokens (0 for a
-// trajectory the loss leaves out), 0 on prompt tokens (token 0 is always a prompt token); advantage = the trajectory's advantage on
-// every token; lp_gen = the generator's logprob on generated tokens, 0 elsewhere; lp_prev = the
-// policy's logprob from logprobs().
+// With policy.train_global_batch_size G below the step's N trajectories, the step takes N / G
+// optimizer steps over consecutive global batches, each sharded over the R ranks
+// (orchestration/rl/optimizer_steps.h). A rank's trajectories are its shards of every global
+// batch, in order; its train job lists, per optimizer step, how many of them that step takes and
+// the counts over the whole global batch.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "actors/api/messages.hpp"
 #include "gpu/engine/train_engine.h"
+#include "orchestration/rl/optimizer_steps.h"
 
 namespace tandem {
 
-/// Trajectories [begin, end) packed as prompt + generated tokens each.
-gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories, std::size_t begin, std::size_t end);
+/// Trajectories `indices`, in that order, packed as prompt + generated tokens each.
+gpu::packed_sequences pack_sequences(const std::vector<trajectory>& trajectories, const std::vector<std::size_t>& indices);
 
-/// Masked tokens and sequences with at least one masked token, over every trajectory.
-/// `loss_multipliers` (one per trajectory, or empty: all 1): a trajectory with 0 has no masked token.
-gpu::global_counts count_masked(const std::vector<trajectory>& trajectories, const std::vector<double>& loss_multipliers = {});
+/// The trajectories of `rank` over every global batch of `plan`, in order.
+std::vector<std::size_t> rank_trajectories(const std::vector<rl::global_batch>& plan, std::size_t rank);
 
-/// Micro-batches over trajectories [begin, end), cut by a token budget: trajectories go, in order,
-/// into the current micro-batch while its tokens (prompt plus generated) stay within
-/// `token_budget`; a trajectory longer than the budget gets a micro-batch of its own. So a
-/// micro-batch's activations are bounded by tokens, and short sequences share one pass.
-/// `lp_prev` holds the policy's logprobs of every trajectory packed in order
-/// (pack_sequences(trajectories, 0, size)); `advantages` has one value per trajectory, and so has
-/// `loss_multipliers` (or is empty: all 1): a generated token's mask is its trajectory's multiplier.
-std::vector<gpu::train_micro_batch_data> make_micro_batches(const std::vector<trajectory>& trajectories,
-                                                            const std::vector<double>& advantages,
-                                                            const std::vector<float>& lp_prev, std::size_t begin,
-                                                            std::size_t end, std::int64_t token_budget,
-                                                            const std::vector<double>& loss_multipliers = {});
+/// The logprobs job of trajectories `indices` for step `step` at version `version`.
+logprobs_job make_logprobs_job(std::uint32_t step, weight_version version, const std::vector<trajectory>& trajectories,
+                               const std::vector<std::size_t>& indices, const gpu::ops::sampling_params& sampling,
+                               bool reference);
 
-/// The sequences of `n` split over `parts` ranks: part r is [n * r / parts, n * (r + 1) / parts).
-std::size_t shard_begin(std::size_t n, std::size_t parts, std::size_t r);
+/// Masked tokens and sequences with at least one masked token over trajectories [begin, end):
+/// a trajectory's generated tokens, less its `excluded` ones (one count per trajectory, or
+/// empty: none), count unless its loss multiplier is 0 (`loss_multipliers` one per trajectory,
+/// or empty: all 1).
+gpu::global_counts count_masked(const std::vector<trajectory>& trajectories, std::size_t begin, std::size_t end,
+                                const std::vector<double>& loss_multipliers = {},
+                                const std::vector<std::int32_t>& excluded = {});
+
+/// The train job of `rank` (everything but the loss and sampling settings): its trajectories'
+/// advantages and multipliers in rank_trajectories order, and one share per optimizer step.
+train_job make_train_job(std::uint32_t step, weight_version version, const std::vector<rl::global_batch>& plan,
+                         std::size_t rank, const std::vector<trajectory>& trajectories,
+                         const std::vector<double>& advantages, const std::vector<double>& loss_multipliers,
+                         const std::vector<std::int32_t>& excluded, std::int64_t micro_batch_tokens);
 
 }  // namespace tandem

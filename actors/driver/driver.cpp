@@ -14,6 +14,8 @@
 #include "actors/api/error_context.hpp"
 #include "actors/driver/batch.hpp"
 #include "actors/driver/step_rewards.hpp"
+#include "orchestration/rl/dynamic_sampling.h"
+#include "orchestration/rl/optimizer_steps.h"
 
 namespace tandem {
 namespace {
@@ -38,7 +40,14 @@ struct step_state {
   std::vector<double> advantages;
   std::vector<double> loss_multipliers;  // per trajectory: 0 leaves it out of the loss
   std::chrono::steady_clock::time_point mark;  // when the current phase began
-  std::vector<float> lp_prev;  // per token of every trajectory, packed in order
+  std::vector<rl::global_batch> plan;           // the optimizer steps and each rank's shard of them
+  std::vector<std::vector<std::size_t>> shares;  // per rank: its trajectories (rank_trajectories)
+  std::vector<std::int32_t> excluded;  // per trajectory: generated tokens the trainer's masks exclude
+  std::uint32_t round = 0;             // the generation round in flight (dynamic sampling adds rounds)
+  std::vector<trajectory> pool;        // dynamic sampling: every round's trajectories, by request id
+  std::vector<double> pool_raw;        // and their raw rewards
+  double generated_reward_sum = 0;     // of the pool's total rewards
+  std::optional<rl::dynamic_sampling_cache> cache;
 };
 
 struct driver_state {
@@ -48,8 +57,26 @@ struct driver_state {
   driver_config config;
   weight_version live = 0;
   std::uint32_t next_step = 0;
+  std::size_t next_prompt = 0;  // the prompt cursor: each generation round takes the next prompts
   std::uint64_t next_serial = 1;
   step_state step;
+  /// One-step off-policy (max_trajectory_age_steps 1): the next step's batch, generated while
+  /// this step trains.
+  struct next_batch {
+    std::uint64_t serial = 0;  // its own: replies of a dropped batch are ignored
+    std::uint32_t for_step = 0;
+    weight_version version = 0;  // the live version it was generated with
+    bool done = false;
+    std::vector<trajectory> trajectories;
+    double seconds = 0;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::optional<next_batch> ahead;
+  bool refit_waits = false;     // training ended before the batch ahead: the refit starts when it arrives
+  std::uint64_t next_event = 0;  // numbers the trace's events in the order they happen
+
+  /// Appends an event of step `n` to the trace of the step in flight.
+  void event(std::uint32_t n, const char* what) { step.report.events.push_back({next_event++, n, what}); }
   std::vector<std::string> lost;  // "<name>: <reason>" of every worker declared lost
 
   // ---- idle -------------------------------------------------------------------------------------
@@ -69,6 +96,26 @@ struct driver_state {
     step.promise = self->make_response_promise<step_report>();
     step.report.step = next_step;
     step.report.generated_with = live;
+    step.mark = std::chrono::steady_clock::now();
+    if (ahead && ahead->done && ahead->for_step == next_step) {
+      next_batch batch = std::move(*ahead);
+      ahead.reset();
+      if (live - batch.version > static_cast<weight_version>(config.max_trajectory_age_steps)) {
+        fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(next_step) + ": its batch of " +
+                                                          v(batch.version) + " is more than " +
+                                                          std::to_string(config.max_trajectory_age_steps) +
+                                                          " versions behind " + v(live)));
+        return step.promise;
+      }
+      step.report.generated_with = batch.version;
+      step.report.phase_seconds.generation = batch.seconds;
+      event(next_step, "batch taken (generated during the previous step)");
+      generating_ahead();
+      self->become(busy("scoring"));
+      scoring(std::move(batch.trajectories));
+      return step.promise;
+    }
+    ahead.reset();
     generating();
     return step.promise;
   }
@@ -81,6 +128,9 @@ struct driver_state {
     else if (config.prompts_per_step == 0) bad = "prompts_per_step must be >= 1";
     else if (config.samples_per_prompt == 0) bad = "samples_per_prompt must be >= 1";
     else if (config.max_new_tokens <= 0) bad = "max_new_tokens must be > 0";
+    else if (config.max_trajectory_age_steps > 1) bad = "max_trajectory_age_steps must be 0 or 1";
+    else if (config.max_trajectory_age_steps > 0 && config.dynamic_sampling)
+      bad = "one-step off-policy generation with dynamic sampling is not built yet";
     if (bad.empty()) return std::nullopt;
     return tandem_error(tandem_errc::invalid_config, "driver: " + bad);
   }
@@ -105,6 +155,8 @@ struct driver_state {
   /// Ends the step with `e`; replies still on their way are ignored.
   void fail(caf::error e) {
     step.serial = 0;
+    ahead.reset();  // its replies are ignored; the next step generates its own batch
+    refit_waits = false;
     self->become(idle());
     step.promise.deliver(std::move(e));
   }
@@ -126,37 +178,62 @@ struct driver_state {
 
   // ---- generating -------------------------------------------------------------------------------
 
-  void generating() {
-    self->become(busy("generating"));
-    step.mark = std::chrono::steady_clock::now();
-    const std::size_t workers = config.rollout.size();
+  /// Prompts of one generation round: prompts_per_round with dynamic sampling, else prompts_per_step.
+  std::size_t round_prompts() const {
+    return config.dynamic_sampling && config.prompts_per_round > 0 ? config.prompts_per_round : config.prompts_per_step;
+  }
+
+  /// Generation round step.round: prompt k of the round (the next from the prompt cursor) goes to
+  /// rollout worker k % R as samples_per_prompt requests; request ids are unique within the step.
+  /// The generate jobs of round `round` of step `n` (one per rollout worker, some may be empty):
+  /// the next prompts of the prompt set, request ids from `first_id`.
+  std::vector<generate_job> round_jobs(std::uint32_t n, std::uint32_t round, std::size_t first_id) {
+    const std::size_t workers = config.rollout.size(), prompts = round_prompts();
     std::vector<generate_job> jobs(workers);
     for (auto& j : jobs) j.version = live;
-    for (std::size_t k = 0; k < config.prompts_per_step; ++k) {
-      const auto& prompt = config.prompts[(step.report.step * config.prompts_per_step + k) % config.prompts.size()];
+    for (std::size_t k = 0; k < prompts; ++k) {
+      const auto& prompt = config.prompts[(next_prompt + k) % config.prompts.size()];
       for (std::size_t s = 0; s < config.samples_per_prompt; ++s) {
         gpu::generation_request r;
-        r.id = k * config.samples_per_prompt + s;
+        r.id = first_id + k * config.samples_per_prompt + s;
         r.prompt = prompt;
         r.sampling = config.sampling;
-        r.rng = gpu::rng_coordinates{config.seed, step.report.step, 0, static_cast<std::uint32_t>(k),
-                                     static_cast<std::uint32_t>(s), 0};
+        r.rng = gpu::rng_coordinates{config.seed, n, round, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(s), 0};
         r.max_new_tokens = config.max_new_tokens;
         r.stop_tokens = config.stop_tokens;
         jobs[k % workers].requests.push_back(std::move(r));
       }
     }
+    next_prompt = (next_prompt + prompts) % config.prompts.size();
+    return jobs;
+  }
+
+  /// The rollout workers `jobs` has work for.
+  static std::vector<std::size_t> busy_workers(const std::vector<generate_job>& jobs) {
     std::vector<std::size_t> used;
-    for (std::size_t w = 0; w < workers; ++w) {
+    for (std::size_t w = 0; w < jobs.size(); ++w)
       if (!jobs[w].requests.empty()) used.push_back(w);
-    }
+    return used;
+  }
+
+  void generating() {
+    self->become(busy("generating"));
+    const std::size_t prompts = round_prompts();
+    event(step.report.step, "generation started");
+    auto jobs = round_jobs(step.report.step, step.round, step.pool.size());
+    const std::vector<std::size_t> used = busy_workers(jobs);
     auto g = std::make_shared<fan_in<generate_result>>(used.size());
+    const std::size_t total = prompts * config.samples_per_prompt;
+    auto done = std::make_shared<std::size_t>(0);
+    if (config.on_generation_progress) config.on_generation_progress(0, total);
     for (std::size_t u = 0; u < used.size(); ++u) {
       const std::size_t w = used[u];
       self->request(config.rollout[w], config.timeout, generate_atom_v, std::move(jobs[w]))
           .then(
-              [this, serial = step.serial, g, u](generate_result& r) {
+              [this, serial = step.serial, g, u, total, done](generate_result& r) {
                 if (serial != step.serial) return;
+                *done += r.trajectories.size();
+                if (config.on_generation_progress) config.on_generation_progress(std::min(*done, total), total);
                 g->results[u] = std::move(r);
                 if (--g->left == 0) generated(*g);
               },
@@ -165,7 +242,7 @@ struct driver_state {
   }
 
   void generated(fan_in<generate_result>& g) {
-    auto& out = step.report.trajectories;
+    std::vector<trajectory> round;
     for (auto& r : g.results) {
       for (auto& t : r->trajectories) {
         if (t.version != live)
@@ -173,41 +250,154 @@ struct driver_state {
                                    "driver: step " + std::to_string(step.report.step) + ": " + t.worker +
                                        " returned trajectory " + std::to_string(t.id) + " of " + v(t.version) +
                                        ", " + v(live) + " is live"));
-        out.push_back(std::move(t));
+        round.push_back(std::move(t));
       }
     }
-    std::sort(out.begin(), out.end(), [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
-    step.report.phase_seconds.generation = lap();
-    scoring();
+    std::sort(round.begin(), round.end(), [](const trajectory& a, const trajectory& b) { return a.id < b.id; });
+    step.report.phase_seconds.generation += lap();
+    event(step.report.step, "generation finished");
+    if (step.round == 0) generating_ahead();
+    scoring(std::move(round));
+  }
+
+  // ---- generating ahead (max_trajectory_age_steps 1) ----------------------------------------------
+
+  /// Generation of the next step's batch, with the live version, while this step scores, computes
+  /// logprobs and trains; the refit waits for it (the rollout workers are busy until then).
+  void generating_ahead() {
+    if (config.max_trajectory_age_steps == 0) return;
+    const std::uint32_t n = step.report.step + 1;
+    if (config.last_step && n > *config.last_step) return;
+    ahead.emplace();
+    ahead->serial = next_serial++;
+    ahead->for_step = n;
+    ahead->version = live;
+    ahead->started = std::chrono::steady_clock::now();
+    event(n, "generation started");
+    auto jobs = round_jobs(n, 0, 0);
+    const std::vector<std::size_t> used = busy_workers(jobs);
+    auto g = std::make_shared<fan_in<generate_result>>(used.size());
+    for (std::size_t u = 0; u < used.size(); ++u) {
+      const std::size_t w = used[u];
+      self->request(config.rollout[w], config.timeout, generate_atom_v, std::move(jobs[w]))
+          .then(
+              [this, serial = ahead->serial, g, u](generate_result& r) {
+                if (!ahead || serial != ahead->serial) return;
+                g->results[u] = std::move(r);
+                if (--g->left == 0) generated_ahead(*g);
+              },
+              [this, serial = ahead->serial, w](caf::error& e) {
+                if (!ahead || serial != ahead->serial) return;
+                const std::uint32_t n = ahead->for_step;
+                ahead.reset();
+                if (step.serial != 0)
+                  fail(relay_error(e, "driver: step " + std::to_string(n) + ": generate (ahead, during step " +
+                                          std::to_string(step.report.step) + ") on rollout worker " + std::to_string(w)));
+              });
+    }
+  }
+
+  void generated_ahead(fan_in<generate_result>& g) {
+    auto& a = *ahead;
+    for (auto& r : g.results)
+      for (auto& t : r->trajectories) {
+        if (t.version != a.version) {
+          const std::string what = "driver: step " + std::to_string(a.for_step) + ": " + t.worker + " returned trajectory " +
+                                   std::to_string(t.id) + " of " + v(t.version) + ", it was asked for " + v(a.version);
+          ahead.reset();
+          if (step.serial != 0) fail(tandem_error(tandem_errc::stale_version, what));
+          return;
+        }
+        a.trajectories.push_back(std::move(t));
+      }
+    std::sort(a.trajectories.begin(), a.trajectories.end(), [](const trajectory& x, const trajectory& y) { return x.id < y.id; });
+    a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - a.started).count();
+    a.done = true;
+    if (step.serial != 0) event(a.for_step, "generation finished");
+    if (refit_waits) {
+      refit_waits = false;
+      refitting();
+    }
   }
 
   // ---- scoring ----------------------------------------------------------------------------------
 
-  void scoring() {
+  void scoring(std::vector<trajectory> round) {
     self->become(busy("scoring"));
-    score_job job{step.report.step, step.report.trajectories};
-    const std::size_t n = job.trajectories.size();
+    const std::size_t n = round.size();
+    auto kept = std::make_shared<std::vector<trajectory>>(round);
+    score_job job{step.report.step, std::move(round)};
     self->request(config.environment, config.timeout, score_atom_v, std::move(job))
         .then(
-            [this, serial = step.serial, n](score_result& r) {
+            [this, serial = step.serial, n, kept](score_result& r) {
                 if (serial != step.serial) return;
                 if (r.feedback.size() != n)
                   return fail(tandem_error(tandem_errc::engine_failure,
                                            "driver: the environment scored " + std::to_string(r.feedback.size()) +
                                                " of " + std::to_string(n) + " trajectories"));
-                scored(r);
+                scored(std::move(*kept), r);
             },
               failing("scoring"));
   }
 
-  void scored(const score_result& r) {
+  void scored(std::vector<trajectory> round, const score_result& r) {
     auto& rep = step.report;
+    std::vector<double> raw;
     for (const auto& f : r.feedback) {
-      rep.raw_rewards.push_back(f.reward);
+      raw.push_back(f.reward);
       if (!f.done) rep.unfinished_episodes += 1;
     }
-    auto computed = compute_step_rewards(rep.trajectories, rep.raw_rewards, static_cast<std::int64_t>(config.prompts_per_step),
-                                         config.rewards);
+    if (!config.dynamic_sampling) {
+      rep.trajectories = std::move(round);
+      rep.raw_rewards = std::move(raw);
+      return rewarded(static_cast<std::int64_t>(config.prompts_per_step), {});
+    }
+    // Dynamic sampling: the round's groups whose unshaped rewards differ join the cache.
+    auto computed = compute_step_rewards(round, raw, static_cast<std::int64_t>(round_prompts()), config.rewards);
+    if (!computed)
+      return fail(tandem_error(tandem_errc::invalid_config, "driver: step " + std::to_string(rep.step) + ": rewards: " +
+                                                                computed.error().message));
+    std::vector<rl::round_sample> samples;
+    for (std::size_t i = 0; i < round.size(); ++i) {
+      samples.push_back({round[i].prompt_index, computed->unshaped[i], static_cast<std::int64_t>(step.pool.size())});
+      step.generated_reward_sum += computed->total[i];
+      step.pool.push_back(std::move(round[i]));
+      step.pool_raw.push_back(raw[i]);
+    }
+    if (!step.cache) {
+      auto c = rl::dynamic_sampling_cache::create(config.dynamic_sampling_settings);
+      if (!c) return fail(tandem_error(tandem_errc::invalid_config, "driver: dynamic sampling: " + c.error().message));
+      step.cache.emplace(std::move(c.value()));
+    }
+    if (auto e = step.cache->add_round(samples))
+      return fail(tandem_error(tandem_errc::invalid_config,
+                               "driver: step " + std::to_string(rep.step) + ": dynamic sampling: " + e->message +
+                                   " (raise grpo.dynamic_sampling_max_gen_batches or grpo.batch_multiplier, or the task "
+                                   "gives every sample of a prompt the same reward)"));
+    rep.phase_seconds.scoring += lap();
+    if (!step.cache->full()) {
+      ++step.round;
+      return generating();
+    }
+    auto batch = step.cache->take();
+    if (!batch) return fail(tandem_error(tandem_errc::invalid_config, "driver: dynamic sampling: " + batch.error().message));
+    std::vector<std::int64_t> groups;
+    for (const auto& k : batch->samples) {
+      rep.trajectories.push_back(step.pool[static_cast<std::size_t>(k.payload)]);
+      rep.raw_rewards.push_back(step.pool_raw[static_cast<std::size_t>(k.payload)]);
+      groups.push_back(k.group);
+    }
+    rep.dynamic_sampling = batch->metrics;
+    rewarded(batch->group_count, groups);
+  }
+
+  /// The step's batch is in the report: its rewards, advantages and loss multipliers (over
+  /// `group_count` groups, `groups` per trajectory, or each trajectory's prompt_index when empty).
+  void rewarded(std::int64_t group_count, const std::vector<std::int64_t>& groups) {
+    auto& rep = step.report;
+    auto computed = groups.empty()
+                        ? compute_step_rewards(rep.trajectories, rep.raw_rewards, group_count, config.rewards)
+                        : compute_step_rewards(rep.trajectories, rep.raw_rewards, groups, group_count, config.rewards);
     if (!computed)
       return fail(tandem_error(tandem_errc::invalid_config, "driver: step " + std::to_string(rep.step) +
                                                                 ": rewards: " + computed.error().message));
@@ -216,10 +406,11 @@ struct driver_state {
     double sum = 0;
     for (const double x : rep.rewards) sum += x;
     rep.reward_mean = rep.rewards.empty() ? 0.0 : sum / static_cast<double>(rep.rewards.size());
+    rep.generated_reward_mean = step.pool.empty() ? rep.reward_mean : step.generated_reward_sum / static_cast<double>(step.pool.size());
     rep.advantages = computed->advantages;
     step.advantages = std::move(computed->advantages);
     step.loss_multipliers = std::move(computed->loss_multipliers);
-    rep.phase_seconds.scoring = lap();
+    rep.phase_seconds.scoring += lap();
     computing_logprobs();
   }
 
@@ -229,10 +420,19 @@ struct driver_state {
     self->become(busy("computing logprobs"));
     const auto& trajectories = step.report.trajectories;
     const std::size_t ranks = config.policy.size(), n = trajectories.size();
+    const auto global = config.train_global_batch_size > 0 ? config.train_global_batch_size : static_cast<std::int64_t>(n);
+    auto plan = rl::split_optimizer_steps(static_cast<std::int64_t>(n), global, static_cast<std::int64_t>(ranks));
+    if (!plan)
+      return fail(tandem_error(tandem_errc::invalid_config, "driver: step " + std::to_string(step.report.step) +
+                                                                ": optimizer steps: " + plan.error().message));
+    step.plan = std::move(plan.value());
+    step.excluded.assign(n, 0);
+    step.shares.clear();
+    for (std::size_t r = 0; r < ranks; ++r) step.shares.push_back(rank_trajectories(step.plan, r));
     auto g = std::make_shared<fan_in<logprobs_result>>(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
-      logprobs_job job{pack_sequences(trajectories, shard_begin(n, ranks, r), shard_begin(n, ranks, r + 1)),
-                       config.sampling};
+      auto job = make_logprobs_job(step.report.step, live, trajectories, step.shares[r], config.sampling,
+                                   config.loss.kl_beta > 0);
       self->request(config.policy[r], config.timeout, logprobs_atom_v, std::move(job))
           .then(
               [this, serial = step.serial, g, r](logprobs_result& x) {
@@ -245,19 +445,26 @@ struct driver_state {
   }
 
   void computed_logprobs(fan_in<logprobs_result>& g) {
-    std::size_t tokens = 0;
-    for (const auto& t : step.report.trajectories) tokens += t.prompt.size() + t.tokens.size();
-    for (auto& x : g.results) {
-      if (x->version != live)
-        return fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(step.report.step) + ": " +
-                                                                 x->worker + " computed logprobs with " + v(x->version) +
+    auto& rep = step.report;
+    for (std::size_t r = 0; r < g.results.size(); ++r) {
+      const auto& x = *g.results[r];
+      if (x.version != live)
+        return fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(rep.step) + ": " + x.worker +
+                                                                 " computed logprobs with " + v(x.version) +
                                                                  ", the trajectories came from " + v(live)));
-      step.lp_prev.insert(step.lp_prev.end(), x->logprobs.begin(), x->logprobs.end());
+      const auto& share = step.shares[r];
+      if (x.excluded_tokens.size() != share.size())
+        return fail(tandem_error(tandem_errc::engine_failure,
+                                 "driver: step " + std::to_string(rep.step) + ": " + x.worker + " answered for " +
+                                     std::to_string(x.excluded_tokens.size()) + " of its " + std::to_string(share.size()) +
+                                     " sequences"));
+      for (std::size_t k = 0; k < share.size(); ++k) {
+        step.excluded[share[k]] = x.excluded_tokens[k];
+        if (!step.loss_multipliers.empty() && step.loss_multipliers[share[k]] == 0.0) continue;
+        rep.excluded_tokens += x.excluded_tokens[k];
+      }
     }
-    if (step.lp_prev.size() != tokens)
-      return fail(tandem_error(tandem_errc::engine_failure, "driver: the policy returned " + std::to_string(step.lp_prev.size()) +
-                                                                " logprobs for " + std::to_string(tokens) + " tokens"));
-    step.report.phase_seconds.logprobs = lap();
+    rep.phase_seconds.logprobs = lap();
     training();
   }
 
@@ -265,17 +472,16 @@ struct driver_state {
 
   void training() {
     self->become(busy("training"));
+    event(step.report.step, "training started");
     const auto& trajectories = step.report.trajectories;
-    const std::size_t ranks = config.policy.size(), n = trajectories.size();
-    const gpu::global_counts counts = count_masked(trajectories, step.loss_multipliers);
-    step.report.train_tokens = counts.tokens;
+    const std::size_t ranks = config.policy.size();
+    step.report.train_tokens =
+        count_masked(trajectories, 0, trajectories.size(), step.loss_multipliers, step.excluded).tokens;
+    step.report.optimizer_steps = step.plan.size();
     auto g = std::make_shared<fan_in<train_report>>(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
-      train_job job;
-      job.version = live;
-      job.micro_batches = make_micro_batches(trajectories, step.advantages, step.lp_prev, shard_begin(n, ranks, r),
-                                             shard_begin(n, ranks, r + 1), config.micro_batch_tokens, step.loss_multipliers);
-      job.counts = counts;
+      train_job job = make_train_job(step.report.step, live, step.plan, r, trajectories, step.advantages,
+                                     step.loss_multipliers, step.excluded, config.micro_batch_tokens);
       job.loss = config.loss;
       job.sampling = config.sampling;
       self->request(config.policy[r], config.timeout, train_atom_v, std::move(job))
@@ -301,7 +507,11 @@ struct driver_state {
                                                                  v(live + 1)));
       rep.micro_batches += x->micro_batches;
       rep.weights_digests.push_back(x->weights_digest);
-      if (names.empty()) rep.optimizer = x->optimizer;  // every rank steps with the same all-reduced norm
+      rep.loss += x->loss;  // each rank's share of each optimizer step's loss
+      if (names.empty()) {  // every rank steps with the same all-reduced norms
+        rep.optimizer = x->optimizer;
+        rep.grad_norm_mean = x->optimizer_steps > 0 ? x->grad_norm_sum / static_cast<double>(x->optimizer_steps) : 0.0;
+      }
       names.push_back(x->worker);
       if (x->micro_batches == 0) continue;
       if (first) {
@@ -311,8 +521,15 @@ struct driver_state {
         rep.metrics.merge(x->metrics);
       }
     }
+    if (!step.plan.empty()) rep.loss /= static_cast<double>(step.plan.size());  // the mean of the optimizer steps' losses
     if (auto e = diverged(rep, names)) return fail(*e);
     rep.phase_seconds.training = lap();
+    event(rep.step, "training finished");
+    if (ahead && !ahead->done) {  // the rollout workers are still generating the next step's batch
+      refit_waits = true;
+      self->become(busy("waiting for the next step's generation"));
+      return;
+    }
     refitting();
   }
 
@@ -347,6 +564,8 @@ struct driver_state {
 
   void refitting() {
     self->become(busy("refitting"));
+    step.report.phase_seconds.waiting = lap();
+    event(step.report.step, "refit started");
     self->request(config.refit, config.timeout, refit_atom_v, step.report.trained_to)
         .then(
             [this, serial = step.serial](refit_report& r) {
@@ -359,6 +578,7 @@ struct driver_state {
     live = step.report.trained_to;
     step.report.refit = std::move(r);
     step.report.phase_seconds.refit = lap();
+    event(step.report.step, "refit finished");
     next_step = step.report.step + 1;
     step.serial = 0;
     self->become(idle());
@@ -371,6 +591,7 @@ behavior driver(driver_actor::stateful_pointer<driver_state> self, driver_config
   st.self = self;
   st.live = config.initial_version;
   st.next_step = config.first_step;
+  if (!config.prompts.empty()) st.next_prompt = (config.first_step * config.prompts_per_step) % config.prompts.size();
   st.config = std::move(config);
   return st.idle();
 }

@@ -1,17 +1,27 @@
 // The driver: the RL loop, one synchronous GRPO step per step request.
 //
 //   +------+ --step--> generating --every rollout worker answered--> scoring --rewards-->
-//   | idle |           computing_logprobs --lp_prev from every policy rank--> training
+//   | idle |           computing_logprobs --every policy rank kept its lp_prev--> training
 //   +------+           --every rank stepped (version v -> v + 1)--> refitting --v + 1 live--> idle (report)
 //      ^
 //      +---- any failure (an error, a deadline, a worker declared lost): the step's error, naming the worker
 //
-//   generating: prompt k of the step goes to rollout worker k % R as samples_per_prompt requests;
-//               every trajectory must carry the live version v (else stale_version)
+//   generating: a round of prompts (the next ones of the prompt set): prompt k goes to rollout
+//               worker k % R as samples_per_prompt requests; every trajectory must carry the live
+//               version v (else stale_version)
 //   scoring:    the environment scores every trajectory; rewards are scaled and shaped, advantages
-//               come from each prompt group's baseline and std (step_rewards.hpp)
-//   computing_logprobs: the packed sequences, split over the policy ranks; each must answer with v
-//   training:   each rank gets its share as micro-batches, with global token counts
+//               come from each prompt group's baseline and std (step_rewards.hpp). With dynamic
+//               sampling the round's groups whose rewards differ join the cache
+//               (orchestration/rl/dynamic_sampling.h): short of the step's samples, the next round
+//               goes back to generating (round + 1); past max_gen_batches + 1 rounds the step fails
+//               saying so; once full, the first samples of the cache are the step's batch
+//   computing_logprobs: each rank gets its trajectories once (tokens, prompt lengths, the generator's
+//               logprobs; batch.hpp) and keeps them with its lp_prev (and lp_ref with the KL
+//               term); it answers with v and, per sequence, the generated tokens its masks
+//               exclude (counted, left out of the loss)
+//   training:   each rank gets one advantage and loss multiplier per trajectory and, per optimizer
+//               step (train_global_batch_size), its share and the global batch's token counts;
+//               it builds its micro-batches itself
 //   refitting:  the refit coordinator makes v + 1 live on every rollout worker
 //
 // In every state but idle a step request is refused (wrong_state). Replies that belong to a step
@@ -26,6 +36,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -36,6 +48,7 @@
 #include "actors/api/refit_coordinator_actor.hpp"
 #include "actors/api/rollout_actor.hpp"
 #include "actors/driver/step_rewards.hpp"
+#include "orchestration/rl/dynamic_sampling.h"
 
 namespace tandem {
 
@@ -52,11 +65,28 @@ struct driver_config {
   gpu::ops::sampling_params sampling;
   gpu::ops::pg_loss_settings loss;
   step_reward_settings rewards;                    ///< scaling, shaping, baseline, advantages, overlong filtering
-  std::int64_t micro_batch_tokens = 1024;         ///< token budget of a micro-batch (make_micro_batches)
+  /// DAPO dynamic sampling (grpo.use_dynamic_sampling): rounds of prompts_per_round prompts until
+  /// the cache holds dynamic_sampling_settings.target_samples samples of groups whose rewards differ.
+  bool dynamic_sampling = false;
+  std::size_t prompts_per_round = 0;               ///< prompts_per_step x batch_multiplier; 0: prompts_per_step
+  rl::dynamic_sampling_settings dynamic_sampling_settings;
+  std::int64_t micro_batch_tokens = 1024;         ///< token budget of a micro-batch (each rank cuts its own)
+  /// Trajectories per optimizer step (policy.train_global_batch_size); the step's trajectories
+  /// must be a multiple of it. 0: the whole step, one optimizer step.
+  std::int64_t train_global_batch_size = 0;
   std::uint64_t seed = 1;                          ///< grpo.seed, for the counter RNG
   weight_version initial_version = 0;              ///< live on every worker before the first step
   std::uint32_t first_step = 0;                    ///< the first step's number (resuming runs)
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  ///< per request
+  /// 1: one-step off-policy (grpo.max_trajectory_age_steps): the next step's batch is generated
+  /// with the live version while this step trains, and the refit waits for it; 0: synchronous.
+  std::uint32_t max_trajectory_age_steps = 0;
+  /// The last step to run: no batch is generated ahead past it. None: every step generates ahead.
+  std::optional<std::uint32_t> last_step;
+  /// Called in the driver's context as generation advances: trajectories finished so far out of
+  /// the round's total (once at 0 when the round starts, then as each rollout worker answers).
+  /// May be empty.
+  std::function<void(std::size_t done, std::size_t total)> on_generation_progress;
 };
 
 /// Spawns the driver (an event-based actor).

@@ -28,15 +28,21 @@ struct step_reward_settings {
 /// Per trajectory, in the step's order.
 struct step_rewards {
   std::vector<double> raw;               ///< the environment's rewards
+  std::vector<double> unshaped;          ///< scaled, not shaped (the group std's reward; dynamic sampling tests it)
   std::vector<double> total;             ///< scaled, then shaped
   std::vector<double> advantages;        ///< per sample, broadcast to its tokens by the micro-batches
   std::vector<double> loss_multipliers;  ///< 0: the sample is left out of the loss (overlong filtering)
   std::int64_t filtered = 0;             ///< samples with multiplier 0
 };
 
-/// `raw[i]` is trajectories[i]'s reward; a prompt group is the trajectories of one prompt_index,
-/// which must lie in [0, prompts). Errors (invalid_input, invalid_setting): a reward that is not
-/// finite, a prompt index out of range, unusable settings; the message names the sample.
+/// `raw[i]` is trajectories[i]'s reward; a prompt group is the trajectories of one group id,
+/// `groups[i]` in [0, group_count). Errors (invalid_input, invalid_setting): a reward that is not
+/// finite, a group out of range, unusable settings; the message names the sample.
+rl::rl_result<step_rewards> compute_step_rewards(const std::vector<trajectory>& trajectories, const std::vector<double>& raw,
+                                                 const std::vector<std::int64_t>& groups, std::int64_t group_count,
+                                                 const step_reward_settings& s);
+
+/// As above, each trajectory's group its prompt_index, in [0, prompts).
 rl::rl_result<step_rewards> compute_step_rewards(const std::vector<trajectory>& trajectories, const std::vector<double>& raw,
                                                  std::int64_t prompts, const step_reward_settings& s);
 

@@ -133,6 +133,7 @@ void join(host_ptr self, const control::peer_table& table) {
     policy_worker_config c;
     c.name = "policy-" + std::to_string(w.data_parallel_rank);
     c.engine = st.engines.train;
+    c.reference = st.engines.reference;
     if (st.policy_root) c.refit_group = with_injected_faults(st.plane->refit());
     st.policy = spawn_policy_worker(sys, std::move(c));
     self->link_to(st.policy);

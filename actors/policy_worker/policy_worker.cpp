@@ -11,6 +11,7 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/api/refit_stream.hpp"
+#include "actors/policy_worker/step_batch.hpp"
 
 namespace tandem {
 namespace {
@@ -29,6 +30,8 @@ struct policy_worker_state {
   const char* busy_with = nullptr;  // the engine call in flight, if any
   engine_runner runner;
   std::map<std::int64_t, std::shared_ptr<const gpu::bucket_plan>> plans;  // by bucket bytes
+  std::optional<step_batch> batch;  // the last logprobs job's sequences and logprobs, until its train job
+  std::string damaged;  // why the weights match no version (a train step failed after moving them), or ""
 
   /// "<name>: <what>"
   std::string where(const std::string& what) const { return config.name + ": " + what; }
@@ -51,48 +54,138 @@ struct policy_worker_state {
     return plan;
   }
 
+  /// A refusal while the weights no longer match any version (damaged), else nothing.
+  std::optional<caf::error> refused_if_damaged(const char* request) const {
+    if (damaged.empty()) return std::nullopt;
+    return tandem_error(tandem_errc::engine_failure, where(std::string(request) + " refused: " + damaged));
+  }
+
   caf::result<logprobs_result> logprobs(logprobs_job& job) {
     if (busy_with) return busy("logprobs");
+    if (auto e = refused_if_damaged("logprobs")) return *e;
+    if (job.version != version) return stale("logprobs", job.version);
+    if (auto bad = check_logprobs_job(job))
+      return tandem_error(tandem_errc::invalid_config, where("logprobs of step " + std::to_string(job.step) + ": " + *bad));
+    if (job.reference && !config.reference)
+      return tandem_error(tandem_errc::invalid_config,
+                          where("logprobs of step " + std::to_string(job.step) +
+                                ": the reference policy's logprobs were asked, but this rank holds no reference policy"));
     auto rp = self->make_response_promise<logprobs_result>();
     busy_with = "logprobs";
-    auto engine = config.engine;
-    runner.run(
-        self, [engine, job = std::move(job)] { return engine->logprobs(job.sequences, job.sampling); },
-        [this, rp](gpu::result<std::vector<float>> r) mutable {
-          busy_with = nullptr;
-          if (!r) {
-            rp.deliver(engine_error(where("logprobs"), r.error()));
-            return;
-          }
-          rp.deliver(logprobs_result{config.name, version, std::move(r.value())});
-        });
+    batch.reset();  // a new step's logprobs replace whatever an unfinished step kept
+    auto kept = std::make_shared<step_batch>();
+    kept->step = job.step;
+    kept->version = version;
+    kept->sequences = std::move(job.sequences);
+    kept->prompt_tokens = std::move(job.prompt_tokens);
+    kept->lp_gen = std::move(job.lp_gen);
+    auto work = [engine = config.engine, reference = job.reference ? config.reference : nullptr, kept,
+                 sampling = job.sampling]() -> gpu::status {
+      auto prev = engine->logprobs(kept->sequences, sampling);
+      if (!prev) return prev.error();
+      kept->lp_prev = std::move(prev.value());
+      if (reference) {
+        auto ref = reference->logprobs(kept->sequences, sampling);
+        if (!ref) return gpu::status{ref.error().code(), "the reference policy: " + ref.error().message()};
+        kept->lp_ref = std::move(ref.value());
+      }
+      kept->excluded = excluded_tokens(kept->sequences, kept->prompt_tokens, kept->lp_prev);
+      return gpu::status::ok();
+    };
+    runner.run(self, std::move(work), [this, rp, kept](gpu::status s) mutable {
+      busy_with = nullptr;
+      if (!s) {
+        rp.deliver(engine_error(where("logprobs of step " + std::to_string(kept->step)), s));
+        return;
+      }
+      logprobs_result r{config.name, version, kept->excluded, static_cast<std::int64_t>(kept->sequences.tokens.size())};
+      batch = std::move(*kept);
+      rp.deliver(std::move(r));
+    });
     return rp;
   }
 
+  /// What one train job did on the engine thread.
+  struct train_outcome {
+    train_outcome() = default;
+    train_outcome(gpu::status s) : status(std::move(s)) {}  // NOLINT: a failure of the executor itself
+    gpu::status status = gpu::status::ok();
+    std::size_t optimizer_steps_done = 0;  // before a failure: the weights moved this many times
+    std::size_t micro_batches = 0;
+    gpu::ops::pg_loss_metrics metrics;
+    bool any_metrics = false;
+    double loss = 0;
+    double grad_norm_sum = 0;
+    gpu::optimizer_result optimizer;
+    std::uint64_t digest = 0;
+  };
+
   caf::result<train_report> train(train_job& job) {
     if (busy_with) return busy("train");
+    if (auto e = refused_if_damaged("train")) return *e;
     if (job.version != version) return stale("train", job.version);
+    if (!batch)
+      return tandem_error(tandem_errc::wrong_state,
+                          where("train of step " + std::to_string(job.step) + " refused: no logprobs were computed for it"));
+    if (auto bad = check_train_job(job, *batch))
+      return tandem_error(tandem_errc::invalid_config, where("train of step " + std::to_string(job.step) + " refused: " + *bad));
     auto rp = self->make_response_promise<train_report>();
     busy_with = "train";
-    const std::size_t micro_batches = job.micro_batches.size();
-    auto engine = config.engine;
-    // The digest of the new weights, taken on the engine thread right after the step: the driver
-    // compares the data-parallel ranks' digests to catch a rank that drifted.
-    auto digest = std::make_shared<std::uint64_t>(0);
-    auto work = [engine, digest, job = std::move(job)]() -> gpu::result<gpu::train_step_result> {
-      auto r = engine->train_step(job.micro_batches, job.loss, job.counts, job.sampling);
-      if (r) *digest = engine->weights_digest();
-      return r;
+    auto kept = std::make_shared<const step_batch>(std::move(*batch));
+    batch.reset();
+    auto work = [engine = config.engine, kept, job = std::move(job)]() -> train_outcome {
+      train_outcome out;
+      std::size_t first = 0;
+      for (std::size_t i = 0; i < job.optimizer_steps.size(); ++i) {
+        const auto& o = job.optimizer_steps[i];
+        const auto mbs = make_micro_batches(*kept, first, first + o.sequences, job.advantages, job.loss_multipliers,
+                                            job.micro_batch_tokens);
+        first += o.sequences;
+        auto r = engine->train_step(mbs, job.loss, o.counts, job.sampling);
+        if (!r) {
+          const std::string which = job.optimizer_steps.size() > 1 ? "optimizer step " + std::to_string(i + 1) + " of " +
+                                                                         std::to_string(job.optimizer_steps.size()) + ": "
+                                                                   : "";
+          out.status = gpu::status{r.error().code(), which + r.error().message()};
+          return out;
+        }
+        ++out.optimizer_steps_done;
+        out.micro_batches += mbs.size();
+        if (!mbs.empty()) {
+          if (out.any_metrics) out.metrics.merge(r.value().metrics);
+          else out.metrics = r.value().metrics;
+          out.any_metrics = true;
+        }
+        out.loss += r.value().metrics.pg_loss + job.loss.kl_beta * r.value().metrics.kl_penalty;
+        out.grad_norm_sum += r.value().optimizer.grad_norm;
+        out.optimizer = r.value().optimizer;
+      }
+      // The digest of the new weights, taken on the engine thread right after the step: the
+      // driver compares the data-parallel ranks' digests to catch a rank that drifted.
+      out.digest = engine->weights_digest();
+      return out;
     };
-    runner.run(self, std::move(work), [this, rp, micro_batches, digest](gpu::result<gpu::train_step_result> r) mutable {
+    runner.run(self, std::move(work), [this, rp, step = kept->step](train_outcome r) mutable {
       busy_with = nullptr;
-      if (!r) {
-        rp.deliver(engine_error(where("train from v" + std::to_string(version)), r.error()));
+      if (!r.status) {
+        if (r.optimizer_steps_done > 0)  // the weights moved, and match no version any more
+          damaged = "step " + std::to_string(step) + " failed after " + std::to_string(r.optimizer_steps_done) +
+                    " of its optimizer steps had changed the weights of v" + std::to_string(version) +
+                    "; resume the run from its last checkpoint";
+        rp.deliver(engine_error(where("train from v" + std::to_string(version)), r.status));
         return;
       }
       ++version;
-      train_report report{config.name, version, micro_batches, r.value().metrics, r.value().optimizer};
-      report.weights_digest = *digest;
+      train_report report;
+      report.worker = config.name;
+      report.version = version;
+      report.micro_batches = r.micro_batches;
+      report.optimizer_steps = r.optimizer_steps_done;
+      report.metrics = r.metrics;
+      report.loss = r.loss;
+      report.optimizer = r.optimizer;
+      report.grad_norm_sum = r.grad_norm_sum;
+      report.weights_digest = r.digest;
       rp.deliver(std::move(report));
     });
     return rp;

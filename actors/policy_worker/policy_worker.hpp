@@ -2,13 +2,21 @@
 //
 //   idle --logprobs / train / stream--> busy (one engine call in flight) --call done--> idle
 //   busy: logprobs, train, stream refused (wrong_state); manifest, version answered
-//   train ok: version v -> v + 1;  train failed: gradients dropped, version and weights unchanged
+//
+// A step's data, as the rank holds it (step_batch.hpp):
+//
+//   empty --logprobs(step s, v) ok--> holding(s) --train(s, v) ok--> empty, version v -> v + 1
+//   holding(s) --logprobs(step s')--> holding(s')   (an unfinished step's batch is replaced)
+//   empty --train--> refused (wrong_state: no logprobs for it); a train of another step: invalid_config
+//   train failed before any optimizer step: gradients dropped, version and weights unchanged, empty
+//   train failed after k >= 1 of its optimizer steps: damaged (the weights match no version):
+//     every later logprobs and train is refused (engine_failure) naming why; resume from a checkpoint
 //   stream(v): as the refit group's root, broadcasts every bucket of v (refit_stream.hpp), the
 //   only way weight bytes leave the rank; one refused for its content (stale version, bucket
 //   count) still sends the refused opening, so the rollout workers waiting in the group stop
 //
 // The weight version starts at config.initial_version (the checkpoint) and grows by one with every
-// successful optimizer step. Engine calls run where config.execution says (engine_call.hpp).
+// successful train job (one or more optimizer steps). Engine calls run where config.execution says (engine_call.hpp).
 #pragma once
 
 #include <memory>
@@ -26,6 +34,9 @@ namespace tandem {
 struct policy_worker_config {
   std::string name = "policy-0";                  ///< in every reply and error
   std::shared_ptr<gpu::train_engine> engine;      ///< required; shared with the executor thread
+  /// The frozen reference policy (the initial weights, never trained): its logprobs feed the KL
+  /// term. None: a logprobs job asking for them is refused (invalid_config).
+  std::shared_ptr<gpu::train_engine> reference;
   weight_version initial_version = 0;
   engine_execution execution = engine_execution::off_scheduler;
   /// The refit group (a zmq_group between processes, a local_group in process); this worker is

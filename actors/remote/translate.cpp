@@ -117,6 +117,7 @@ generate_result from_wire(const control::generate_result& m, const generate_job&
     t.id = s.request_id;
     t.prompt_index = it->second->rng.prompt;
     t.sample_index = it->second->rng.sample;
+    t.round = it->second->rng.round;
     t.prompt = it->second->prompt;
     t.tokens = s.tokens;
     t.logprobs = s.logprobs;
@@ -131,35 +132,62 @@ generate_result from_wire(const control::generate_result& m, const generate_job&
 // ---- logprobs and training ----------------------------------------------------------------------
 
 control::logprob_request to_wire(const logprobs_job& job, std::uint64_t step) {
-  return {step, to_wire(job.sequences), to_wire(job.sampling)};
+  control::logprob_request m;
+  m.step = step;
+  m.rl_step = job.step;
+  m.weight_version = job.version;
+  m.batch = to_wire(job.sequences);
+  m.prompt_tokens = job.prompt_tokens;
+  m.lp_gen = job.lp_gen;
+  m.generated_with.assign(job.generated_with.begin(), job.generated_with.end());
+  m.sampling = to_wire(job.sampling);
+  m.reference = job.reference;
+  return m;
 }
 
-logprobs_job from_wire(const control::logprob_request& m) { return {from_wire(m.batch), from_wire(m.sampling)}; }
+logprobs_job from_wire(const control::logprob_request& m) {
+  logprobs_job job;
+  job.step = m.rl_step;
+  job.version = m.weight_version;
+  job.sequences = from_wire(m.batch);
+  job.prompt_tokens = m.prompt_tokens;
+  job.lp_gen = m.lp_gen;
+  job.generated_with.assign(m.generated_with.begin(), m.generated_with.end());
+  job.sampling = from_wire(m.sampling);
+  job.reference = m.reference;
+  return job;
+}
 
-control::logprob_result to_wire(const logprobs_result& r, std::uint64_t step) { return {step, r.version, r.logprobs}; }
+control::logprob_result to_wire(const logprobs_result& r, std::uint64_t step) {
+  return {step, r.version, r.excluded_tokens, r.tokens};
+}
 
 logprobs_result from_wire(const control::logprob_result& m, const std::string& worker) {
-  return {worker, m.weight_version, m.logprobs};
+  return {worker, m.weight_version, m.excluded_tokens, m.tokens};
 }
 
 control::train_request to_wire(const train_job& job, std::uint64_t step) {
   control::train_request m;
   m.step = step;
+  m.rl_step = job.step;
   m.weight_version = job.version;
   m.sampling = to_wire(job.sampling);
-  for (const auto& mb : job.micro_batches)
-    m.micro_batches.push_back({to_wire(mb.sequences), mb.advantages, mb.mask, mb.lp_prev, mb.lp_gen, mb.lp_ref});
-  m.global_tokens = job.counts.tokens;
-  m.global_sequences = job.counts.sequences;
+  m.advantages = job.advantages;
+  m.loss_multipliers = job.loss_multipliers;
+  for (const auto& o : job.optimizer_steps) m.optimizer_steps.push_back({o.sequences, o.counts.tokens, o.counts.sequences});
+  m.micro_batch_tokens = job.micro_batch_tokens;
   return m;
 }
 
 train_job from_wire(const control::train_request& m, const gpu::ops::pg_loss_settings& loss) {
   train_job job;
+  job.step = m.rl_step;
   job.version = m.weight_version;
-  for (const auto& mb : m.micro_batches)
-    job.micro_batches.push_back({from_wire(mb.sequences), mb.advantages, mb.mask, mb.lp_prev, mb.lp_gen, mb.lp_ref});
-  job.counts = {m.global_tokens, m.global_sequences};
+  job.advantages = m.advantages;
+  job.loss_multipliers = m.loss_multipliers;
+  for (const auto& o : m.optimizer_steps)
+    job.optimizer_steps.push_back({static_cast<std::size_t>(o.sequences), {o.global_tokens, o.global_sequences}});
+  job.micro_batch_tokens = m.micro_batch_tokens;
   job.loss = loss;
   job.sampling = from_wire(m.sampling);
   return job;
@@ -168,12 +196,14 @@ train_job from_wire(const control::train_request& m, const gpu::ops::pg_loss_set
 control::train_result to_wire(const train_report& r, std::uint64_t step) {
   control::train_result m;
   m.step = step;
-  m.loss = r.metrics.pg_loss + r.metrics.kl_penalty;
+  m.loss = r.loss;
   metric_fields([&](const char* name, const auto& value) { m.metrics.push_back({name, static_cast<double>(value)}); },
                 r.metrics, r.optimizer);
+  m.metrics.push_back({"grad_norm_sum", r.grad_norm_sum});
   m.weight_version = r.version;
   m.micro_batches = r.micro_batches;
   m.weights_digest = r.weights_digest;
+  m.optimizer_steps = r.optimizer_steps;
   return m;
 }
 
@@ -183,8 +213,11 @@ train_report from_wire(const control::train_result& m, const std::string& worker
   r.version = m.weight_version;
   r.micro_batches = static_cast<std::size_t>(m.micro_batches);
   r.weights_digest = m.weights_digest;
+  r.optimizer_steps = static_cast<std::size_t>(m.optimizer_steps);
+  r.loss = m.loss;
   std::map<std::string, double> named;
   for (const auto& x : m.metrics) named[x.name] = x.value;
+  if (auto it = named.find("grad_norm_sum"); it != named.end()) r.grad_norm_sum = it->second;
   metric_fields(
       [&](const char* name, auto& field) {
         if (auto it = named.find(name); it != named.end()) field = static_cast<std::remove_reference_t<decltype(field)>>(it->second);

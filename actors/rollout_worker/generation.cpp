@@ -72,6 +72,7 @@ gpu::result<std::vector<trajectory>> run_generation(gpu::generate_engine& engine
     t.id = f.id;
     t.prompt_index = request.rng.prompt;
     t.sample_index = request.rng.sample;
+    t.round = request.rng.round;
     t.prompt = request.prompt;
     t.tokens = std::move(f.tokens);
     t.logprobs = std::move(f.logprobs);

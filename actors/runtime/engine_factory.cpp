@@ -23,6 +23,9 @@ namespace {
 /// Prompts in the parity task's set (the driver cycles through them).
 constexpr std::size_t parity_prompt_count = 64;
 
+/// What the validation set's seed differs from grpo.seed by (validation_prompts).
+constexpr std::uint64_t validation_seed_mask = 0x76616C6964617465ull;  // "validate"
+
 gpu::status not_built(const std::string& what) { return {gpu::status_code::unsupported, what}; }
 gpu::status refused(const std::string& what) { return {gpu::status_code::invalid_argument, what}; }
 
@@ -104,6 +107,9 @@ std::vector<std::int32_t> eos_ids(const gpu::model_config& c) {
   return out;
 }
 
+/// The KL term needs the reference policy's logprobs.
+bool wants_reference(const config::recipe_config& recipe) { return recipe.loss_fn.reference_policy_kl_penalty > 0; }
+
 /// Bytes per element of an optimizer state dtype.
 std::int64_t state_bytes(gpu::dtype t) { return static_cast<std::int64_t>(gpu::size_of(t)); }
 
@@ -119,6 +125,10 @@ gpu::result<member_engines> make_fake_engines(const config::recipe_config& recip
     trainer = holding(std::make_unique<gpu::fake_train_engine>(model, train, out.data_parallel.get()), out.data_parallel);
     out.train = trainer;
     out.weights_digest = [trainer] { return trainer->weights_digest(); };
+    if (wants_reference(recipe)) {
+      out.reference = std::make_shared<gpu::fake_train_engine>(model, train, nullptr);
+      if (gpu::status s = out.reference->offload_state(); !s) return s;
+    }
   } else {
     out.weights_digest = [] { return std::uint64_t{0}; };
   }
@@ -155,6 +165,15 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
     trainer = holding(std::move(*engine), out.data_parallel);
     out.train = trainer;
     out.weights_digest = [trainer] { return trainer->weights_digest(); };
+    if (wants_reference(recipe)) {
+      auto again = open_policy_checkpoint(recipe);
+      if (!again) return again.error();
+      auto reference = gpu::cpu_train_engine::create(gpu::exec_context::cpu(), std::move(*again), train, nullptr);
+      if (!reference)
+        return refused("policy.model_name: " + recipe.policy.model_name + ": the reference policy: " + reference.error().message());
+      out.reference = std::shared_ptr<gpu::cpu_train_engine>(std::move(*reference));
+      if (gpu::status s = out.reference->offload_state(); !s) return s;
+    }
   }
   if (rollout) {
     auto source = open_policy_checkpoint(recipe);
@@ -246,13 +265,13 @@ gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_co
   return o;
 }
 
-gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe) {
-  if (recipe.data.train_dataset)
-    return not_built("data.train_dataset: " + *recipe.data.train_dataset +
-                     ": datasets are not built yet (null: the parity task's synthetic prompts)");
-  const auto seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+namespace {
+
+/// `count` parity prompts of `seed` over the vocabulary of the recipe's engines.
+gpu::result<std::vector<std::vector<std::int32_t>>> parity_prompt_set(const config::recipe_config& recipe,
+                                                                      std::uint64_t seed, std::size_t count) {
   if (recipe.runtime.engine == config::engine_kind::fake)
-    return gpu::parity_prompts(seed, parity_prompt_count, fake_model_of(recipe).vocab);
+    return gpu::parity_prompts(seed, count, fake_model_of(recipe).vocab);
   if (gpu::status s = gemma4_backend(recipe); !s) return s;
   // The controller loads no weights: the vocabulary and the special ids come from config.json.
   auto c = gpu::load_model_config(recipe.policy.model_name);
@@ -266,8 +285,31 @@ gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const confi
   if (c->vocab_size > std::int64_t{1} << 30 || lowest >= c->vocab_size)
     return refused("policy.model_name: " + recipe.policy.model_name + ": a vocabulary of " + std::to_string(c->vocab_size) +
                    " tokens leaves no ordinary token above the special ids (pad, bos, eos) for the parity prompts");
-  return gpu::parity_prompts(seed, parity_prompt_count, static_cast<std::int32_t>(c->vocab_size),
-                             static_cast<std::int32_t>(lowest));
+  return gpu::parity_prompts(seed, count, static_cast<std::int32_t>(c->vocab_size), static_cast<std::int32_t>(lowest));
+}
+
+}  // namespace
+
+gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe) {
+  if (recipe.data.train_dataset)
+    return not_built("data.train_dataset: " + *recipe.data.train_dataset +
+                     ": datasets are not built yet (null: the parity task's synthetic prompts)");
+  return parity_prompt_set(recipe, static_cast<std::uint64_t>(recipe.grpo.seed), parity_prompt_count);
+}
+
+gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const config::recipe_config& recipe) {
+  if (recipe.data.validation_dataset)
+    return not_built("data.validation_dataset: " + *recipe.data.validation_dataset +
+                     ": datasets are not built yet (null with env.name parity: the parity task's held-out prompts)");
+  if (recipe.env.name != config::environment_kind::parity)
+    return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
+                     ": validation without data.validation_dataset uses the parity task's held-out prompts, so it "
+                     "needs env.name parity");
+  // Held out: the training set is parity_prompts(grpo.seed, ...); the validation set is the same
+  // task's prompts of another seed, grpo.seed XOR 0x76616C6964617465 ("validate" in ASCII), so
+  // its stream of prompts starts elsewhere and no training prompt is drawn from it.
+  const std::uint64_t seed = static_cast<std::uint64_t>(recipe.grpo.seed) ^ validation_seed_mask;
+  return parity_prompt_set(recipe, seed, static_cast<std::size_t>(recipe.grpo.max_val_samples));
 }
 
 gpu::result<scoring_function> reward_for(const config::recipe_config& recipe) {

@@ -10,6 +10,8 @@
 //                       float32 over the checkpoint directory policy.model_name (below)
 //   data.train_dataset  null: the parity task's prompts (gpu/engine/parity_task.h) over the
 //                       engines' vocabulary; a path: refused
+//   data.validation_dataset  null with env.name parity: the parity task's held-out prompts
+//                       (another seed); a path: refused
 //   env.name            parity: the parity reward; arithmetic, math: refused
 //
 // The model of runtime.engine gemma4. policy.model_name must be a checkpoint directory here:
@@ -53,6 +55,10 @@ namespace tandem {
 
 struct member_engines {
   std::shared_ptr<gpu::train_engine> train;        ///< when the member hosts a policy rank
+  /// With the KL term (loss_fn.reference_policy_kl_penalty > 0) on a policy rank: the frozen
+  /// reference policy, a second train engine over the initial weights that only computes
+  /// logprobs (its training state offloaded, its gradients released).
+  std::shared_ptr<gpu::train_engine> reference;
   std::shared_ptr<gpu::generate_engine> generate;  ///< when it hosts a rollout worker
   gpu::weight_manifest rollout_layout;             ///< the generator's own layout (the policy's manifest must equal it)
   /// A hash of the trainer's weights now (0: the engine offers none); called between engine calls.
@@ -86,6 +92,13 @@ gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_co
 /// names, read from config.json alone: the controller loads no weights). Fails (unsupported) for a
 /// dataset path, (invalid_argument naming policy.model_name) for a config.json it cannot read.
 gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe);
+
+/// The validation set (token ids), each prompt validated once per pass: data.validation_dataset
+/// null with env.name parity gives the parity task's held-out prompts, grpo.max_val_samples of
+/// them from a seed other than training's (grpo.seed XOR "validate" in ASCII), over the same
+/// vocabulary as training_prompts. Fails (unsupported) for a dataset path or another environment,
+/// (invalid_argument naming policy.model_name) as training_prompts.
+gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const config::recipe_config& recipe);
 
 /// The scoring function of env.name: parity scores the parity reward (1 for an even last generated
 /// token, else 0; single-turn). Fails (unsupported) for arithmetic and math.

@@ -198,14 +198,23 @@ class rule_checker {
     if (g.max_trajectory_age_steps > 0 && !l.use_importance_sampling_correction)
       fail({"grpo.max_trajectory_age_steps", "loss_fn.use_importance_sampling_correction"},
            "off-policy trajectories need loss_fn.use_importance_sampling_correction: true");
+    if (g.max_trajectory_age_steps > 0 && c_.policy.generation.colocated)
+      fail({"grpo.max_trajectory_age_steps", "policy.generation.colocated.enabled"},
+           "one-step off-policy generation overlaps generating with training, which share the devices when colocated: "
+           "it needs dedicated rollout devices (policy.generation.colocated.enabled: false)");
+    if (g.max_trajectory_age_steps > 0 && g.use_dynamic_sampling)
+      fail({"grpo.max_trajectory_age_steps", "grpo.use_dynamic_sampling"},
+           "one-step off-policy generation with dynamic sampling is not built yet: turn one of them off");
   }
 
   void validation_and_checkpoints() {
     const auto& g = c_.grpo;
     const bool validates = g.val_period > 0 || g.val_at_start || g.val_at_end;
-    if (validates && !c_.data.validation_dataset)
-      fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset"},
-           "validation is on but data.validation_dataset is null");
+    // With no dataset, the parity task validates on held-out prompts of its own (another seed).
+    if (validates && !c_.data.validation_dataset && c_.env.name != environment_kind::parity)
+      fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset", "env.name"},
+           "validation is on but data.validation_dataset is null; only env.name parity validates without one (on "
+           "the parity task's held-out prompts)");
     const auto& m = c_.checkpointing.metric_name;
     if (c_.checkpointing.enabled && m && m->starts_with("val:") && !validates)
       fail({"checkpointing.metric_name", "grpo.val_period"},

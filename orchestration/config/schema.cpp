@@ -38,13 +38,13 @@ void declare_grpo(schema& s) {
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: the leave one out baseline takes the others of the group and a group of agreeing others has std 0");
   key(s, "grpo.use_dynamic_sampling", "DAPO: keep only groups whose rewards differ, generate until the batch is full")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.use_dynamic_sampling; })
-      .not_built_unless([](const R& r) { return r.grpo.use_dynamic_sampling; }, false, "true", "dynamic sampling is not built yet");
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: a_gemma4_run_with_dynamic_sampling_trains_on_groups_whose_rewards_differ_and_counts_its_rounds; tests/actors/driver/driver_test.cpp: dynamic sampling that runs out of generation rounds fails the step saying so");
   key(s, "grpo.batch_multiplier", "Prompts per generation round = num_prompts_per_step x this (dynamic sampling)")
       .integer(1).at_least(1).to([](R& r) -> auto& { return r.grpo.batch_multiplier; })
-      .part_of("grpo.use_dynamic_sampling").at_most(1024);
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: a_gemma4_run_with_dynamic_sampling_trains_on_groups_whose_rewards_differ_and_counts_its_rounds").at_most(1024);
   key(s, "grpo.dynamic_sampling_max_gen_batches", "Fail the step after this many generation rounds without a full batch")
       .integer(10).at_least(1).to([](R& r) -> auto& { return r.grpo.dynamic_sampling_max_gen_batches; })
-      .part_of("grpo.use_dynamic_sampling").at_most(65536);
+      .shown_by("tests/actors/driver/driver_test.cpp: dynamic sampling that runs out of generation rounds fails the step saying so").at_most(65536);
   key(s, "grpo.reward_scaling.enabled", "Clamp rewards to [source_min, source_max] and map them onto [target_min, target_max]")
       .boolean(false).to([](R& r) -> auto& { return r.grpo.reward_scaling.enabled; })
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: dapo rewards are scaled then shaped and the baseline averages the shaped rewards");
@@ -83,22 +83,22 @@ void declare_grpo(schema& s) {
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: normalised advantages divide by the std of the unshaped rewards and the clips clamp them");
   key(s, "grpo.max_trajectory_age_steps", "0: synchronous GRPO; 1: generation of step n+1 overlaps training of step n")
       .integer(0).at_least(0).at_most(1).to([](R& r) -> auto& { return r.grpo.max_trajectory_age_steps; })
-      .not_built_unless([](const R& r) { return r.grpo.max_trajectory_age_steps; }, std::int64_t{0}, "1", "one-step off-policy generation is not built yet");
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: a_dedicated_gemma4_run_one_step_off_policy_trains_on_batches_one_version_old_generated_while_the_previous_step_trains");
   key(s, "grpo.val_period", "Validate every this many steps (0: never)").integer(0).at_least(0)
       .to([](R& r) -> auto& { return r.grpo.val_period; })
-      .not_built_unless([](const R& r) { return r.grpo.val_period; }, std::int64_t{0}, "5", "validation is not built yet").at_most(4294967295.0);
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: a_run_with_val_period_2_over_4_steps_records_validation_accuracy_after_steps_2_and_4").at_most(4294967295.0);
   key(s, "grpo.val_at_start", "Validate before the first step").boolean(false)
       .to([](R& r) -> auto& { return r.grpo.val_at_start; })
-      .not_built_unless([](const R& r) { return r.grpo.val_at_start; }, false, "true", "validation is not built yet");
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: val_at_start_records_a_validation_pass_at_step_0_with_the_initial_weights");
   key(s, "grpo.val_at_end", "Validate after the last step").boolean(false)
       .to([](R& r) -> auto& { return r.grpo.val_at_end; })
-      .not_built_unless([](const R& r) { return r.grpo.val_at_end; }, false, "true", "validation is not built yet");
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: val_at_end_validates_after_the_last_step_once_even_when_val_period_also_falls_on_it");
   key(s, "grpo.max_val_samples", "Validation prompts per validation").integer(256).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.max_val_samples; })
-      .part_of("grpo.val_period").at_most(1 << 20);
-  key(s, "grpo.val_batch_size", "Validation prompts generated at once").integer(256).at_least(1)
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: a_run_with_val_period_2_over_4_steps_records_validation_accuracy_after_steps_2_and_4; tests/unit/actors/runtime/engine_factory_test.cpp: the_validation_prompts_are_max_val_samples_parity_prompts_of_another_seed_than_training").at_most(1 << 20);
+  key(s, "grpo.val_batch_size", "Validation prompts generated at once (capped at a training step's samples per rollout worker)").integer(256).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.val_batch_size; })
-      .part_of("grpo.val_period").at_most(1 << 20);
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: a_run_with_val_period_2_over_4_steps_records_validation_accuracy_after_steps_2_and_4; tests/actors/driver/validation_test.cpp: rounds of batch_size prompts cover every validation prompt once with prompt k on rollout worker k mod R").at_most(1 << 20);
   key(s, "grpo.seed", "Seed of every random stream (data order, sampling)").integer(42).at_least(0)
       .to([](R& r) -> auto& { return r.grpo.seed; })
       .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");
@@ -107,13 +107,13 @@ void declare_grpo(schema& s) {
 void declare_loss(schema& s) {
   key(s, "loss_fn.reference_policy_kl_penalty", "Weight of the k3 KL term against the initial policy (0: off)")
       .real(0.0).at_least(0).to([](R& r) -> auto& { return r.loss_fn.reference_policy_kl_penalty; })
-      .not_built_unless([](const R& r) { return r.loss_fn.reference_policy_kl_penalty; }, 0.0, "0.01", "the KL term needs reference-policy logprobs, which the RL loop does not compute yet");
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: a_gemma4_run_with_two_optimizer_steps_per_step_and_the_kl_term_clips_its_later_steps_and_pays_kl_to_the_reference");
   key(s, "loss_fn.kl_input_clamp_value", "Clamp of the log-ratio fed to the KL estimate").real(20.0)
       .above(0).to([](R& r) -> auto& { return r.loss_fn.kl_input_clamp_value; })
-      .part_of("loss_fn.reference_policy_kl_penalty");
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_kl_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: kl_in_score_function_form_adds_k3_itself_to_the_finite_difference_gradient");
   key(s, "loss_fn.kl_output_clamp_value", "Clamp of the per-token KL estimate").real(10.0).above(0)
       .to([](R& r) -> auto& { return r.loss_fn.kl_output_clamp_value; })
-      .part_of("loss_fn.reference_policy_kl_penalty");
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_kl_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: kl_in_score_function_form_adds_k3_itself_to_the_finite_difference_gradient");
   key(s, "loss_fn.ratio_clip_min", "PPO ratio lower clip: 1 - ratio_clip_min").real(0.2).at_least(0)
       .below(1).to([](R& r) -> auto& { return r.loss_fn.ratio_clip_min; })
       .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: the_low_clip_fires_for_negative_advantages_below_one_minus_clip_min_and_stops_their_gradient");
@@ -144,7 +144,7 @@ void declare_loss(schema& s) {
       .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: sequence_level_loss_averages_each_sequence_then_divides_by_the_global_sequence_count");
   key(s, "loss_fn.use_on_policy_kl_approximation", "Weight the KL term by the trainer/generator ratio")
       .boolean(false).to([](R& r) -> auto& { return r.loss_fn.use_on_policy_kl_approximation; })
-      .part_of("loss_fn.reference_policy_kl_penalty");
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_kl_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: kl_with_the_on_policy_approximation_weights_by_a_constant_exp_of_cur_minus_gen");
   key(s, "loss_fn.force_on_policy_ratio", "Use ratio 1 (skip the previous-policy logprob pass)")
       .boolean(false).to([](R& r) -> auto& { return r.loss_fn.force_on_policy_ratio; })
       .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_loss_keys_reach_the_policy_gradient_loss; tests/unit/gpu/ops/pg_loss_test.cpp: force_on_policy_ratio_uses_ratio_one_with_the_gradient_of_exp_x_minus_sg_x");
@@ -156,10 +156,10 @@ void declare_policy(schema& s) {
       .shown_by("tests/unit/tools/cli/shipped_recipes_test.cpp: the_dry_run_reports_the_parameter_count_of_the_tensor_table; tests/unit/actors/runtime/engine_factory_test.cpp: runtime_engine_gemma4_builds_the_cpu_engines_over_the_checkpoint_that_policy_model_name_names; tests/integration/runtime/gemma4_run_test.cpp: a_colocated_gemma4_run_trains_every_step_with_identical_policy_ranks_and_generates_with_the_newest_weights");
   key(s, "policy.train_global_batch_size", "Samples per optimizer step, over all data-parallel ranks")
       .integer(512).at_least(1).to([](R& r) -> auto& { return r.policy.train_global_batch_size; })
-      .not_built_when([](const R& r) { return r.grpo.num_prompts_per_step * r.grpo.num_generations_per_prompt > r.policy.train_global_batch_size; }, "256", "several optimizer steps per GRPO step are not built yet: set it to grpo.num_prompts_per_step x grpo.num_generations_per_prompt").shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(68719476736.0);
+      .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks; tests/integration/runtime/gemma4_run_test.cpp: a_gemma4_run_with_two_optimizer_steps_per_step_and_the_kl_term_clips_its_later_steps_and_pays_kl_to_the_reference").at_most(68719476736.0);
   key(s, "policy.train_micro_batch_size", "Token budget of one forward/backward pass on one rank, in samples of max_total_sequence_length tokens: samples are packed into a pass while they fit").integer(1)
       .at_least(1).to([](R& r) -> auto& { return r.policy.train_micro_batch_size; })
-      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples; tests/actors/driver/batch_test.cpp: micro-batches pack trajectories while the token budget holds them and give a longer one its own").at_most(1 << 20);
+      .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples; tests/actors/policy_worker/step_batch_test.cpp: micro-batches cover only the optimizer steps sequences and pack them while the budget holds").at_most(1 << 20);
   key(s, "policy.logprob_batch_size", "Samples per logprob pass on one rank (null: the rank's whole share at once)")
       .integer(0).null_default().at_least(1)
       .to([](R& r) -> auto& { return r.policy.logprob_batch_size; })
@@ -278,9 +278,9 @@ void declare_data_env(schema& s) {
       .null_default()
       .to([](R& r) -> auto& { return r.data.train_dataset; })
       .not_built_unless([](const R& r) { return r.data.train_dataset; }, std::optional<std::string>{}, "prompts.jsonl", "datasets are not built yet (null: the parity task's synthetic prompts)");
-  key(s, "data.validation_dataset", "Validation prompts: a JSONL file (null: none)")
+  key(s, "data.validation_dataset", "Validation prompts: a JSONL file (null: the parity task's held-out prompts with env.name parity)")
       .string("").null_default().to([](R& r) -> auto& { return r.data.validation_dataset; })
-      .part_of("grpo.val_period");
+      .not_built_unless([](const R& r) { return r.data.validation_dataset; }, std::optional<std::string>{}, "val.jsonl", "datasets are not built yet (null: the parity task's held-out prompts)");
   key(s, "data.max_input_seq_length", "Longest prompt in tokens; longer prompts are skipped").integer(2048)
       .at_least(1).to([](R& r) -> auto& { return r.data.max_input_seq_length; })
       .shown_by("tests/unit/orchestration/config/broken_recipes_test.cpp: each_broken_recipe_is_refused_with_its_exact_located_error; tests/data/recipes/broken/rule_sequence_lengths_exceed_total.yaml").at_most(1 << 24);
@@ -333,7 +333,7 @@ void declare_checkpoint_logger(schema& s) {
       .not_built_unless([](const R& r) { return r.logger.wandb_enabled; }, false, "true", "Weights & Biases logging is not built yet; metrics go to metrics.jsonl");
   key(s, "logger.num_val_samples_to_print", "Validation samples printed to the log").integer(0)
       .at_least(0).to([](R& r) -> auto& { return r.logger.num_val_samples_to_print; })
-      .part_of("grpo.val_period").at_most(1 << 20);
+      .shown_by("tests/integration/runtime/validation_run_test.cpp: val_at_start_records_a_validation_pass_at_step_0_with_the_initial_weights").at_most(1 << 20);
 }
 
 void declare_cluster(schema& s) {

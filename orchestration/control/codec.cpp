@@ -40,10 +40,9 @@ void fields(F& f, M& m) {
 }
 template <class F, is<packed_sequences> M>
 void fields(F& f, M& m) { f("tokens", m.tokens); f("offsets", m.offsets); }
-template <class F, is<micro_batch> M>
+template <class F, is<optimizer_share> M>
 void fields(F& f, M& m) {
-  f("sequences", m.sequences); f("advantages", m.advantages); f("mask", m.mask); f("lp_prev", m.lp_prev);
-  f("lp_gen", m.lp_gen); f("lp_ref", m.lp_ref);
+  f("sequences", m.sequences); f("global_tokens", m.global_tokens); f("global_sequences", m.global_sequences);
 }
 template <class F, is<metric> M> void fields(F& f, M& m) { f("name", m.name); f("value", m.value); }
 
@@ -86,19 +85,25 @@ void fields(F& f, M& m) {
   f("step", m.step); f("round", m.round); f("weight_version", m.weight_version); f("sequences", m.sequences);
 }
 template <class F, is<logprob_request> M>
-void fields(F& f, M& m) { f("step", m.step); f("batch", m.batch); f("sampling", m.sampling); }
+void fields(F& f, M& m) {
+  f("step", m.step); f("rl_step", m.rl_step); f("weight_version", m.weight_version); f("batch", m.batch);
+  f("prompt_tokens", m.prompt_tokens); f("lp_gen", m.lp_gen); f("generated_with", m.generated_with);
+  f("sampling", m.sampling); f("reference", m.reference);
+}
 template <class F, is<logprob_result> M>
-void fields(F& f, M& m) { f("step", m.step); f("weight_version", m.weight_version); f("logprobs", m.logprobs); }
+void fields(F& f, M& m) {
+  f("step", m.step); f("weight_version", m.weight_version); f("excluded_tokens", m.excluded_tokens); f("tokens", m.tokens);
+}
 template <class F, is<train_request> M>
 void fields(F& f, M& m) {
-  f("step", m.step); f("weight_version", m.weight_version); f("sampling", m.sampling);
-  f("micro_batches", m.micro_batches); f("global_tokens", m.global_tokens);
-  f("global_sequences", m.global_sequences);
+  f("step", m.step); f("rl_step", m.rl_step); f("weight_version", m.weight_version); f("sampling", m.sampling);
+  f("advantages", m.advantages); f("loss_multipliers", m.loss_multipliers); f("optimizer_steps", m.optimizer_steps);
+  f("micro_batch_tokens", m.micro_batch_tokens);
 }
 template <class F, is<train_result> M>
 void fields(F& f, M& m) {
   f("step", m.step); f("loss", m.loss); f("metrics", m.metrics); f("weight_version", m.weight_version);
-  f("micro_batches", m.micro_batches); f("weights_digest", m.weights_digest);
+  f("micro_batches", m.micro_batches); f("weights_digest", m.weights_digest); f("optimizer_steps", m.optimizer_steps);
 }
 template <class F, is<refit_begin> M>
 void fields(F& f, M& m) {
@@ -153,7 +158,7 @@ std::string type_name() {
   else if constexpr (std::same_as<T, manifest_entry>) return "manifest_entry";
   else if constexpr (std::same_as<T, prompt>) return "prompt";
   else if constexpr (std::same_as<T, finished_sequence>) return "finished_sequence";
-  else if constexpr (std::same_as<T, micro_batch>) return "micro_batch";
+  else if constexpr (std::same_as<T, optimizer_share>) return "optimizer_share";
   else if constexpr (std::same_as<T, metric>) return "metric";
   else return "struct";
 }

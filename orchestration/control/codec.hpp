@@ -1,7 +1,7 @@
 // The one wire format of the control plane: encode a message (messages.hpp) into one ZeroMQ frame
 // and decode a frame back, refusing anything malformed with a reason and a byte offset.
 //
-// Wire format, protocol version 4. One frame per message; the ROUTER socket's routing-id frame is
+// Wire format, protocol version 5. One frame per message; the ROUTER socket's routing-id frame is
 // added and removed by the socket layer, never by the codec.
 //
 //   offset  size  field
@@ -50,7 +50,7 @@ inline constexpr std::uint32_t frame_magic = 0x4D444E54;
 /// Bytes of the frame header (magic, version, kind, body length).
 inline constexpr std::size_t header_bytes = 12;
 /// The largest frame encode produces or decode accepts, unless a call gives its own limit. Sized
-/// for a data-parallel rank's train_request (every frame stays below the uint32 body length).
+/// for a data-parallel rank's logprob_request (every frame stays below the uint32 body length).
 /// The socket layer sets ZMQ_MAXMSGSIZE to it.
 inline constexpr std::size_t max_frame_bytes = std::size_t{256} << 20;  // 256 MiB
 

@@ -11,9 +11,9 @@
 namespace tandem::control {
 
 /// The largest member -> controller frame of a run of `recipe`: a generate_result holding every
-/// sequence of a step at max_new_tokens, or a logprob_result of every token of a step at
-/// max_total_sequence_length, twice over for headroom; at least 16 MiB (a manifest, metrics,
-/// error texts) and at most max_frame_bytes.
+/// sequence of a step at max_new_tokens (a logprob_result, one count per sequence, is smaller),
+/// twice over for headroom; at least 16 MiB (a manifest, metrics, error texts) and at most
+/// max_frame_bytes.
 std::size_t controller_frame_limit(const config::recipe_config& recipe);
 
 }  // namespace tandem::control

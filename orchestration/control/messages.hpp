@@ -37,8 +37,10 @@ namespace tandem::control {
 /// different versions refuse each other's frames (codec.hpp). Version 4: refit bucket checksums
 /// (refit_begin.checksums) and weights digests (train_result.weights_digest) are the chunked
 /// XXH3-64 of gpu/core/chunked_hash.h, no longer FNV-1a 64, so a version-3 peer would report
-/// checksum mismatches and differing digests instead of being refused.
-inline constexpr std::uint16_t protocol_version = 4;
+/// checksum mismatches and differing digests instead of being refused. Version 5: the straight
+/// train step (logprob_request carries each trajectory once with the generator's logprobs and
+/// the rank keeps them; logprob_result and train_request carry per-sequence values only).
+inline constexpr std::uint16_t protocol_version = 5;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -169,15 +171,13 @@ struct packed_sequences {
   bool operator==(const packed_sequences&) const = default;
 };
 
-/// One micro-batch of the loss, per-token vectors aligned with sequences.tokens.
-struct micro_batch {
-  packed_sequences sequences;
-  std::vector<float> advantages;
-  std::vector<float> mask;     ///< 0 or 1
-  std::vector<float> lp_prev;  ///< logprobs before the step
-  std::vector<float> lp_gen;   ///< logprobs of the generator
-  std::vector<float> lp_ref;   ///< reference policy; empty when the KL term is off
-  bool operator==(const micro_batch&) const = default;
+/// One optimizer step's part of a train request: the next `sequences` of the rank's logprob
+/// request, and the masked-token counts of the whole global batch (every rank).
+struct optimizer_share {
+  std::uint64_t sequences = 0;
+  std::int64_t global_tokens = 0;     ///< masked tokens of the global batch
+  std::int64_t global_sequences = 0;  ///< its sequences with a masked token
+  bool operator==(const optimizer_share&) const = default;
 };
 
 /// One named scalar of a train step ("grad_norm", "clip_fraction").
@@ -311,33 +311,43 @@ struct generate_result {
   bool operator==(const generate_result&) const = default;
 };
 
-/// controller -> policy worker, logprobs of sequences before training. Reply: logprob_result.
+/// controller -> policy worker, its trajectories of a step for the logprob pass; the rank keeps
+/// them (with the logprobs it computes) for the step's train_request. Reply: logprob_result.
 struct logprob_request {
   static constexpr message_kind kind = message_kind::logprob_request;
-  std::uint64_t step = 0;
-  packed_sequences batch;
+  std::uint64_t step = 0;             ///< the request's number (echoed)
+  std::uint32_t rl_step = 0;          ///< the RL step; the train_request names it again
+  std::uint64_t weight_version = 0;   ///< the version that must compute them; refused unless current
+  packed_sequences batch;             ///< prompt + generated tokens of each trajectory
+  std::vector<std::int32_t> prompt_tokens;     ///< per sequence: its prompt's length
+  std::vector<float> lp_gen;                   ///< per generated token: the generator's logprob
+  std::vector<std::uint64_t> generated_with;   ///< per sequence: the version that generated it
   sampling_params sampling;
+  bool reference = false;             ///< also the reference policy's logprobs (the KL term)
   bool operator==(const logprob_request&) const = default;
 };
 
-/// policy worker -> controller, answering logprob_request. No reply.
+/// policy worker -> controller, answering logprob_request: nothing per token. No reply.
 struct logprob_result {
   static constexpr message_kind kind = message_kind::logprob_result;
   std::uint64_t step = 0;
   std::uint64_t weight_version = 0;  ///< the weights that computed them
-  std::vector<float> logprobs;       ///< per token of the request's batch
+  std::vector<std::int32_t> excluded_tokens;  ///< per sequence: generated tokens whose lp_prev is -inf
+  std::int64_t tokens = 0;           ///< tokens scored
   bool operator==(const logprob_result&) const = default;
 };
 
-/// controller -> every policy worker, its share of a train step. Reply: train_result.
+/// controller -> every policy worker, its part of a train step: per-sequence values only. Reply: train_result.
 struct train_request {
   static constexpr message_kind kind = message_kind::train_request;
-  std::uint64_t step = 0;
+  std::uint64_t step = 0;             ///< the request's number (echoed)
+  std::uint32_t rl_step = 0;          ///< the logprob request's RL step
   std::uint64_t weight_version = 0;   ///< the version lp_prev came from; refused unless current
   sampling_params sampling;           ///< the distribution the logprobs are taken under
-  std::vector<micro_batch> micro_batches;
-  std::int64_t global_tokens = 0;     ///< masked tokens over every micro-batch of every rank
-  std::int64_t global_sequences = 0;  ///< sequences with a masked token, likewise
+  std::vector<double> advantages;     ///< per sequence of the logprob request
+  std::vector<double> loss_multipliers;  ///< per sequence
+  std::vector<optimizer_share> optimizer_steps;  ///< in order; their sequences add up to the request's
+  std::int64_t micro_batch_tokens = 0;  ///< the rank's micro-batch token budget
   bool operator==(const train_request&) const = default;
 };
 
@@ -345,11 +355,12 @@ struct train_request {
 struct train_result {
   static constexpr message_kind kind = message_kind::train_result;
   std::uint64_t step = 0;
-  double loss = 0;
-  std::vector<metric> metrics;       ///< the loss metrics and the optimizer's (grad_norm, lr, optimizer_step)
+  double loss = 0;                   ///< the sum over the optimizer steps of this rank's share of each one's loss
+  std::vector<metric> metrics;       ///< the loss metrics and the optimizer's (grad_norm, lr, optimizer_step, grad_norm_sum)
   std::uint64_t weight_version = 0;  ///< the version the step produced
   std::uint64_t micro_batches = 0;   ///< this rank's
   std::uint64_t weights_digest = 0;  ///< a hash of the weights after the step (0: the engine has none)
+  std::uint64_t optimizer_steps = 0; ///< the optimizer steps taken
   bool operator==(const train_result&) const = default;
 };
 

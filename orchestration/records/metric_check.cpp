@@ -201,9 +201,9 @@ class parser {
     while (i_ < s_.size() && is_digit(s_[i_])) ++i_;
     std::int64_t step = 0;
     const auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + i_, step);
-    if (start == i_ || ec != std::errc() || step < 1) {
+    if (start == i_ || ec != std::errc() || step < 0) {
       i_ = start;
-      fail("a step (a whole number >= 1)");
+      fail("a step (a whole number >= 0)");
       return false;
     }
     if (!expect(']')) return false;

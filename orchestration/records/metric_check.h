@@ -17,7 +17,7 @@
 //   reduce   = "mean" | "median" | "min" | "max"
 //   metric   = name | '"' any characters but '"' '"'
 //   name     = letter or '_', then letters, digits and _ / . - @ :
-//   step     = digits (a step >= 1)
+//   step     = digits (a step >= 0; 0 is validation before the first step)
 //   number   = ["+" | "-"] digits ["." digits] [("e" | "E") ["+" | "-"] digits]   (also ".5", "5.")
 //
 // median of an even count is the mean of the middle two; ratio_above(m, x) is the fraction of

@@ -55,9 +55,9 @@ std::string flatten(const json& v, bool top, const std::string& prefix, std::map
 std::optional<std::int64_t> step_of(const json& record) {
   const auto it = record.find("step");
   if (it == record.end()) return std::nullopt;
-  if (it->is_number_unsigned() && it->get<std::uint64_t>() >= 1 && it->get<std::uint64_t>() <= INT64_MAX)
+  if (it->is_number_unsigned() && it->get<std::uint64_t>() <= INT64_MAX)
     return static_cast<std::int64_t>(it->get<std::uint64_t>());
-  if (it->is_number_integer() && it->get<std::int64_t>() >= 1) return it->get<std::int64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() >= 0) return it->get<std::int64_t>();
   return std::nullopt;
 }
 
@@ -110,8 +110,8 @@ metrics_result<metric_table> parse_metrics(std::string_view text, const std::str
     if (!record.is_object()) return malformed(std::string("a record is a JSON object, not ") + kind_of(record));
     const auto step = step_of(record);
     if (!step) {
-      if (!record.contains("step")) return malformed("no \"step\" (a whole number >= 1)");
-      return malformed("\"step\" is " + record["step"].dump() + ", not a whole number >= 1");
+      if (!record.contains("step")) return malformed("no \"step\" (a whole number >= 0)");
+      return malformed("\"step\" is " + record["step"].dump() + ", not a whole number >= 0");
     }
     if (const auto [it, fresh] = line_of_step.emplace(*step, line_number); !fresh)
       return metrics_error{metrics_errc::duplicate_step, where + "step " + std::to_string(*step) +

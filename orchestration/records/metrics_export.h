@@ -1,10 +1,11 @@
 // A run's metrics.jsonl read back as a table of series, and written as NeMo-RL's metrics JSON.
 //
-// metrics.jsonl holds one JSON object per line, one line per step: "step" (an integer >= 1) and
-// numeric fields, possibly nested: {"step":1,"loss":0.1,"refit":{"bytes":123}}. A series is named
-// by its path, nested keys joined with '/' ("refit/bytes"); names that already hold '/'
-// ("train/loss") are kept as they are. Strings, booleans, arrays and null (how a NaN is written)
-// are not series and are skipped; an object with no numbers adds nothing. Blank lines are skipped.
+// metrics.jsonl holds one JSON object per line, one line per step: "step" (an integer >= 0; step 0
+// holds validation before the first step, grpo.val_at_start) and numeric fields, possibly nested:
+// {"step":1,"loss":0.1,"refit":{"bytes":123}}. A series is named by its path, nested keys joined
+// with '/' ("refit/bytes"); names that already hold '/' ("train/loss") are kept as they are.
+// Strings, booleans, arrays and null (how a NaN is written) are not series and are skipped; an
+// object with no numbers adds nothing. Blank lines are skipped.
 //
 // NeMo-RL's form is {"metric": {"step": value}}: step keys as strings, here in step order under
 // metric names in sorted order, values as JSON reals.
@@ -24,7 +25,7 @@ namespace tandem::records {
 
 enum class metrics_errc {
   cannot_read,       ///< the metrics file could not be opened or read
-  malformed_record,  ///< a line is not a JSON object with an integer "step" >= 1
+  malformed_record,  ///< a line is not a JSON object with an integer "step" >= 0
   duplicate_step,    ///< two lines hold the same step
   duplicate_metric,  ///< one line names a series twice ("a/b" and {"a":{"b":..}})
   bad_expression,    ///< a check expression does not parse (metric_check.h)
@@ -54,7 +55,7 @@ using metric_table = std::map<std::string, metric_series>;
 std::filesystem::path metrics_file_of(const std::filesystem::path& run_dir_or_file);
 
 /// The series of `text`, the contents of a metrics file that messages call `file`. Errors:
-/// malformed_record ("FILE:3: not JSON: ..."; "FILE:3: no \"step\" (a whole number >= 1)"),
+/// malformed_record ("FILE:3: not JSON: ..."; "FILE:3: no \"step\" (a whole number >= 0)"),
 /// duplicate_step ("FILE:5: step 2 again (first at line 2; two runs in one file?)"), duplicate_metric.
 metrics_result<metric_table> parse_metrics(std::string_view text, const std::string& file);
 

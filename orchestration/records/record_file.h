@@ -2,8 +2,9 @@
 // goes out as one write(2) of the whole line; a write that fails or falls short (a full disk, a
 // file-size limit, an I/O error) is undone: the file is cut back (ftruncate) to its size before
 // that record, so no partial line remains, and the error names the path and the OS reason. After
-// a failure the file takes no more records. The file is made new (O_EXCL): a writer never adds to
-// a file it did not create, such as another run's.
+// a failure the file takes no more records (record_appender.h does the writing and the undoing;
+// this adds the lines and a lock). The file is made new (O_EXCL): a writer never adds to a file it
+// did not create, such as another run's.
 //
 //   open --append, written whole--> open
 //        --append, short or failed write--> cut back to the last whole record --> failed
@@ -18,6 +19,7 @@
 #include <string_view>
 
 #include "orchestration/records/file_error.h"
+#include "orchestration/records/record_appender.h"
 
 namespace tandem::records {
 
@@ -27,7 +29,6 @@ class record_file {
   /// Error: cannot_create ("cannot create PATH: File exists").
   static file_result<std::shared_ptr<record_file>> create(const std::filesystem::path& path);
 
-  ~record_file();
   record_file(const record_file&) = delete;
   record_file& operator=(const record_file&) = delete;
 
@@ -40,16 +41,13 @@ class record_file {
   std::optional<file_error> failure() const;
   /// The bytes of the whole records written.
   std::uint64_t size() const;
-  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& path() const { return file_.path(); }
 
  private:
-  record_file(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
+  record_file(int fd, std::filesystem::path path) : file_(fd, std::move(path), "record") {}
 
   mutable std::mutex mutex_;
-  int fd_ = -1;
-  std::filesystem::path path_;
-  std::uint64_t size_ = 0;
-  std::optional<file_error> failure_;
+  record_appender file_;  // guarded by mutex_ (its path never changes)
 };
 
 }  // namespace tandem::records

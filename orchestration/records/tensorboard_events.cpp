@@ -1,5 +1,5 @@
-// TFRecord framing, the hand-encoded Event protobuf, and whole-record appends (one write(2) per
-// event, undone by ftruncate when it fails or falls short).
+// TFRecord framing and the hand-encoded Event protobuf; each event goes out whole through
+// record_appender.h.
 #include "orchestration/records/tensorboard_events.h"
 
 #include <fcntl.h>
@@ -130,7 +130,7 @@ file_result<std::unique_ptr<tensorboard_events>> tensorboard_events::open(const 
   }
   if (fd < 0) return os_file_error(file_errc::cannot_create, "cannot create", path.string(), reason);
   std::unique_ptr<tensorboard_events> w(new tensorboard_events(fd, path));
-  if (auto e = w->write_record(file_version_event(wall_time))) {
+  if (auto e = w->file_.append(tfrecord(file_version_event(wall_time)))) {
     w.reset();
     ::unlink(path.c_str());
     return *e;
@@ -138,44 +138,9 @@ file_result<std::unique_ptr<tensorboard_events>> tensorboard_events::open(const 
   return w;
 }
 
-tensorboard_events::~tensorboard_events() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::optional<file_error> tensorboard_events::add_scalars(std::int64_t step, const std::vector<tagged_scalar>& scalars,
                                                           double wall_time) {
-  return write_record(scalars_event(wall_time, step, scalars));
-}
-
-std::optional<file_error> tensorboard_events::write_record(std::string_view event) {
-  if (failure_) return failure_;
-  const std::string record = tfrecord(event);
-  // One write of the whole record; a short write (a size limit, a full disk, a signal) is tried
-  // once more for the rest, which either completes it or says why it cannot be.
-  std::size_t done = 0;
-  int reason = 0;
-  while (done < record.size()) {
-    const ssize_t n = ::write(fd_, record.data() + done, record.size() - done);
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      reason = n < 0 ? errno : EIO;
-      break;
-    }
-  }
-  if (done == record.size()) {
-    size_ += done;
-    return std::nullopt;
-  }
-  file_error e = os_file_error(file_errc::cannot_write, "cannot write", path_.string(), reason);
-  if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0)
-    e.message += " (and cannot cut it back to its last whole event at byte " + std::to_string(size_) + ": " +
-                 os_reason(errno) + ")";
-  ::lseek(fd_, static_cast<off_t>(size_), SEEK_SET);
-  failure_ = e;
-  return failure_;
+  return file_.append(tfrecord(scalars_event(wall_time, step, scalars)));
 }
 
 }  // namespace tandem::records

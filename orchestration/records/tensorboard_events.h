@@ -1,5 +1,5 @@
 // A TensorBoard event file of scalars, DIR/events.out.tfevents.<unix seconds>.<hostname>, written
-// whole record by whole record as record_file.h writes lines.
+// whole record by whole record as record_file.h writes lines (both through record_appender.h).
 //
 // The file is a sequence of TFRecords, each
 //   uint64 length (little-endian) | uint32 masked CRC32C of those 8 bytes | data | uint32 masked CRC32C of data
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "orchestration/records/file_error.h"
+#include "orchestration/records/record_appender.h"
 
 namespace tandem::records {
 
@@ -61,7 +62,6 @@ class tensorboard_events {
   static file_result<std::unique_ptr<tensorboard_events>> open(const std::filesystem::path& dir,
                                                                double wall_time = wall_seconds_now());
 
-  ~tensorboard_events();
   tensorboard_events(const tensorboard_events&) = delete;
   tensorboard_events& operator=(const tensorboard_events&) = delete;
 
@@ -73,19 +73,15 @@ class tensorboard_events {
                                                       double wall_time = wall_seconds_now());
 
   /// The failure that stopped this file, if any.
-  const std::optional<file_error>& failure() const { return failure_; }
+  const std::optional<file_error>& failure() const { return file_.failure(); }
   /// The bytes of the whole records written.
-  std::uint64_t size() const { return size_; }
-  const std::filesystem::path& path() const { return path_; }
+  std::uint64_t size() const { return file_.size(); }
+  const std::filesystem::path& path() const { return file_.path(); }
 
  private:
-  tensorboard_events(int fd, std::filesystem::path path) : fd_(fd), path_(std::move(path)) {}
-  std::optional<file_error> write_record(std::string_view event);
+  tensorboard_events(int fd, std::filesystem::path path) : file_(fd, std::move(path), "event") {}
 
-  int fd_ = -1;
-  std::filesystem::path path_;
-  std::uint64_t size_ = 0;
-  std::optional<file_error> failure_;
+  record_appender file_;
 };
 
 }  // namespace tandem::records

@@ -29,8 +29,6 @@ namespace {
 tc::message seed(tc::message_kind k) {
   using K = tc::message_kind;
   const std::vector<tc::manifest_entry> entries = {{"model.embed_tokens.weight", {256, 64}, 1}, {"norm.weight", {64}, 0}};
-  const tc::micro_batch mb{{{2, 5, 7, 1, 2, 9}, {0, 3, 6}}, {0.5f, -0.5f, 1, 0, 1, -1}, {0, 1, 1, 0, 1, 1},
-                           {0, -0.1f, -2, 0, -1, -3}, {0, -0.2f, -2, 0, -1, -3}, {}};
   switch (k) {
     case K::hello: return tc::hello{3, 8, 12345, "node-1", "cuda:3", tc::protocol_version, {true, false}};
     case K::welcome: return tc::welcome{{true, true}, 0, 2, 1, 2, "policy:\n  model_name: tiny\n", "run-1", 500, 10000};
@@ -45,10 +43,11 @@ tc::message seed(tc::message_kind k) {
                                   {{7, {2, 3, 4}, {1, 3, 1, 0, 0}}, {8, {2}, {1, 3, 1, 1, 2}}}};
     case K::generate_result:
       return tc::generate_result{3, 1, 2, {{7, {5, 1}, {-0.5f, -0.25f}, tc::finish_reason::stop_token, 2}}};
-    case K::logprob_request: return tc::logprob_request{3, {{2, 3, 4}, {0, 3}}, {1.0, 0, 1.0}};
-    case K::logprob_result: return tc::logprob_result{3, 2, {0, -1.5f, -0.5f}};
-    case K::train_request: return tc::train_request{3, 2, {1.0, 0, 1.0}, {mb, mb}, 8, 4};
-    case K::train_result: return tc::train_result{3, 0.25, {{"grad_norm", 1.5}}, 4, 2, 0x1234};
+    case K::logprob_request:
+      return tc::logprob_request{3, 1, 2, {{2, 3, 4, 5}, {0, 2, 4}}, {1, 1}, {-0.5f, -1.5f}, {2, 2}, {1.0, 0, 1.0}, false};
+    case K::logprob_result: return tc::logprob_result{3, 2, {0, 1}, 4};
+    case K::train_request: return tc::train_request{3, 1, 2, {1.0, 0, 1.0}, {0.5, -0.5}, {1, 1}, {{1, 1, 1}, {1, 1, 1}}, 64};
+    case K::train_result: return tc::train_result{3, 0.25, {{"grad_norm", 1.5}}, 4, 2, 0x1234, 2};
     case K::refit_begin: return tc::refit_begin{4, 3, 1 << 20, tc::refit_transport::broadcast, 0, true};
     case K::refit_ack: return tc::refit_ack{1, 4, tc::refit_stage::staged, false, "bucket 2: checksum mismatch", 4, 3};
     case K::refit_commit: return tc::refit_commit{4};

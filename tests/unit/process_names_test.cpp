@@ -65,7 +65,7 @@ std::vector<fs::path> process_level_files(const fs::path& root) {
     for (const auto& e : fs::recursive_directory_iterator(root / dir))
       if (e.is_regular_file()) out.push_back(e.path().lexically_relative(root));
   for (const char* file : {"tools/cli/join_command.cpp", "tools/cli/run_command.cpp", "tools/cli/run_preparation.cpp",
-                           "tools/cli/run_lines.cpp"})
+                           "tools/cli/run_output.cpp"})
     out.emplace_back(file);
   return out;
 }

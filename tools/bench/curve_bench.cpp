@@ -162,18 +162,19 @@ step_messages one_step() {
   for (int p = 0; p < sequences; ++p)
     gr.sequences.push_back({static_cast<std::uint64_t>(p), std::vector<std::int32_t>(new_tokens, 9),
                             std::vector<float>(new_tokens, -1.5f), control::finish_reason::length, 0});
-  control::logprob_request l;
+  control::logprob_request l;  // every trajectory once, with the generator's logprobs
   l.batch.tokens.assign(static_cast<std::size_t>(sequences * (prompt_tokens + new_tokens)), 5);
   for (int s = 0; s <= sequences; ++s) l.batch.offsets.push_back(s * (prompt_tokens + new_tokens));
-  control::logprob_result lr;
-  lr.logprobs.assign(l.batch.tokens.size(), -2.0f);
-  control::train_request t;
-  control::micro_batch mb;
-  mb.sequences = l.batch;
-  mb.advantages.assign(sequences, 0.5f);
-  mb.mask.assign(l.batch.tokens.size(), 1.0f);
-  mb.lp_prev = mb.lp_gen = lr.logprobs;
-  t.micro_batches.push_back(mb);
+  l.prompt_tokens.assign(sequences, prompt_tokens);
+  l.lp_gen.assign(static_cast<std::size_t>(sequences * new_tokens), -1.5f);
+  l.generated_with.assign(sequences, 0);
+  control::logprob_result lr;  // nothing per token
+  lr.excluded_tokens.assign(sequences, 0);
+  lr.tokens = static_cast<std::int64_t>(l.batch.tokens.size());
+  control::train_request t;  // per-sequence values only
+  t.advantages.assign(sequences, 0.5);
+  t.loss_multipliers.assign(sequences, 1.0);
+  t.optimizer_steps.push_back({static_cast<std::uint64_t>(sequences), sequences * new_tokens, sequences});
   control::train_result tr;
   for (const char* name : {"loss", "grad_norm", "lr", "kl", "clip_fraction", "entropy"}) tr.metrics.push_back({name, 0.25});
   control::refit_begin rb;

@@ -3,6 +3,7 @@
 
 #include <exception>
 #include <map>
+#include <utility>
 
 namespace tandem::cli {
 
@@ -29,32 +30,41 @@ parsed_args parse_args(const std::vector<std::string>& a, const std::set<std::st
   return p;
 }
 
-parsed_options parse_options(const std::vector<std::string>& a, const std::set<std::string>& valued,
-                             const std::set<std::string>& flags, const std::set<std::string>& repeatable) {
+parsed_options parse_options(const std::vector<std::string>& a, const option_spec& spec) {
   parsed_options p;
-  auto known = [&] {
+  const auto known = [&] {
+    if (!spec.list_options) return std::string();
     std::string list;
-    for (const auto* set : {&valued, &flags, &repeatable})
+    for (const auto* set : {&spec.valued, &spec.flags, &spec.repeatable})
       for (const auto& k : *set) list += (list.empty() ? "" : ", ") + k;
-    return list;
+    return " (options: " + list + ")";
+  };
+  const auto takes = [&] {  // " (one RUN_DIR)"; the options for a command that takes no positional argument
+    if (spec.positional == 0) return known();
+    return " (" + (spec.positional == 1 ? std::string("one") : std::to_string(spec.positional)) + " " +
+           spec.positional_name + ")";
   };
   for (std::size_t i = 0; i < a.size(); ++i) {
     std::string name = a[i], value;
-    const bool inline_value = name.starts_with("--") && name.find('=') != std::string::npos;
+    if (!name.starts_with("-") || name == "-") {
+      if (p.positional.size() == spec.positional) {
+        p.problem = "unexpected argument '" + name + "'" + takes();
+        return p;
+      }
+      p.positional.push_back(name);
+      continue;
+    }
+    const bool inline_value = name.find('=') != std::string::npos;
     if (inline_value) {
       value = name.substr(name.find('=') + 1);
       name = name.substr(0, name.find('='));
     }
-    if (!name.starts_with("--")) {
-      p.problem = "unexpected argument '" + name + "' (options: " + known() + ")";
-      return p;
-    }
-    if (flags.count(name) && !inline_value) {
+    if (spec.flags.count(name) && !inline_value) {
       p.flags.insert(name);
       continue;
     }
-    if (!valued.count(name) && !repeatable.count(name)) {
-      p.problem = "unknown option '" + name + "' (options: " + known() + ")";
+    if (!spec.valued.count(name) && !spec.repeatable.count(name)) {
+      p.problem = "unknown option '" + name + "'" + known();
       return p;
     }
     if (!inline_value) {
@@ -64,7 +74,7 @@ parsed_options parse_options(const std::vector<std::string>& a, const std::set<s
       }
       value = a[++i];
     }
-    if (repeatable.count(name)) {
+    if (spec.repeatable.count(name)) {
       p.repeated[name].push_back(value);
       continue;
     }
@@ -73,7 +83,26 @@ parsed_options parse_options(const std::vector<std::string>& a, const std::set<s
       return p;
     }
   }
+  if (p.positional.size() < spec.positional) p.problem = "missing " + spec.positional_name;
   return p;
+}
+
+option_spec one_positional(std::string name, std::set<std::string> valued) {
+  option_spec spec;
+  spec.valued = std::move(valued);
+  spec.positional = 1;
+  spec.positional_name = std::move(name);
+  spec.list_options = false;
+  return spec;
+}
+
+parsed_options parse_options(const std::vector<std::string>& a, const std::set<std::string>& valued,
+                             const std::set<std::string>& flags, const std::set<std::string>& repeatable) {
+  option_spec spec;
+  spec.valued = valued;
+  spec.flags = flags;
+  spec.repeatable = repeatable;
+  return parse_options(a, spec);
 }
 
 std::optional<long long> parse_integer(const std::string& text) {

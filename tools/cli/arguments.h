@@ -1,6 +1,8 @@
-// Splitting a subcommand's arguments into flags, the recipe path and key=value overrides.
+// Splitting a subcommand's arguments: into flags, the recipe path and key=value overrides (the
+// recipe commands), or into options and positional arguments (the others).
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <set>
@@ -20,18 +22,38 @@ struct parsed_args {
 /// `known` lists the flags the subcommand accepts.
 parsed_args parse_args(const std::vector<std::string>& a, const std::set<std::string>& known);
 
-/// Options of the commands that take no recipe (`inspect`, `convert`): `--name value` or
-/// `--name=value` for the names in `valued`, bare `--name` for those in `flags`. Positional
-/// arguments, unknown options, a missing value and an option given twice are problems.
-/// Names in `repeatable` take a value each time they are given, in order.
+/// Options of the commands that take no recipe (`inspect`, `convert`, `metrics`, `plot`): `--name
+/// value` or `--name=value` (`-o FILE`, `-o=FILE` alike) for the names in `valued`, bare `--name`
+/// for those in `flags`; names in `repeatable` take a value each time they are given, in order.
+/// An argument that starts with '-' (but is not "-") is an option; unknown options, a missing
+/// value, an option given twice and more or fewer positional arguments than the command takes are
+/// problems.
+struct option_spec {
+  std::set<std::string> valued;
+  std::set<std::string> flags;
+  std::set<std::string> repeatable;
+  /// How many positional arguments the command takes (none: each is a problem), and what the
+  /// usage calls one: "unexpected argument 'x' (one RUN_DIR)", "missing RUN_DIR".
+  std::size_t positional = 0;
+  std::string positional_name;
+  /// Whether a problem lists the options ("unknown option '-x' (options: -o)"); a command that
+  /// prints its usage line after the problem need not.
+  bool list_options = true;
+};
 struct parsed_options {
   std::map<std::string, std::string> values;  ///< "--model" -> "DIR"
   std::set<std::string> flags;                ///< "--json"
   std::map<std::string, std::vector<std::string>> repeated;  ///< "--stop" -> {"1", "106"}
+  std::vector<std::string> positional;        ///< in order, option_spec::positional of them
   std::string problem;                        ///< non-empty: a usage error to print
 };
+parsed_options parse_options(const std::vector<std::string>& a, const option_spec& spec);
+/// The same without positional arguments.
 parsed_options parse_options(const std::vector<std::string>& a, const std::set<std::string>& valued,
                              const std::set<std::string>& flags, const std::set<std::string>& repeatable = {});
+/// The spec of a command over one positional argument and the options in `valued` whose usage
+/// line follows a problem (`tandem metrics export RUN_DIR [-o FILE]`, `tandem plot`).
+option_spec one_positional(std::string name, std::set<std::string> valued);
 
 /// `text` as a whole number or a real; nullopt when it is not one (trailing characters included).
 std::optional<long long> parse_integer(const std::string& text);

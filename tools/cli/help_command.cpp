@@ -181,7 +181,7 @@ recipe, then the overrides, over the schema defaults. Prints the result as YAML,
 commented with the file:line:column (or override) that set it. On errors prints every one as
   FILE:LINE:COLUMN: error: KEY.PATH: MESSAGE
 and exits 1 (a report shows the first 50 errors and counts the rest). A well-formed recipe that
-asks for something this build cannot run yet (dynamic sampling, validation, checkpoints, the CUDA
+asks for something this build cannot run yet (dynamic sampling, datasets, checkpoints, the CUDA
 engines, ...) still validates, with one note per such setting on stderr:
   FILE:LINE:COLUMN: note: KEY.PATH: VALUE: what is not built
 `tandem run` refuses it with the same list. With runtime.engine: fake, settings only the Gemma 4
@@ -214,9 +214,11 @@ cluster.secure: false (no authentication, no encryption) is accepted only on loo
 cluster.controller_host names the one interface the controller binds (never a wildcard); the
 members' data-plane sockets bind the interface that routes to it (or TANDEM_DATA_HOST); the
 first lines of a run say which.
-Each step prints one line (reward, loss, tokens, the weight versions, the refit, the control
-bytes the controller moved, the policy ranks' weights digest) and appends a record to
-metrics.jsonl and every trajectory to generations.jsonl. A member that dies or hangs (no
+Each step prints one line: on a terminal a compact one (reward, loss, token_mult_prob_error,
+gen_kl_error, tokens, time, versions) after a progress bar during generation; in controller.log
+and off a terminal a timestamped one with the refit, the control bytes the controller moved and
+the policy ranks' weights digest too. Each step appends a record to metrics.jsonl and every
+trajectory to generations.jsonl. A member that dies or hangs (no
 heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
 
 logger.log_dir is the run's directory: everything the run writes goes there (metrics.jsonl,

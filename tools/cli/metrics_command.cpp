@@ -1,17 +1,17 @@
 // `tandem metrics export|check|tensorboard RUN_DIR ...`: a run's metrics.jsonl
 // (orchestration/records/metrics_export.h) as NeMo-RL's JSON, checked against metric gates
 // (metric_check.h), or converted to a TensorBoard event file (tensorboard_events.h).
-#include <algorithm>
 #include <filesystem>
-#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "orchestration/records/metric_check.h"
 #include "orchestration/records/metrics_export.h"
 #include "orchestration/records/tensorboard_events.h"
 #include "orchestration/records/whole_file.h"
+#include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 
 namespace tandem::cli {
@@ -25,50 +25,6 @@ constexpr const char* usage =
     "       tandem metrics check RUN_DIR EXPR...\n"
     "       tandem metrics tensorboard RUN_DIR [--out DIR]\n";
 
-/// RUN_DIR and the options of `valued` ("-o FILE" or "-o=FILE"); anything else is a problem.
-struct split_args {
-  std::optional<std::string> run_dir;
-  std::map<std::string, std::string> values;
-  std::string problem;
-};
-
-split_args split(const args& a, const std::vector<std::string>& valued) {
-  split_args s;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    std::string name = a[i], value;
-    const auto eq = name.find('=');
-    const bool inline_value = name.starts_with("-") && eq != std::string::npos;
-    if (inline_value) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (name.starts_with("-") && name != "-") {
-      if (std::find(valued.begin(), valued.end(), name) == valued.end()) {
-        s.problem = "unknown option '" + name + "'";
-        return s;
-      }
-      if (!inline_value) {
-        if (i + 1 == a.size()) {
-          s.problem = "option " + name + " needs a value";
-          return s;
-        }
-        value = a[++i];
-      }
-      if (!s.values.emplace(name, value).second) {
-        s.problem = "option " + name + " given twice";
-        return s;
-      }
-    } else if (s.run_dir) {
-      s.problem = "unexpected argument '" + a[i] + "' (one RUN_DIR)";
-      return s;
-    } else {
-      s.run_dir = a[i];
-    }
-  }
-  if (!s.run_dir && s.problem.empty()) s.problem = "missing RUN_DIR";
-  return s;
-}
-
 /// The run's series, or nullopt with the reason on `err`.
 std::optional<tr::metric_table> read_table(const std::string& command, const std::string& run_dir, std::ostream& err) {
   auto t = tr::read_metrics(tr::metrics_file_of(run_dir));
@@ -80,12 +36,12 @@ std::optional<tr::metric_table> read_table(const std::string& command, const std
 }
 
 int export_metrics(const args& a, std::ostream& out, std::ostream& err) {
-  const split_args s = split(a, {"-o"});
+  const parsed_options s = parse_options(a, one_positional("RUN_DIR", {"-o"}));
   if (!s.problem.empty()) {
     err << "tandem metrics export: " << s.problem << "\n" << usage;
     return exit_usage;
   }
-  const auto table = read_table("export", *s.run_dir, err);
+  const auto table = read_table("export", s.positional[0], err);
   if (!table) return exit_refused;
   const std::string text = tr::nemo_rl_json(*table) + "\n";
   const auto file = s.values.find("-o");
@@ -153,14 +109,15 @@ std::optional<fs::path> events_file_in(const fs::path& dir) {
 }
 
 int tensorboard_metrics(const args& a, std::ostream& out, std::ostream& err) {
-  const split_args s = split(a, {"--out"});
+  const parsed_options s = parse_options(a, one_positional("RUN_DIR", {"--out"}));
   if (!s.problem.empty()) {
     err << "tandem metrics tensorboard: " << s.problem << "\n" << usage;
     return exit_usage;
   }
-  const auto table = read_table("tensorboard", *s.run_dir, err);
+  const std::string& run_dir = s.positional[0];
+  const auto table = read_table("tensorboard", run_dir, err);
   if (!table) return exit_refused;
-  const fs::path metrics = tr::metrics_file_of(*s.run_dir);
+  const fs::path metrics = tr::metrics_file_of(run_dir);
   const fs::path dir = s.values.count("--out") ? fs::path(s.values.at("--out"))
                                                : (metrics.has_parent_path() ? metrics.parent_path() : fs::path("."));
   std::error_code ec;

@@ -25,6 +25,7 @@
 #include "orchestration/records/file_error.h"
 #include "orchestration/records/metric_check.h"
 #include "orchestration/records/metrics_export.h"
+#include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 
 extern char** environ;
@@ -181,45 +182,17 @@ std::string run_gnuplot(const fs::path& script_file, const fs::path& log) {
 }  // namespace
 
 int plot_command(const args& a, std::ostream& out, std::ostream& err) {
-  std::optional<std::string> run_dir, output, wanted;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    std::string name = a[i], value;
-    const auto eq = name.find('=');
-    const bool inline_value = name.starts_with("-") && eq != std::string::npos;
-    if (inline_value) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    if (!name.starts_with("-")) {
-      if (run_dir) {
-        err << "tandem plot: unexpected argument '" << a[i] << "' (one RUN_DIR)\n" << usage;
-        return exit_usage;
-      }
-      run_dir = a[i];
-      continue;
-    }
-    std::optional<std::string>* slot = name == "-o" ? &output : name == "--metrics" ? &wanted : nullptr;
-    if (!slot) {
-      err << "tandem plot: unknown option '" << name << "'\n" << usage;
-      return exit_usage;
-    }
-    if (!inline_value) {
-      if (i + 1 == a.size()) {
-        err << "tandem plot: option " << name << " needs a value\n" << usage;
-        return exit_usage;
-      }
-      value = a[++i];
-    }
-    if (*slot) {
-      err << "tandem plot: option " << name << " given twice\n" << usage;
-      return exit_usage;
-    }
-    *slot = value;
-  }
-  if (!run_dir) {
-    err << "tandem plot: missing RUN_DIR\n" << usage;
+  const parsed_options p = parse_options(a, one_positional("RUN_DIR", {"-o", "--metrics"}));
+  if (!p.problem.empty()) {
+    err << "tandem plot: " << p.problem << "\n" << usage;
     return exit_usage;
   }
+  const std::string& run_dir = p.positional[0];
+  const auto option = [&p](const std::string& name) {
+    const auto it = p.values.find(name);
+    return it == p.values.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  const std::optional<std::string> output = option("-o"), wanted = option("--metrics");
   std::vector<std::string> metrics;
   if (wanted) {
     std::stringstream list(*wanted);
@@ -236,7 +209,7 @@ int plot_command(const args& a, std::ostream& out, std::ostream& err) {
     }
   }
 
-  const fs::path metrics_file = tr::metrics_file_of(*run_dir);
+  const fs::path metrics_file = tr::metrics_file_of(run_dir);
   auto table = tr::read_metrics(metrics_file);
   if (!table) {
     err << "tandem plot: " << table.error().message << "\n";

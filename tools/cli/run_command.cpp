@@ -19,7 +19,7 @@
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/model_resolution.h"
-#include "tools/cli/run_lines.h"
+#include "tools/cli/run_output.h"
 #include "tools/cli/run_preparation.h"
 
 namespace tandem::cli {
@@ -89,9 +89,12 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
   o.recipe_yaml = prepared->recipe_yaml;
   o.recipe = prepared->recipe.config;
   o.records = prepared->files;
-  const run_lines lines(out, err, prepared->files.log);  // the terminal and controller.log
+  // The terminal (compact step lines, a bar while a step generates) or timestamped lines, and controller.log.
+  run_output lines(out, is_terminal(out), err, is_terminal(err), prepared->files.log);
   lines.out(prepared->first_line);
   o.report = [&lines](const std::string& line) { lines.out(line); };  // on several threads, one call per line
+  o.step_lines = [&lines](const step_line& line) { lines.step(line.compact, line.full); };
+  o.progress = [&lines](std::size_t done, std::size_t total) { lines.generation(done, total); };
   const controller_result result = run_controller(o);
   // A record that could not be written fails the run, however it ended otherwise.
   const std::optional<records::file_error> lost = prepared->files.failure();

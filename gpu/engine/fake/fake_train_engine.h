@@ -84,12 +84,12 @@ class fake_train_engine final : public train_engine {
   /// Micro-batches accumulated since the last optimizer step or zero_gradients().
   std::int64_t accumulated_micro_batches() const { return micro_batches_; }
 
-  /// Makes the next call of `op` fail with device_error "fake_train_engine: injected failure in
-  /// <op>", leaving the state each call documents for a failure: logprobs and export_bucket change
+  /// Makes the next call of `op` (after `skip` calls that pass) fail with device_error
+  /// "fake_train_engine: injected failure in <op>", leaving the state each call documents for a failure: logprobs and export_bucket change
   /// nothing, train_micro_batch leaves gradients as they were, optimizer_step zeroes the gradients
   /// and keeps the weights (inject it on every rank of a group, or the others wait in the
   /// all-reduce forever), save leaves no folder, load changes nothing.
-  void fail_next(fake_train_operation op) { failures_.arm(op); }
+  void fail_next(fake_train_operation op, int skip = 0) { failures_.arm(op, skip); }
 
  private:
   status check_batch(const char* op, const packed_sequences& batch) const;

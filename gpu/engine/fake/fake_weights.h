@@ -8,9 +8,11 @@
 // end in manifest order, so "the weights" are one byte stream of exactly weight_bytes bytes.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 
 #include "gpu/core/status.h"
@@ -52,18 +54,38 @@ std::uint64_t fake_mix64(std::uint64_t x);
 /// logprobs of the same sequence under the same weights.
 float fake_token_logprob(std::uint64_t weight_hash, std::int32_t token, std::int64_t position, std::int32_t vocab);
 
-/// A test hook: arm(op) makes the next take(op) return true once. Operations are enumerators
-/// below 32 of the engine's own enum. Thread-safe (tests arm from another thread).
+/// A test hook: arm(op) makes the next take(op) return true once; arm(op, skip) lets `skip`
+/// take(op) calls pass first. Operations are enumerators below 32 of the engine's own enum.
+/// Thread-safe (tests arm from another thread).
 template <class Operation>
 class fake_failure_switch {
  public:
-  void arm(Operation op) { armed_.fetch_or(bit(op)); }
-  /// True (and disarmed) when `op` was armed.
-  bool take(Operation op) { return (armed_.fetch_and(~bit(op)) & bit(op)) != 0; }
+  void arm(Operation op, int skip = 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    countdown_[index(op)] = skip;
+  }
+  /// True (and disarmed) when `op` was armed and its skips are used up.
+  bool take(Operation op) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int& c = countdown_[index(op)];
+    if (c < 0) return false;
+    if (c > 0) {
+      --c;
+      return false;
+    }
+    c = -1;
+    return true;
+  }
 
  private:
-  static std::uint32_t bit(Operation op) { return std::uint32_t{1} << static_cast<unsigned>(op); }
-  std::atomic<std::uint32_t> armed_{0};
+  static std::size_t index(Operation op) { return static_cast<std::size_t>(op) % 32; }
+  std::mutex mutex_;
+  std::array<int, 32> countdown_ = filled();
+  static std::array<int, 32> filled() {
+    std::array<int, 32> a{};
+    a.fill(-1);
+    return a;
+  }
 };
 
 }  // namespace tandem::gpu

@@ -111,6 +111,64 @@ CAF_TEST(the rewards are the parity reward of the fake environment on the last t
   CAF_CHECK_EQUAL(out.report->reward_mean, sum / 4);
 }
 
+/// Dynamic sampling over rounds of 2 prompts x 2 samples, wanting 4 samples a step: the scoring
+/// gives sample s of a prompt reward s, except a 2-token prompt ({9, 10}), whose samples all score
+/// 1 (std 0: the cache drops its group).
+void dynamic_sampling(cluster_hooks& hooks, std::int64_t max_gen_batches) {
+  hooks.scoring = [] {
+    return scoring_function([](const trajectory& t) {
+      return env_feedback{t.prompt.size() == 2 ? 1.0 : static_cast<double>(t.sample_index), true, std::nullopt};
+    });
+  };
+  hooks.driver = [max_gen_batches](driver_config& dc) {
+    dc.dynamic_sampling = true;
+    dc.prompts_per_round = 2;
+    dc.dynamic_sampling_settings = {4, max_gen_batches, rl::baseline_kind::mean};
+  };
+}
+
+CAF_TEST(dynamic sampling trains on groups whose rewards differ and generates rounds until the batch is full) {
+  // Prompts cycle {5 6 7}, {9 10}, {11 12 13 14}: round 1 keeps {5 6 7}'s group and drops {9 10}'s;
+  // round 2 ({11 12 13 14}, {5 6 7}) fills the batch with 2 more and has 2 valid samples left over.
+  dynamic_sampling(hooks, 10);
+  start({refit_mode::colocated, 1});
+  handshake();
+  auto out = run_step();
+  if (!out.report) CAF_FAIL("the step failed: " << text_of(out.error));
+  const step_report& r = *out.report;
+  CAF_CHECK_EQUAL(r.dynamic_sampling.num_gen_batches, 2);
+  CAF_CHECK_EQUAL(r.dynamic_sampling.num_discarded_valid_samples, 2);
+  CAF_REQUIRE_EQUAL(r.trajectories.size(), 4u);
+  const std::vector<std::vector<std::int32_t>> prompts = {{5, 6, 7}, {5, 6, 7}, {11, 12, 13, 14}, {11, 12, 13, 14}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAF_CHECK_EQUAL(r.trajectories[i].prompt, prompts[i]);
+    CAF_CHECK_EQUAL(r.trajectories[i].round, i < 2 ? 0u : 1u);
+    CAF_CHECK_EQUAL(r.rewards[i], static_cast<double>(i % 2));
+    CAF_CHECK(r.advantages[i] != 0.0);  // every kept group has a signal
+  }
+  CAF_CHECK_EQUAL(r.reward_mean, 0.5);                 // the batch trained on
+  CAF_CHECK_EQUAL(r.generated_reward_mean, 5.0 / 8.0);  // every sample generated: 0 1 1 1 0 1 0 1 ... of both rounds
+  CAF_CHECK_EQUAL(r.trained_to, 1u);
+}
+
+CAF_TEST(dynamic sampling that runs out of generation rounds fails the step saying so) {
+  hooks.scoring = [] { return scoring_function([](const trajectory&) { return env_feedback{1.0, true, std::nullopt}; }); };
+  hooks.driver = [](driver_config& dc) {
+    dc.dynamic_sampling = true;
+    dc.prompts_per_round = 2;
+    dc.dynamic_sampling_settings = {4, 2, rl::baseline_kind::mean};
+  };
+  start({refit_mode::colocated, 1});
+  handshake();
+  auto out = run_step();
+  CAF_REQUIRE(!out.report.has_value());
+  CAF_CHECK(is_tandem_error(out.error, tandem_errc::invalid_config));
+  check_contains(text_of(out.error), "driver: step 0: dynamic sampling: ");
+  check_contains(text_of(out.error), "3 generation rounds");
+  check_contains(text_of(out.error), "raise grpo.dynamic_sampling_max_gen_batches");
+  CAF_CHECK_EQUAL(version_of(policy), 0u);  // nothing trained
+}
+
 CAF_TEST(a dedicated step with engine calls inline fails its refit saying streams need their own threads) {
   start({refit_mode::dedicated, 2});
   handshake();

@@ -1,5 +1,6 @@
-// The policy worker over a fake train engine: versions move with optimizer steps only, requests
-// for another version are refused, failures keep the version and the weights. Its streams (the
+// The policy worker over a fake train engine: versions move with train steps only, a train step
+// needs its logprob pass first, requests for another version or step are refused, failures keep
+// the version and the weights (or, after an optimizer step moved them, refuse everything after). Its streams (the
 // only way weight bytes leave it) are tested over real refit groups in refit_stream_test.cpp.
 #define CAF_SUITE policy_worker
 #include "actors/policy_worker/policy_worker.hpp"
@@ -21,20 +22,81 @@ CAF_TEST_FIXTURE_SCOPE(policy_worker_tests, fixture)
 
 CAF_TEST(a train step moves the version forward by one and changes the weights) {
   const auto before = trainer->weight_hash();
-  auto r = ask<train_report>(policy, train_atom_v, one_micro_batch(0));
+  auto l = ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0));
+  CAF_REQUIRE(l.value.has_value());
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0));
   CAF_REQUIRE(r.value.has_value());
   CAF_CHECK_EQUAL(r.value->version, 1u);
   CAF_CHECK_EQUAL(r.value->worker, "policy-0");
   CAF_CHECK_EQUAL(r.value->micro_batches, 1u);
+  CAF_CHECK_EQUAL(r.value->optimizer_steps, 1u);
   CAF_CHECK_EQUAL(r.value->metrics.token_count, 3);
   CAF_CHECK_EQUAL(r.value->optimizer.step, 1);
   CAF_CHECK_NOT_EQUAL(trainer->weight_hash(), before);
   CAF_CHECK_EQUAL(version_of(policy), 1u);
 }
 
+CAF_TEST(a train job with several optimizer steps steps the optimizer that often and the version once) {
+  auto job = one_sequence_logprobs(0);
+  job.sequences.tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  job.sequences.offsets = {0, 4, 8};
+  job.prompt_tokens = {1, 2};
+  job.lp_gen = {-4.2f, -4.2f, -4.2f, -4.2f, -4.2f};
+  job.generated_with = {0, 0};
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, job).value.has_value());
+  auto t = one_sequence_train(0);
+  t.advantages = {1.0, -1.0};
+  t.loss_multipliers = {1.0, 1.0};
+  t.optimizer_steps = {optimizer_share{1, {3, 1}}, optimizer_share{1, {2, 1}}};
+  auto r = ask<train_report>(policy, train_atom_v, t);
+  CAF_REQUIRE(r.value.has_value());
+  CAF_CHECK_EQUAL(r.value->optimizer_steps, 2u);
+  CAF_CHECK_EQUAL(r.value->optimizer.step, 2);
+  CAF_CHECK_EQUAL(r.value->micro_batches, 2u);
+  CAF_CHECK_EQUAL(r.value->metrics.token_count, 5);
+  CAF_CHECK_EQUAL(r.value->version, 1u);
+}
+
+CAF_TEST(a train job without its logprob pass is refused with wrong_state and changes nothing) {
+  const auto before = trainer->weight_hash();
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0));
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK(is_tandem_error(r.error, tandem_errc::wrong_state));
+  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: train of step 0 refused: no logprobs were computed for it");
+  CAF_CHECK_EQUAL(trainer->weight_hash(), before);
+}
+
+CAF_TEST(a train job of another step or with values for other sequences is refused naming the mismatch) {
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0, 4)).value.has_value());
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0, 5));
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK(is_tandem_error(r.error, tandem_errc::invalid_config));
+  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: train of step 5 refused: it is for step 5, the logprobs kept are step 4's");
+  auto t = one_sequence_train(0, 4);
+  t.advantages = {1.0, 2.0};
+  r = ask<train_report>(policy, train_atom_v, t);
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: train of step 4 refused: advantages holds 2 values for 1 sequences");
+  CAF_CHECK_EQUAL(version_of(policy), 0u);
+}
+
+CAF_TEST(a logprobs job with a malformed batch is refused naming the field) {
+  auto job = one_sequence_logprobs(0);
+  job.lp_gen = {-1.0f};
+  auto r = ask<logprobs_result>(policy, logprobs_atom_v, job);
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK(is_tandem_error(r.error, tandem_errc::invalid_config));
+  CAF_CHECK_EQUAL(text_of(r.error), "policy-0: logprobs of step 0: lp_gen holds 1 values for 3 generated tokens");
+  job = one_sequence_logprobs(0);
+  job.reference = true;
+  r = ask<logprobs_result>(policy, logprobs_atom_v, job);
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK_NOT_EQUAL(text_of(r.error).find("this rank holds no reference policy"), std::string::npos);
+}
+
 CAF_TEST(a train job computed with another version is refused with stale_version and changes nothing) {
   const auto before = trainer->weight_hash();
-  auto r = ask<train_report>(policy, train_atom_v, one_micro_batch(3));
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(3));
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK(is_tandem_error(r.error, tandem_errc::stale_version));
   CAF_CHECK_EQUAL(text_of(r.error), "policy-0: train for v3 refused: the current version is v0");
@@ -44,21 +106,48 @@ CAF_TEST(a train job computed with another version is refused with stale_version
 CAF_TEST(a failing optimizer step keeps the version and the weights and names the failure) {
   const auto before = trainer->weight_hash();
   trainer->fail_next(gpu::fake_train_operation::optimizer_step);
-  auto r = ask<train_report>(policy, train_atom_v, one_micro_batch(0));
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0)).value.has_value());
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0));
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK(is_tandem_error(r.error, tandem_errc::engine_failure));
   CAF_CHECK_NOT_EQUAL(text_of(r.error).find("policy-0: train from v0: device_error: optimizer step"), std::string::npos);
   CAF_CHECK_EQUAL(trainer->weight_hash(), before);
   CAF_CHECK_EQUAL(version_of(policy), 0u);
-  // and the worker trains again afterwards
-  auto again = ask<train_report>(policy, train_atom_v, one_micro_batch(0));
+  // and the worker trains again afterwards, after a new logprob pass
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0)).value.has_value());
+  auto again = ask<train_report>(policy, train_atom_v, one_sequence_train(0));
   CAF_REQUIRE(again.value.has_value());
   CAF_CHECK_EQUAL(again.value->version, 1u);
 }
 
+CAF_TEST(a train job failing after one of its optimizer steps leaves the rank refusing until a resume) {
+  auto job = one_sequence_logprobs(0);
+  job.sequences.tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  job.sequences.offsets = {0, 4, 8};
+  job.prompt_tokens = {1, 1};
+  job.lp_gen.assign(6, -4.2f);
+  job.generated_with = {0, 0};
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, job).value.has_value());
+  auto t = one_sequence_train(0);
+  t.advantages = {1.0, 1.0};
+  t.loss_multipliers = {1.0, 1.0};
+  t.optimizer_steps = {optimizer_share{1, {3, 1}}, optimizer_share{1, {3, 1}}};
+  trainer->fail_next(gpu::fake_train_operation::optimizer_step, 1);  // the second optimizer step
+  auto r = ask<train_report>(policy, train_atom_v, t);
+  CAF_REQUIRE(!r.value.has_value());
+  CAF_CHECK_NOT_EQUAL(text_of(r.error).find("optimizer step 2 of 2"), std::string::npos);
+  auto next = ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0, 1));
+  CAF_REQUIRE(!next.value.has_value());
+  CAF_CHECK(is_tandem_error(next.error, tandem_errc::engine_failure));
+  CAF_CHECK_EQUAL(text_of(next.error), "policy-0: logprobs refused: step 0 failed after 1 of its optimizer steps had "
+                                       "changed the weights of v0; resume the run from its last checkpoint");
+  CAF_CHECK_EQUAL(version_of(policy), 0u);
+}
+
 CAF_TEST(a failing micro-batch drops the gradients and keeps the version) {
   trainer->fail_next(gpu::fake_train_operation::train_micro_batch);
-  auto r = ask<train_report>(policy, train_atom_v, one_micro_batch(0));
+  CAF_REQUIRE(ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0)).value.has_value());
+  auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0));
   CAF_REQUIRE(!r.value.has_value());
   CAF_CHECK_NOT_EQUAL(text_of(r.error).find("micro-batch 0"), std::string::npos);
   CAF_CHECK_EQUAL(trainer->accumulated_micro_batches(), 0);
@@ -75,15 +164,12 @@ CAF_TEST(a stream with engine calls inline is refused without broadcasting anyth
   CAF_CHECK_EQUAL(version_of(policy), 0u);
 }
 
-CAF_TEST(logprobs carry the version that computed them and the manifest is the one of the engine) {
-  logprobs_job job;
-  job.sequences.tokens = {1, 2, 3};
-  job.sequences.offsets = {0, 3};
-  auto r = ask<logprobs_result>(policy, logprobs_atom_v, job);
+CAF_TEST(logprobs carry the version that computed them and nothing per token and the manifest is the one of the engine) {
+  auto r = ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(0));
   CAF_REQUIRE(r.value.has_value());
   CAF_CHECK_EQUAL(r.value->version, 0u);
-  CAF_CHECK_EQUAL(r.value->logprobs.size(), 3u);
-  CAF_CHECK_EQUAL(r.value->logprobs[0], 0.0f);
+  CAF_CHECK_EQUAL(r.value->tokens, 4);
+  CAF_CHECK_EQUAL(r.value->excluded_tokens, (std::vector<std::int32_t>{0}));
   auto m = ask<manifest_reply>(policy, manifest_atom_v);
   CAF_REQUIRE(m.value.has_value());
   CAF_CHECK(m.value->manifest == trainer->manifest());

@@ -142,9 +142,12 @@ struct fixture {
     CAF_REQUIRE_EQUAL(r.value->bucket_count, 4u);
   }
 
-  /// One optimizer step of the policy from `version`: its weights change.
+  /// One train step of the policy from `version` (its logprob pass, then one optimizer step):
+  /// its weights change.
   void train(weight_version version) {
-    auto r = ask<train_report>(policy, train_atom_v, one_micro_batch(version));
+    auto l = ask<logprobs_result>(policy, logprobs_atom_v, one_sequence_logprobs(version));
+    if (!l.value.has_value()) CAF_FAIL("logprobs failed: " << text_of(l.error));
+    auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(version));
     if (!r.value.has_value()) CAF_FAIL("train failed: " << text_of(r.error));
   }
 

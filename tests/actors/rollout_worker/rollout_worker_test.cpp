@@ -86,8 +86,14 @@ struct stream_fixture {
 
   /// Trains the policy's engine from v0 to v1 (its weights change).
   void train_to_v1() {
-    const auto job = one_micro_batch(0);
-    CAF_REQUIRE(trainer->train_step(job.micro_batches, job.loss, job.counts, job.sampling).has_value());
+    gpu::train_micro_batch_data mb;  // one sequence of 4 tokens, 3 of them trained on
+    mb.sequences.tokens = {1, 2, 3, 4};
+    mb.sequences.offsets = {0, 4};
+    mb.advantages = {1, 1, 1, 1};
+    mb.mask = {0, 1, 1, 1};
+    mb.lp_prev = {0, -4.2f, -4.2f, -4.2f};
+    mb.lp_gen = {0, -4.2f, -4.2f, -4.2f};
+    CAF_REQUIRE(trainer->train_step({mb}, {}, {3, 1}, {}).has_value());
   }
 
   /// stream(version) to the worker while the test's root sends every bucket; the worker's answer.

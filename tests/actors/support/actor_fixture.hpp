@@ -60,20 +60,30 @@ inline gpu::fake_generate_options tiny_generator() {
   return o;
 }
 
-/// A train job of one micro-batch (one sequence of 4 tokens) from `version`: enough to change the
-/// fake trainer's weights.
-inline train_job one_micro_batch(weight_version version) {
-  train_job job;
+/// The logprobs job of step `step` at `version`: one sequence of 4 tokens, a 1-token prompt and 3
+/// generated tokens the generator scored -4.2 each.
+inline logprobs_job one_sequence_logprobs(weight_version version, std::uint32_t step = 0) {
+  logprobs_job job;
+  job.step = step;
   job.version = version;
-  gpu::train_micro_batch_data mb;
-  mb.sequences.tokens = {1, 2, 3, 4};
-  mb.sequences.offsets = {0, 4};
-  mb.advantages = {1, 1, 1, 1};
-  mb.mask = {0, 1, 1, 1};
-  mb.lp_prev = {0, -4.2f, -4.2f, -4.2f};
-  mb.lp_gen = {0, -4.2f, -4.2f, -4.2f};
-  job.micro_batches.push_back(mb);
-  job.counts = {3, 1};
+  job.sequences.tokens = {1, 2, 3, 4};
+  job.sequences.offsets = {0, 4};
+  job.prompt_tokens = {1};
+  job.lp_gen = {-4.2f, -4.2f, -4.2f};
+  job.generated_with = {version};
+  return job;
+}
+
+/// The train job that follows one_sequence_logprobs: advantage 1, one optimizer step over its 3
+/// generated tokens. Enough to change the fake trainer's weights.
+inline train_job one_sequence_train(weight_version version, std::uint32_t step = 0) {
+  train_job job;
+  job.step = step;
+  job.version = version;
+  job.advantages = {1.0};
+  job.loss_multipliers = {1.0};
+  job.optimizer_steps = {optimizer_share{1, {3, 1}}};
+  job.micro_batch_tokens = 64;
   return job;
 }
 
@@ -129,6 +139,10 @@ struct cluster_hooks {
   /// the worker it stands in front of (link to it).
   std::function<policy_actor(caf::actor_system&, std::size_t rank, policy_actor)> policy_for_driver;
   std::function<rollout_actor(caf::actor_system&, std::size_t worker, rollout_actor)> rollout_for_driver;
+  /// The environment's scoring instead of the parity reward.
+  std::function<scoring_function()> scoring;
+  /// Changes the driver's configuration before it is spawned.
+  std::function<void(driver_config&)> driver;
 };
 
 /// The prompts the test drivers cycle through.
@@ -197,11 +211,11 @@ struct cluster {
     cc.timeout = std::chrono::seconds(30);
     coordinator = spawn_refit_coordinator(sys, cc);
     if (o.environment_workers == 0) {
-      environment = sys.spawn(environment_worker, parity_scoring());
+      environment = sys.spawn(environment_worker, hooks.scoring ? hooks.scoring() : parity_scoring());
     } else {
       environment_config ec;
       ec.workers = o.environment_workers;
-      ec.score = parity_scoring();
+      ec.score = hooks.scoring ? hooks.scoring() : parity_scoring();
       ec.execution = execution;
       environment = spawn_environment(sys, ec);
     }
@@ -219,6 +233,7 @@ struct cluster {
     dc.micro_batch_tokens = 2 * 7;  // two of the longest sequences: a 4-token prompt and 3 new tokens
     dc.seed = 11;
     dc.timeout = std::chrono::seconds(60);
+    if (hooks.driver) hooks.driver(dc);
     driver = spawn_driver(sys, dc);
   }
 

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,11 +44,13 @@ struct finished_run {
   std::string output;
 };
 
-/// Runs `recipe` for `steps` steps into a fresh directory; requires exit 0.
-finished_run run_recipe(const std::string& recipe, std::size_t steps) {
+/// Runs `recipe` (with `overrides`) for `steps` steps into a fresh directory; requires exit 0.
+finished_run run_recipe(const std::string& recipe, std::size_t steps, const std::vector<std::string>& overrides = {}) {
   tandem::test::temp_dir dir;
-  child_process run({tandem_binary, "run", recipe, "logger.log_dir=" + dir.path().string(),
-                     "grpo.max_num_steps=" + std::to_string(steps)});
+  std::vector<std::string> args = {tandem_binary, "run", recipe, "logger.log_dir=" + dir.path().string(),
+                                   "grpo.max_num_steps=" + std::to_string(steps)};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  child_process run(args);
   const int code = run.exit_code(std::chrono::milliseconds(100000));
   finished_run out;
   out.output = run.out() + run.err();
@@ -197,6 +201,122 @@ BOOST_AUTO_TEST_CASE(colocated_and_dedicated_gemma4_runs_of_one_recipe_and_seed_
   // Both runs spread each step over two rollout workers: equal records are no single-worker accident.
   BOOST_TEST(rollout_workers[0].size() == 2u);
   BOOST_TEST(rollout_workers[1].size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_gemma4_run_with_two_optimizer_steps_per_step_and_the_kl_term_clips_its_later_steps_and_pays_kl_to_the_reference) {
+  // 16 rollouts per step in global batches of 8: two optimizer steps, the second against lp_prev
+  // of the weights before the first, so its PPO ratio leaves 1. Clips tight enough to fire at a
+  // toy model's ratios: clip-higher / low at 1 -+ 0.01, the dual clip at 1.02.
+  constexpr std::size_t steps = 3;
+  const finished_run run = run_recipe(colocated_gemma4, steps,
+                                      {"policy.train_global_batch_size=8", "loss_fn.reference_policy_kl_penalty=0.05",
+                                       "loss_fn.ratio_clip_min=0.01", "loss_fn.ratio_clip_max=0.01",
+                                       "loss_fn.ratio_clip_c=1.02"});
+  BOOST_TEST_REQUIRE(run.metrics.size() == steps, run.output);
+  double high = 0, low = 0, dual = 0, kl = 0;
+  for (std::size_t n = 0; n < steps; ++n) {
+    const json& s = run.metrics[n];
+    BOOST_TEST_CONTEXT("step " << n + 1 << ": " << s.dump()) {
+      BOOST_TEST(metric(s, {"train/optimizer_steps"}) == 2.0);
+      BOOST_TEST(s["trained_to"].get<std::uint64_t>() == n + 1, "one version per step, whatever its optimizer steps");
+      BOOST_TEST(metric(s, {"train/probs_ratio"}) != 1.0, "the second optimizer step should see a ratio off 1");
+      // lp_prev and lp_gen still come from one version: the generator and trainer agree exactly.
+      BOOST_TEST(metric(s, {"train/token_mult_prob_error"}) == 1.0);
+      BOOST_TEST(metric(s, {"train/gen_kl_error"}) == 0.0);
+      BOOST_TEST(std::isfinite(metric(s, {"train/loss"})));
+      high += metric(s, {"train/clipped_high_fraction"});
+      low += metric(s, {"train/clipped_low_fraction"});
+      dual += metric(s, {"train/clipped_dual_fraction"});
+      kl += metric(s, {"train/kl_penalty"});
+    }
+  }
+  BOOST_TEST(high > 0.0, "clip-higher never fired");
+  BOOST_TEST(low > 0.0, "the low clip never fired");
+  BOOST_TEST(dual > 0.0, "the dual clip never fired");
+  BOOST_TEST(kl > 0.0, "the policy never left the reference");
+}
+
+BOOST_AUTO_TEST_CASE(a_gemma4_run_with_dynamic_sampling_trains_on_groups_whose_rewards_differ_and_counts_its_rounds) {
+  constexpr std::size_t steps = 3;
+  const finished_run run = run_recipe(colocated_gemma4, steps,
+                                      {"grpo.use_dynamic_sampling=true", "grpo.batch_multiplier=2",
+                                       "grpo.dynamic_sampling_max_gen_batches=5"});
+  BOOST_TEST_REQUIRE(run.metrics.size() == steps, run.output);
+  const std::size_t per_step = 16;  // 4 prompts x 4 generations: the batch, whatever the rounds generated
+  BOOST_TEST_REQUIRE(run.generations.size() == steps * per_step);
+  for (std::size_t n = 0; n < steps; ++n) {
+    const json& s = run.metrics[n];
+    BOOST_TEST_CONTEXT("step " << n + 1 << ": " << s.dump()) {
+      BOOST_TEST(metric(s, {"train/dynamic_sampling_num_gen_batches"}) >= 1.0);
+      BOOST_TEST(metric(s, {"train/dynamic_sampling_num_discarded_valid_samples"}) >= 0.0);
+      BOOST_TEST(s["trajectories"].get<std::size_t>() == per_step);
+    }
+  }
+  // Every kept group (one prompt of one round of one step) of two or more samples has rewards
+  // that differ: a group whose samples all scored alike carries no signal and was dropped.
+  std::map<std::tuple<int, int, int>, std::set<double>> rewards;
+  std::map<std::tuple<int, int, int>, int> sizes;
+  for (const json& t : run.generations) {
+    const auto key = std::make_tuple(t["step"].get<int>(), t["rng"]["round"].get<int>(), t["prompt_index"].get<int>());
+    rewards[key].insert(t["raw_reward"].get<double>());
+    sizes[key] += 1;
+  }
+  for (const auto& [key, values] : rewards)
+    if (sizes[key] > 1) BOOST_TEST(values.size() > 1u, "step " << std::get<0>(key) << " kept a group whose rewards agree");
+}
+
+BOOST_AUTO_TEST_CASE(a_dedicated_gemma4_run_one_step_off_policy_trains_on_batches_one_version_old_generated_while_the_previous_step_trains) {
+  // One-step off-policy, two optimizer steps per step, tight clips and a tight TIS cap: every
+  // correction of the loss fires in one run (their fractions above 0).
+  constexpr std::size_t steps = 4;
+  const finished_run run = run_recipe(dedicated_gemma4, steps,
+                                      {"grpo.max_trajectory_age_steps=1", "loss_fn.use_importance_sampling_correction=true",
+                                       "policy.train_global_batch_size=8",
+                                       "loss_fn.ratio_clip_min=0.01", "loss_fn.ratio_clip_max=0.01", "loss_fn.ratio_clip_c=1.02",
+                                       "loss_fn.truncated_importance_sampling_ratio=1.01"});
+  BOOST_TEST_REQUIRE(run.metrics.size() == steps, run.output);
+  // Every trajectory is at most one version older than the weights that train on it: step 1 trains
+  // v0 on v0's batch; step k > 1 trains v(k-1) on the batch v(k-2) generated during step k - 1.
+  for (const json& t : run.generations) {
+    const auto k = t["step"].get<std::uint64_t>(), version = t["version"].get<std::uint64_t>();
+    BOOST_TEST_CONTEXT("trajectory " << t["id"] << " of step " << k) {
+      BOOST_TEST(version == (k == 1 ? 0 : k - 2));
+      BOOST_TEST(k - 1 - version <= 1u, "more than one version old");
+    }
+  }
+  // The trace: the generation of step k + 1 starts before the training of step k ends.
+  for (std::size_t n = 0; n + 1 < steps; ++n) {
+    const json& s = run.metrics[n];
+    std::int64_t generation_ahead = -1, training_finished = -1;
+    for (const json& e : s["events"]) {
+      const auto step = e["step"].get<std::size_t>();
+      if (step == n + 2 && e["event"] == "generation started") generation_ahead = e["sequence"].get<std::int64_t>();
+      if (step == n + 1 && e["event"] == "training finished") training_finished = e["sequence"].get<std::int64_t>();
+    }
+    BOOST_TEST_CONTEXT("step " << n + 1 << ": " << s["events"].dump()) {
+      BOOST_TEST_REQUIRE(generation_ahead >= 0);
+      BOOST_TEST_REQUIRE(training_finished >= 0);
+      BOOST_TEST(generation_ahead < training_finished);
+    }
+  }
+  // The last step generates nothing ahead.
+  for (const json& e : run.metrics.back()["events"]) BOOST_TEST(e["step"].get<std::size_t>() == steps);
+  double high = 0, low = 0, dual = 0, oob = 0;
+  for (std::size_t n = 0; n < steps; ++n) {
+    const json& s = run.metrics[n];
+    BOOST_TEST_CONTEXT("step " << n + 1 << ": " << s.dump()) {
+      BOOST_TEST(s["generated_with"].get<std::uint64_t>() == (n == 0 ? 0 : n - 1));
+      if (n > 0) BOOST_TEST(metric(s, {"train/token_mult_prob_error"}) > 1.0, "an off-policy batch agrees exactly");
+      high += metric(s, {"train/clipped_high_fraction"});
+      low += metric(s, {"train/clipped_low_fraction"});
+      dual += metric(s, {"train/clipped_dual_fraction"});
+      oob += metric(s, {"train/is_oob_ratio"});
+    }
+  }
+  BOOST_TEST(high > 0.0, "clip-higher never fired");
+  BOOST_TEST(low > 0.0, "the low clip never fired");
+  BOOST_TEST(dual > 0.0, "the dual clip never fired");
+  BOOST_TEST(oob > 0.0, "the importance-sampling truncation never fired");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -307,6 +307,34 @@ BOOST_AUTO_TEST_CASE(the_fake_engines_train_on_the_parity_prompts_of_the_seed_ov
   BOOST_TEST((*other != *prompts));
 }
 
+BOOST_AUTO_TEST_CASE(the_validation_prompts_are_max_val_samples_parity_prompts_of_another_seed_than_training) {
+  constexpr std::uint64_t validate = 0x76616C6964617465;  // "validate": the validation set's seed is grpo.seed XOR it
+  const auto held_out = tandem::validation_prompts(recipe_of({"grpo.seed=9", "grpo.max_val_samples=100"}));
+  BOOST_TEST_REQUIRE(bool(held_out), refusal(held_out));
+  BOOST_TEST((*held_out == tg::parity_prompts(9 ^ validate, 100, 64)));
+  const auto training = tandem::training_prompts(recipe_of({"grpo.seed=9"}));
+  BOOST_TEST_REQUIRE(bool(training), refusal(training));
+  std::set<std::vector<std::int32_t>> trained(training->begin(), training->end());
+  std::size_t shared = 0;
+  for (const auto& p : *held_out) shared += trained.count(p);
+  BOOST_TEST(shared <= 1u);  // held out: another stream of prompts (a short prompt may recur by chance)
+  // The Gemma 4 engines: the same seed over the checkpoint's vocabulary, above its special ids.
+  const auto gemma4 = tandem::validation_prompts(gemma4_recipe({"grpo.seed=9", "grpo.max_val_samples=7"}));
+  BOOST_TEST_REQUIRE(bool(gemma4), refusal(gemma4));
+  BOOST_TEST((*gemma4 == tg::parity_prompts(9 ^ validate, 7, 256, 3)));
+  // A dataset, or another environment without one, is refused as not built.
+  const auto dataset = tandem::validation_prompts(recipe_of({"data.validation_dataset=val.jsonl"}));
+  BOOST_TEST_REQUIRE(!dataset);
+  BOOST_TEST((dataset.error().code() == tg::status_code::unsupported));
+  BOOST_TEST(dataset.error().message() == "data.validation_dataset: val.jsonl: datasets are not built yet (null with "
+                                          "env.name parity: the parity task's held-out prompts)");
+  const auto math = tandem::validation_prompts(recipe_of({"env.name=math"}));
+  BOOST_TEST_REQUIRE(!math);
+  BOOST_TEST(math.error().message().starts_with("env.name: math: validation without data.validation_dataset uses the "
+                                                "parity task's held-out prompts"),
+             math.error().message());
+}
+
 BOOST_AUTO_TEST_CASE(a_dataset_path_is_refused_as_not_built_naming_the_key_and_the_path) {
   const auto prompts = tandem::training_prompts(recipe_of({"data.train_dataset=prompts.jsonl"}));
   BOOST_TEST_REQUIRE(!prompts);

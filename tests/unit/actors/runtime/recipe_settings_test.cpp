@@ -18,6 +18,19 @@ tc::recipe_config recipe_of(const std::vector<std::string>& overrides) { return 
 
 BOOST_AUTO_TEST_SUITE(recipe_settings_test)
 
+BOOST_AUTO_TEST_CASE(the_kl_keys_reach_the_policy_gradient_loss) {
+  const auto l = tandem::loss_settings(recipe_of({"loss_fn.reference_policy_kl_penalty=0.05", "loss_fn.kl_input_clamp_value=7.5",
+                                                  "loss_fn.kl_output_clamp_value=2.5",
+                                                  "loss_fn.use_on_policy_kl_approximation=true"}));
+  BOOST_TEST(l.kl_beta == 0.05);
+  BOOST_TEST(l.kl_input_clamp == 7.5);
+  BOOST_TEST(l.kl_output_clamp == 2.5);
+  BOOST_TEST(l.use_on_policy_kl_approximation);
+  const auto d = tandem::loss_settings(recipe_of({}));
+  BOOST_TEST(d.kl_beta == 0.0);
+  BOOST_TEST(!d.use_on_policy_kl_approximation);
+}
+
 BOOST_AUTO_TEST_CASE(the_loss_keys_reach_the_policy_gradient_loss) {
   const auto l = tandem::loss_settings(recipe_of({"loss_fn.ratio_clip_min=0.15", "loss_fn.ratio_clip_max=0.35",
                                                   "loss_fn.ratio_clip_c=4.0", "loss_fn.use_importance_sampling_correction=true",

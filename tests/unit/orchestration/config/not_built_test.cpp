@@ -13,14 +13,15 @@ BOOST_AUTO_TEST_SUITE(not_built_test)
 
 BOOST_AUTO_TEST_CASE(a_not_built_setting_is_located_where_the_recipe_sets_it_and_a_parents_where_the_parent_does) {
   temp_dir d;
-  d.write("parent.yaml", "grpo:\n  use_dynamic_sampling: true\n");
+  d.write("parent.yaml", "policy:\n  offload_optimizer_for_generation: true\n");
   const auto child = d.write("child.yaml",
                              "defaults: parent.yaml\npolicy:\n  model_name: tiny-all\n  context_parallel_size: 2\n"
                              "runtime:\n  engine: fake\ncluster:\n  backend: cpu\n");
   const resolution r = resolve_recipe(child);
   BOOST_TEST_REQUIRE(r.errors.empty(), to_string(r.errors));
   BOOST_TEST(to_notes(unbuilt_settings(*r.recipe)) ==
-             d.path().string() + "/parent.yaml:2:25: note: grpo.use_dynamic_sampling: true: dynamic sampling is not built yet\n" +
+             d.path().string() + "/parent.yaml:2:37: note: policy.offload_optimizer_for_generation: true: offloading the "
+                                     "optimizer state while generating is not built yet\n" +
                  child + ":4:26: note: policy.context_parallel_size: 2: context parallelism is not built yet\n");
 }
 

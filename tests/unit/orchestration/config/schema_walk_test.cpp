@@ -44,10 +44,6 @@ const char* runnable = "policy:\n  model_name: tiny-all\nruntime:\n  engine: fak
 
 /// Overrides an example needs so that the cross-field rules still hold.
 const std::map<std::string, std::vector<std::string>> companions = {
-    {"grpo.val_period", {"data.validation_dataset=val.jsonl"}},
-    {"grpo.val_at_start", {"data.validation_dataset=val.jsonl"}},
-    {"grpo.val_at_end", {"data.validation_dataset=val.jsonl"}},
-    {"grpo.max_trajectory_age_steps", {"loss_fn.use_importance_sampling_correction=true"}},
     {"runtime.engine", {"cluster.backend=cuda"}},
 };
 

@@ -59,18 +59,6 @@ class allocation_probe {
 
 // ---- samples: one message per kind, every field away from its default -----------------------
 
-tc::micro_batch sample_micro_batch(int salt) {
-  tc::micro_batch mb;
-  mb.sequences.tokens = {2, 105, 2364, 107, 1, 2, 9000 + salt};
-  mb.sequences.offsets = {0, 4, 7};
-  mb.advantages = {0.5f, -0.5f, 1.25f, 0, 0, -2.0f, 3.0f};
-  mb.mask = {0, 1, 1, 1, 0, 1, 1};
-  mb.lp_prev = {0, -0.1f, -2.5f, -0.01f, 0, -7.0f, -1e-8f};
-  mb.lp_gen = {0, -0.11f, -2.4f, -0.02f, 0, -6.5f, -2e-8f};
-  mb.lp_ref = {0, -0.2f, -2.0f, -0.03f, 0, -6.0f, -3e-8f};
-  return mb;
-}
-
 std::vector<tc::manifest_entry> sample_entries() {
   return {{"model.language_model.embed_tokens.weight", {262144, 1536}, 1},
           {"model.language_model.layers.0.self_attn.q_proj.weight", {2048, 1536}, 1},
@@ -129,19 +117,22 @@ tc::message sample(tc::message_kind k) {
           .sequences = {{9001, {10, 11, 1}, {-0.5f, -1e-30f, -0.0f}, tc::finish_reason::stop_token, 40},
                         {9002, {12}, {-std::numeric_limits<float>::infinity()}, tc::finish_reason::length, 39}}};
     case K::logprob_request:
-      return tc::logprob_request{.step = 12, .batch = {{2, 3, 4, 5, 6}, {0, 2, 5}},
-                                 .sampling = {.temperature = 1.5, .top_k = -3, .top_p = 1e-300}};
+      return tc::logprob_request{.step = 12, .rl_step = 6, .weight_version = 11, .batch = {{2, 3, 4, 5, 6}, {0, 2, 5}},
+                                 .prompt_tokens = {1, 2}, .lp_gen = {-0.25f, -1e-30f, -std::numeric_limits<float>::max()},
+                                 .generated_with = {11, 10},
+                                 .sampling = {.temperature = 1.5, .top_k = -3, .top_p = 1e-300}, .reference = true};
     case K::logprob_result:
-      return tc::logprob_result{.step = 12, .weight_version = 11, .logprobs = {0, -0.25f, 0, -3.5f, -std::numeric_limits<float>::max()}};
+      return tc::logprob_result{.step = 12, .weight_version = 11, .excluded_tokens = {0, 3, -1}, .tokens = 1234567890123};
     case K::train_request:
-      return tc::train_request{.step = 12, .weight_version = 11,
+      return tc::train_request{.step = 12, .rl_step = 6, .weight_version = 11,
                                .sampling = {.temperature = 0.6, .top_k = 20, .top_p = 0.9},
-                               .micro_batches = {sample_micro_batch(1), sample_micro_batch(2)},
-                               .global_tokens = 123456789012, .global_sequences = -4};
+                               .advantages = {0.5, -1e-300, 2.75}, .loss_multipliers = {1, 0, 1},
+                               .optimizer_steps = {{2, 123456789012, -4}, {1, 7, 1}}, .micro_batch_tokens = 4096};
     case K::train_result:
       return tc::train_result{.step = 12, .loss = -0.0123,
                               .metrics = {{"grad_norm", 1.75}, {"clip_fraction", 0.03}, {"", -1e308}},
-                              .weight_version = 13, .micro_batches = 4, .weights_digest = 0xFEDCBA9876543210ull};
+                              .weight_version = 13, .micro_batches = 4, .weights_digest = 0xFEDCBA9876543210ull,
+                              .optimizer_steps = 3};
     case K::refit_begin:
       return tc::refit_begin{.weight_version = 13, .bucket_count = 17, .bucket_bytes = std::uint64_t{1} << 33,
                              .transport = tc::refit_transport::colocated_bump, .root_rank = 6,
@@ -251,7 +242,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 4, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 4)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 5, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 5)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -289,7 +280,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 4"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 5"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {
@@ -378,8 +369,8 @@ BOOST_AUTO_TEST_CASE(a_huge_declared_string_length_is_refused_without_allocating
 }
 
 BOOST_AUTO_TEST_CASE(huge_declared_vector_counts_are_refused_without_allocating_them) {
-  // Scalar items (logprob_result.logprobs) and struct items (manifest.entries).
-  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .weight_version = 0, .logprobs = {-1.0f}});
+  // Scalar items (logprob_result.excluded_tokens) and struct items (manifest.entries).
+  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .weight_version = 0, .excluded_tokens = {1}});
   put_u32(scalars, 12 + 8 + 8, 0xFFFFFFF0u);
   tc::frame structs = encoded(tc::manifest{.weight_version = 0, .entries = {{"w", {4}, 0}}});
   put_u32(structs, 12 + 8, 0xFFFFFFF0u);

@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(what_does_not_parse_is_refused_naming_the_column_and_what_w
   BOOST_TEST(parse_error("mean(train/reward") == "'mean(train/reward' at its end: expected ')'");
   BOOST_TEST(parse_error("train/reward > 1") ==
              "'train/reward > 1' at column 14: expected '[' and a step after the metric train/reward (train/reward[20], or mean(train/reward), median, min, max)");
-  BOOST_TEST(parse_error("train/reward[0] > 1") == "'train/reward[0] > 1' at column 14: expected a step (a whole number >= 1)");
+  BOOST_TEST(parse_error("train/reward[-1] > 1") == "'train/reward[-1] > 1' at column 14: expected a step (a whole number >= 0)");
   BOOST_TEST(parse_error("max(r) = 1") == "'max(r) = 1' at column 8: expected a comparison: <, <=, >, >= or ==");
   BOOST_TEST(parse_error("max(r) != 1") == "'max(r) != 1' at column 8: expected a comparison: <, <=, >, >= or ==");
   BOOST_TEST(parse_error("max(r) > 1 and") == "'max(r) > 1 and' at column 12: expected the end of the check after '1'");

@@ -59,10 +59,10 @@ BOOST_AUTO_TEST_CASE(a_line_that_is_not_json_is_an_error_naming_the_file_and_lin
 
 BOOST_AUTO_TEST_CASE(a_record_without_a_whole_step_of_at_least_one_is_an_error_naming_the_line) {
   BOOST_TEST(refused("[1,2]\n").message == "m.jsonl:1: a record is a JSON object, not an array");
-  BOOST_TEST(refused("{\"step\":1}\n{\"r\":1}\n").message == "m.jsonl:2: no \"step\" (a whole number >= 1)");
-  BOOST_TEST(refused("{\"step\":1.5}").message == "m.jsonl:1: \"step\" is 1.5, not a whole number >= 1");
-  BOOST_TEST(refused("{\"step\":0}").message == "m.jsonl:1: \"step\" is 0, not a whole number >= 1");
-  BOOST_TEST(refused("{\"step\":\"3\"}").message == "m.jsonl:1: \"step\" is \"3\", not a whole number >= 1");
+  BOOST_TEST(refused("{\"step\":1}\n{\"r\":1}\n").message == "m.jsonl:2: no \"step\" (a whole number >= 0)");
+  BOOST_TEST(refused("{\"step\":1.5}").message == "m.jsonl:1: \"step\" is 1.5, not a whole number >= 0");
+  BOOST_TEST(refused("{\"step\":-1}").message == "m.jsonl:1: \"step\" is -1, not a whole number >= 0");
+  BOOST_TEST(refused("{\"step\":\"3\"}").message == "m.jsonl:1: \"step\" is \"3\", not a whole number >= 0");
 }
 
 BOOST_AUTO_TEST_CASE(a_step_given_twice_is_an_error_naming_both_lines) {

@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_line_is_refused_naming_the_file_and_line) {
   const cli_result r = cli({"metrics", "export", (dir.path() / "bad").string()});
   BOOST_TEST(r.code == 1);
   BOOST_TEST(r.err == "tandem metrics export: " + (dir.path() / "bad/metrics.jsonl").string() +
-                          ":2: no \"step\" (a whole number >= 1)\n");
+                          ":2: no \"step\" (a whole number >= 0)\n");
   BOOST_TEST(r.out.empty());
 }
 

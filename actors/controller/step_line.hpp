@@ -1,0 +1,39 @@
+// A step's progress line (rl_loop.hpp) in its two forms, both made from the step's report: the
+// terminal's compact line, the numbers a person watches,
+//   step 3/60  reward 0.625  loss -0.0123  tmpe 1.0000  gen_kl 0.0e+00  192 tok  0.11 s  v2->v3
+// and the log's (controller.log, output that is not a terminal), which adds what the run moved:
+// the refit (its mode, buckets and bytes), the controller's control bytes (heartbeats apart) and
+// the weights digest of the policy ranks,
+//   step 3/60: reward 0.625, loss -0.0123, tmpe 1.0000, gen_kl 0.0e+00, 192 tokens, v2 -> v3 live
+//   (dedicated refit, 4 buckets, 1048576 bytes), control 5120 bytes, 0.11 s, weights 0x... on every policy rank
+// (one line). tmpe is train/token_mult_prob_error (1: the trainer scored each token as the
+// generator did), gen_kl train/gen_kl_error (0: exact), as metrics.jsonl has them (step_metrics.hpp);
+// loss is pg loss + beta x KL; tok/tokens the masked tokens trained on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/api/messages.hpp"
+#include "actors/bridge/socket_thread.hpp"
+
+namespace tandem {
+
+/// What the line says besides the report.
+struct step_line_facts {
+  std::int64_t number = 0;  ///< the step's, from 1
+  std::int64_t steps = 0;   ///< the run's
+  double kl_beta = 0;       ///< loss_fn.reference_policy_kl_penalty
+  socket_thread::traffic_counts traffic;  ///< the controller's during the step
+  double seconds = 0;       ///< the whole step
+};
+
+/// One step's line, in both forms.
+struct step_line {
+  std::string compact;  ///< for a terminal
+  std::string full;     ///< for a log: every field
+};
+
+step_line format_step_line(const step_report& r, const step_line_facts& f);
+
+}  // namespace tandem
