@@ -306,11 +306,9 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
     vc.rollout = st.s.rollout;
     vc.environment = st.environment;
     vc.prompts = std::move(held_out);
-    // A round gives each rollout worker at most a training step's samples, the most the
-    // controller's frame limit is sized for (orchestration/control/frame_limits.hpp); the responses
-    // do not depend on the round size (validation.hpp).
-    const auto step_samples = static_cast<std::size_t>(recipe.grpo.num_prompts_per_step * recipe.grpo.num_generations_per_prompt);
-    vc.batch_size = std::min(static_cast<std::size_t>(recipe.grpo.val_batch_size), st.s.rollout.size() * step_samples);
+    // The controller's frame limit holds a whole validation round from one rollout worker
+    // (orchestration/control/frame_limits.hpp); the responses do not depend on the round size.
+    vc.batch_size = static_cast<std::size_t>(recipe.grpo.val_batch_size);
     vc.max_new_tokens = static_cast<std::int32_t>(recipe.policy.generation.max_new_tokens);
     if (recipe.policy.generation.stop_token_ids)
       for (const auto t : *recipe.policy.generation.stop_token_ids) vc.stop_tokens.push_back(static_cast<std::int32_t>(t));

@@ -10,12 +10,6 @@
 namespace tandem::wire {
 namespace {
 
-control::sampling_params to_wire(const gpu::ops::sampling_params& p) { return {p.temperature, p.top_k, p.top_p}; }
-gpu::ops::sampling_params from_wire(const control::sampling_params& p) { return {p.temperature, p.top_k, p.top_p}; }
-
-control::packed_sequences to_wire(const gpu::packed_sequences& p) { return {p.tokens, p.offsets}; }
-gpu::packed_sequences from_wire(const control::packed_sequences& p) { return {p.tokens, p.offsets}; }
-
 /// Every field of the loss and optimizer metrics, with its wire name, in one list: `f(name, field)`.
 template <class F, class M, class O>
 void metric_fields(F&& f, M& m, O& o) {
@@ -54,7 +48,7 @@ control::generate_request to_wire(const generate_job& job, std::string& problem)
   const auto& first = job.requests.front();
   m.step = first.rng.step;
   m.round = first.rng.round;
-  m.sampling = to_wire(first.sampling);
+  m.sampling = first.sampling;
   m.max_new_tokens = first.max_new_tokens;
   m.stop_tokens = first.stop_tokens;
   for (const auto& r : job.requests) {
@@ -68,7 +62,7 @@ control::generate_request to_wire(const generate_job& job, std::string& problem)
                 "remote generate job shares them";
       return {};
     }
-    m.prompts.push_back({r.id, r.prompt, {r.rng.seed, r.rng.step, r.rng.round, r.rng.prompt, r.rng.sample}});
+    m.prompts.push_back({r.id, r.prompt, r.rng});
   }
   return m;
 }
@@ -80,8 +74,8 @@ generate_job from_wire(const control::generate_request& m) {
     gpu::generation_request r;
     r.id = p.request_id;
     r.prompt = p.tokens;
-    r.sampling = from_wire(m.sampling);
-    r.rng = {p.rng.seed, p.rng.step, p.rng.round, p.rng.prompt, p.rng.sample, 0};
+    r.sampling = m.sampling;
+    r.rng = p.rng;
     r.max_new_tokens = m.max_new_tokens;
     r.stop_tokens = m.stop_tokens;
     job.requests.push_back(std::move(r));
@@ -136,11 +130,11 @@ control::logprob_request to_wire(const logprobs_job& job, std::uint64_t step) {
   m.step = step;
   m.rl_step = job.step;
   m.weight_version = job.version;
-  m.batch = to_wire(job.sequences);
+  m.batch = job.sequences;
   m.prompt_tokens = job.prompt_tokens;
   m.lp_gen = job.lp_gen;
   m.generated_with.assign(job.generated_with.begin(), job.generated_with.end());
-  m.sampling = to_wire(job.sampling);
+  m.sampling = job.sampling;
   m.reference = job.reference;
   return m;
 }
@@ -149,11 +143,11 @@ logprobs_job from_wire(const control::logprob_request& m) {
   logprobs_job job;
   job.step = m.rl_step;
   job.version = m.weight_version;
-  job.sequences = from_wire(m.batch);
+  job.sequences = m.batch;
   job.prompt_tokens = m.prompt_tokens;
   job.lp_gen = m.lp_gen;
   job.generated_with.assign(m.generated_with.begin(), m.generated_with.end());
-  job.sampling = from_wire(m.sampling);
+  job.sampling = m.sampling;
   job.reference = m.reference;
   return job;
 }
@@ -171,7 +165,7 @@ control::train_request to_wire(const train_job& job, std::uint64_t step) {
   m.step = step;
   m.rl_step = job.step;
   m.weight_version = job.version;
-  m.sampling = to_wire(job.sampling);
+  m.sampling = job.sampling;
   m.advantages = job.advantages;
   m.loss_multipliers = job.loss_multipliers;
   for (const auto& o : job.optimizer_steps) m.optimizer_steps.push_back({o.sequences, o.counts.tokens, o.counts.sequences});
@@ -189,7 +183,7 @@ train_job from_wire(const control::train_request& m, const gpu::ops::pg_loss_set
     job.optimizer_steps.push_back({static_cast<std::size_t>(o.sequences), {o.global_tokens, o.global_sequences}});
   job.micro_batch_tokens = m.micro_batch_tokens;
   job.loss = loss;
-  job.sampling = from_wire(m.sampling);
+  job.sampling = m.sampling;
   return job;
 }
 

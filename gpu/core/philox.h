@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 
+#include "plain/rng.h"
+
 namespace tandem::gpu {
 
 using philox_counter = std::array<std::uint32_t, 4>;
@@ -32,14 +34,8 @@ inline philox_counter philox4x32_10(philox_counter c, philox_key k) {
 }
 
 /// Where a random number is used. Every field enters the draw; none is hashed away.
-struct rng_coordinates {
-  std::uint64_t seed = 0;       ///< grpo.seed
-  std::uint32_t step = 0;       ///< RL step
-  std::uint32_t round = 0;      ///< generation round within the step (dynamic sampling)
-  std::uint32_t prompt = 0;     ///< prompt index in the step's batch
-  std::uint32_t sample = 0;     ///< sample index within its prompt's group
-  std::uint32_t position = 0;   ///< token position in the sequence
-};
+/// seed, step, round, prompt, sample, position: one definition for every layer (plain/rng.h).
+using rng_coordinates = plain::rng_coordinates;
 
 /// The key of one (seed, round) stream: Philox of (step, round) under the seed, so streams of
 /// different rounds or steps share no key structure.

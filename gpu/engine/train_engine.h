@@ -26,6 +26,7 @@
 #include "gpu/ops/adamw.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/pg_loss.h"
+#include "plain/sequences.h"
 
 namespace tandem::gpu {
 
@@ -67,11 +68,9 @@ double scheduled_lr(const train_engine_options& options, std::int64_t step);
 /// unfinished micro-batches are pending, so nothing is lost.
 enum class train_memory_state { resident, offloaded };
 
-/// Variable-length sequences packed end to end (no padding).
-struct packed_sequences {
-  std::vector<std::int32_t> tokens;   ///< every sequence's tokens, concatenated
-  std::vector<std::int32_t> offsets;  ///< [sequences + 1]; sequence s is tokens[offsets[s], offsets[s+1])
-};
+/// Variable-length sequences packed end to end (no padding): one definition for every layer
+/// (plain/sequences.h).
+using packed_sequences = plain::packed_sequences;
 
 /// One micro-batch of the loss: sequences plus their per-token RL data, aligned with `tokens`
 /// (the value at token t scores predicting token t from tokens before it; token 0 of each

@@ -10,6 +10,7 @@
 #include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
+#include "plain/sampling.h"
 
 namespace tandem::gpu::ops {
 
@@ -33,11 +34,9 @@ namespace tandem::gpu::ops {
 ///  5. logprob_j = d_j - log(S), S = sum_{j in P} e_j, for j in P; -infinity outside P.
 /// S_K and S are summed over ascending token ids, the top-p prefix in ranking order, all in
 /// double; the logprob is rounded to the logits' dtype at the end.
-struct sampling_params {
-  double temperature = 1.0;  ///< T > 0; the sampler also takes 0 (greedy, see sampling.h)
-  std::int32_t top_k = 0;    ///< >= 0; 0 or >= V: no top-k
-  double top_p = 1.0;        ///< in (0, 1]; 1: no top-p
-};
+/// temperature: T > 0 (the sampler also takes 0, greedy: see sampling.h); top_k >= 0 (0 or >= V:
+/// no top-k); top_p in (0, 1] (1: no top-p). One definition for every layer (plain/sampling.h).
+using sampling_params = plain::sampling_params;
 
 /// ok, or invalid_argument "<op>: temperature must be > 0, got 0" (with `greedy_allowed`:
 /// "<op>: temperature must be >= 0 (0: greedy), got -1"), "<op>: top_k must be >= 0 (0: no

@@ -96,7 +96,7 @@ void declare_grpo(schema& s) {
   key(s, "grpo.max_val_samples", "Validation prompts per validation").integer(256).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.max_val_samples; })
       .shown_by("tests/integration/runtime/validation_run_test.cpp: a_run_with_val_period_2_over_4_steps_records_validation_accuracy_after_steps_2_and_4; tests/unit/actors/runtime/engine_factory_test.cpp: the_validation_prompts_are_max_val_samples_parity_prompts_of_another_seed_than_training").at_most(1 << 20);
-  key(s, "grpo.val_batch_size", "Validation prompts generated at once (capped at a training step's samples per rollout worker)").integer(256).at_least(1)
+  key(s, "grpo.val_batch_size", "Validation prompts generated at once (a round)").integer(256).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.val_batch_size; })
       .shown_by("tests/integration/runtime/validation_run_test.cpp: a_run_with_val_period_2_over_4_steps_records_validation_accuracy_after_steps_2_and_4; tests/actors/driver/validation_test.cpp: rounds of batch_size prompts cover every validation prompt once with prompt k on rollout worker k mod R").at_most(1 << 20);
   key(s, "grpo.seed", "Seed of every random stream (data order, sampling)").integer(42).at_least(0)

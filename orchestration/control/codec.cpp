@@ -1,5 +1,5 @@
 // The control-plane codec (wire format in codec.hpp). Each struct's fields are listed once, in
-// `fields()`; three visitors walk those lists: `sizer` (the encoded size, before anything is
+// `fields()` (the structs of plain/ in their own header); three visitors walk those lists: `sizer` (the encoded size, before anything is
 // allocated), `writer` (the bytes) and `reader` (decoding, with a field path for error messages).
 #include "orchestration/control/codec.hpp"
 
@@ -25,11 +25,12 @@ void fields(F& f, M& m) {
 }
 template <class F, is<manifest_entry> M>
 void fields(F& f, M& m) { f("name", m.name); f("shape", m.shape); f("dtype", m.dtype); }
-template <class F, is<sampling_params> M>
-void fields(F& f, M& m) { f("temperature", m.temperature); f("top_k", m.top_k); f("top_p", m.top_p); }
-template <class F, is<rng_coordinates> M>
+/// The structs of plain/ (sampling_params, rng_coordinates, packed_sequences) bring their own
+/// field list, the one CAF's inspection reads too (plain/fields.h).
+template <class F, class M>
+  requires plain::plain_struct<std::remove_const_t<M>>
 void fields(F& f, M& m) {
-  f("seed", m.seed); f("step", m.step); f("round", m.round); f("prompt", m.prompt); f("sample", m.sample);
+  plain::for_each_field(m, [&](const char* name, auto& value) { f(name, value); });
 }
 template <class F, is<prompt> M>
 void fields(F& f, M& m) { f("request_id", m.request_id); f("tokens", m.tokens); f("rng", m.rng); }
@@ -38,8 +39,6 @@ void fields(F& f, M& m) {
   f("request_id", m.request_id); f("tokens", m.tokens); f("logprobs", m.logprobs); f("reason", m.reason);
   f("weight_version", m.weight_version);
 }
-template <class F, is<packed_sequences> M>
-void fields(F& f, M& m) { f("tokens", m.tokens); f("offsets", m.offsets); }
 template <class F, is<optimizer_share> M>
 void fields(F& f, M& m) {
   f("sequences", m.sequences); f("global_tokens", m.global_tokens); f("global_sequences", m.global_sequences);
@@ -160,6 +159,7 @@ std::string type_name() {
   else if constexpr (std::same_as<T, finished_sequence>) return "finished_sequence";
   else if constexpr (std::same_as<T, optimizer_share>) return "optimizer_share";
   else if constexpr (std::same_as<T, metric>) return "metric";
+  else if constexpr (plain::plain_struct<T>) return T::type_name;
   else return "struct";
 }
 

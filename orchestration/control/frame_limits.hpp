@@ -11,7 +11,8 @@
 namespace tandem::control {
 
 /// The largest member -> controller frame of a run of `recipe`: a generate_result holding every
-/// sequence of a step at max_new_tokens (a logprob_result, one count per sequence, is smaller),
+/// sequence of a generation round (dynamic sampling's rounds hold batch_multiplier steps' prompts)
+/// or of a validation round (grpo.val_batch_size) at max_new_tokens (a logprob_result, one count per sequence, is smaller),
 /// twice over for headroom; at least 16 MiB (a manifest, metrics, error texts) and at most
 /// max_frame_bytes.
 std::size_t controller_frame_limit(const config::recipe_config& recipe);

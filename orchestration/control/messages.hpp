@@ -31,6 +31,10 @@
 #include <variant>
 #include <vector>
 
+#include "plain/rng.h"
+#include "plain/sampling.h"
+#include "plain/sequences.h"
+
 namespace tandem::control {
 
 /// The protocol this build speaks. Bump it on any change to a kind's fields or meaning; peers of
@@ -124,24 +128,10 @@ struct manifest_entry {
   bool operator==(const manifest_entry&) const = default;
 };
 
-/// The sampling distribution (gpu/ops/logprobs.h sampling_params).
-struct sampling_params {
-  double temperature = 1.0;  ///< 0: greedy
-  std::int32_t top_k = 0;    ///< 0: no top-k
-  double top_p = 1.0;        ///< 1: no top-p
-  bool operator==(const sampling_params&) const = default;
-};
-
-/// Where a sequence's random numbers come from (gpu/core/philox.h rng_coordinates; the token
-/// position is filled in per token by the generator).
-struct rng_coordinates {
-  std::uint64_t seed = 0;
-  std::uint32_t step = 0;
-  std::uint32_t round = 0;
-  std::uint32_t prompt = 0;
-  std::uint32_t sample = 0;
-  bool operator==(const rng_coordinates&) const = default;
-};
+/// The sampling distribution and a sequence's random-number coordinates: one definition for every
+/// layer, with its one field list (plain/).
+using plain::rng_coordinates;
+using plain::sampling_params;
 
 /// One sequence to generate.
 struct prompt {
@@ -164,12 +154,8 @@ struct finished_sequence {
   bool operator==(const finished_sequence&) const = default;
 };
 
-/// Variable-length sequences packed end to end (gpu/engine/train_engine.h packed_sequences).
-struct packed_sequences {
-  std::vector<std::int32_t> tokens;
-  std::vector<std::int32_t> offsets;  ///< [sequences + 1]
-  bool operator==(const packed_sequences&) const = default;
-};
+/// Variable-length sequences packed end to end (plain/sequences.h).
+using plain::packed_sequences;
 
 /// One optimizer step's part of a train request: the next `sequences` of the rank's logprob
 /// request, and the masked-token counts of the whole global batch (every rank).

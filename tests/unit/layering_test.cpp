@@ -61,6 +61,13 @@ const std::vector<include_rule>& rules() {
       {"orchestration/", "nccl.h", "orchestration/ may not include NCCL"},
       {"orchestration/", "zmq*", "orchestration/ may include ZeroMQ only as <zmq.hpp> under orchestration/control/",
        "orchestration/control/", "zmq.hpp"},
+      {"plain/", "gpu/*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "orchestration/*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "actors/*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "tools/*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "caf/*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "zmq*", "plain/ is a leaf: it may include only the standard library"},
+      {"plain/", "cuda*", "plain/ is a leaf: it may include only the standard library"},
       {"actors/", "tools/*", "actors/ may not include tools/"},
       {"gpu/", "gpu/engine/fake/*", fake_engines_rule, "gpu/engine/fake/", "gpu/engine/fake/*"},
       {"actors/", "gpu/engine/fake/*", fake_engines_rule, "actors/runtime/engine_factory.cpp", "gpu/engine/fake/*"},
@@ -186,6 +193,17 @@ BOOST_AUTO_TEST_CASE(orchestration_may_use_zmq_hpp_only_under_control_and_never_
   BOOST_TEST(config[0].to_string() ==
              "orchestration/config/render.cpp:1: #include <zmq.hpp>: orchestration/ may include ZeroMQ only as <zmq.hpp> "
              "under orchestration/control/");
+}
+
+BOOST_AUTO_TEST_CASE(plain_is_a_leaf_that_includes_only_the_standard_library_and_every_module_may_include_it) {
+  BOOST_TEST(scan_text("plain/sampling.h", "#include <cstdint>\n#include \"plain/fields.h\"\n").empty());
+  const std::vector<std::string> expected = {
+      "plain/rng.h:1: #include \"gpu/core/dtype.h\": plain/ is a leaf: it may include only the standard library",
+      "plain/rng.h:2: #include <caf/all.hpp>: plain/ is a leaf: it may include only the standard library"};
+  BOOST_TEST(texts(scan_text("plain/rng.h", "#include \"gpu/core/dtype.h\"\n#include <caf/all.hpp>\n")) == expected,
+             boost::test_tools::per_element());
+  for (const char* file : {"gpu/ops/logprobs.h", "orchestration/control/messages.hpp", "actors/api/messages.hpp"})
+    BOOST_TEST(scan_text(file, "#include \"plain/sampling.h\"\n").empty(), file);
 }
 
 BOOST_AUTO_TEST_CASE(actors_may_use_caf_but_not_tools_and_nobody_climbs_with_dot_dot) {

@@ -7,6 +7,9 @@
 
 #include <typeinfo>
 
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
 #include "gpu/core/chunked_hash.h"
 #include "support/actor_fixture.hpp"
 
@@ -39,6 +42,26 @@ CAF_TEST(an engine status becomes engine_failure naming the place the code and t
   const auto e = engine_error("policy-0: train from v2", gpu::status{gpu::status_code::device_error, "CUDA OOM"});
   CAF_CHECK(is_tandem_error(e, tandem_errc::engine_failure));
   CAF_CHECK_EQUAL(error_text(e), "policy-0: train from v2: device_error: CUDA OOM");
+}
+
+CAF_TEST(a plain struct crosses the CAF serializers through its one field list) {
+  // The codec and CAF's inspection read the same list (plain/fields.h): the members, in order.
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  const gpu::rng_coordinates rng{42, 3, 1, 7, 2, 9};
+  const gpu::ops::sampling_params sampling{0.7, 20, 0.9};
+  const gpu::packed_sequences batch{{2, 3, 4, 5}, {0, 1, 4}};
+  std::vector<char> buffer;
+  caf::binary_serializer sink{sys, buffer};
+  CAF_REQUIRE(!sink(rng, sampling, batch));
+  gpu::rng_coordinates rng2;
+  gpu::ops::sampling_params sampling2;
+  gpu::packed_sequences batch2;
+  caf::binary_deserializer source{sys, buffer};
+  CAF_REQUIRE(!source(rng2, sampling2, batch2));
+  CAF_CHECK(rng2 == rng);
+  CAF_CHECK(sampling2 == sampling);
+  CAF_CHECK(batch2 == batch);
 }
 
 CAF_TEST(the bucket checksum is the chunked XXH3-64 the fake engines compute) {

@@ -59,32 +59,16 @@ void report_digests(cluster& c) {
 /// Stands in front of a rollout worker whose replies are relayed (as a remote worker's are): from
 /// its second reply on, trajectory `id` is the copy kept from its first reply, generated with the
 /// weights of then. A stale reply, as a relay that resends a cached answer produces.
-rollout_actor::behavior_type replaying_trajectory(rollout_actor::pointer self, rollout_actor worker, std::uint64_t id) {
-  self->link_to(worker);
+rollout_actor replaying_trajectory(caf::actor_system& sys, rollout_actor worker, std::uint64_t id) {
   auto kept = std::make_shared<std::optional<trajectory>>();
-  return {
-      [=](generate_atom, generate_job& job) -> caf::result<generate_result> {
-        auto rp = self->make_response_promise<generate_result>();
-        self->request(worker, caf::infinite, generate_atom_v, std::move(job))
-            .then(
-                [rp, kept, id](generate_result& r) mutable {
-                  for (auto& t : r.trajectories) {
-                    if (t.id != id) continue;
-                    if (*kept) t = **kept;
-                    else *kept = t;
-                  }
-                  rp.deliver(std::move(r));
-                },
-                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-        return rp;
-      },
-      [=](check_atom a, manifest_check& m) { return self->delegate(worker, a, std::move(m)); },
-      [=](stream_atom a, stream_job& job) { return self->delegate(worker, a, std::move(job)); },
-      [=](commit_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](abort_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](bump_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](version_atom a) { return self->delegate(worker, a); },
+  auto edit = [kept, id](generate_result& r) {
+    for (auto& t : r.trajectories) {
+      if (t.id != id) continue;
+      if (*kept) t = **kept;
+      else *kept = t;
+    }
   };
+  return sys.spawn(relaying_rollout, worker, std::function<void(const generate_job&)>{}, edit);
 }
 
 // ---- in the engine ----------------------------------------------------------------------------
@@ -185,7 +169,7 @@ CAF_TEST(a data parallel rank whose weights drifted in the optimizer step fails 
 
 CAF_TEST(a rollout reply holding a trajectory of an older version fails the step with stale_version naming the worker and the trajectory and nothing is trained) {
   hooks.rollout_for_driver = [](caf::actor_system& sys, std::size_t i, rollout_actor worker) -> rollout_actor {
-    return i == 1 ? sys.spawn(replaying_trajectory, worker, std::uint64_t{3}) : worker;
+    return i == 1 ? replaying_trajectory(sys, worker, 3) : worker;
   };
   start(two_ranks);
   handshake();

@@ -20,33 +20,18 @@ namespace {
 /// Stands in front of a rollout worker: the request ids of every job it is sent, in order; with
 /// `stale_id`, the response of that id claims the version before the live one (a response kept
 /// across a refit by a relay).
-rollout_actor::behavior_type recording(rollout_actor::pointer self, rollout_actor worker,
-                                       std::shared_ptr<std::vector<std::vector<std::uint64_t>>> jobs,
-                                       std::optional<std::uint64_t> stale_id) {
-  self->link_to(worker);
-  return {
-      [=](generate_atom, generate_job& job) -> caf::result<generate_result> {
-        std::vector<std::uint64_t> ids;
-        for (const auto& r : job.requests) ids.push_back(r.id);
-        jobs->push_back(std::move(ids));
-        auto rp = self->make_response_promise<generate_result>();
-        self->request(worker, caf::infinite, generate_atom_v, std::move(job))
-            .then(
-                [rp, stale_id](generate_result& r) mutable {
-                  for (auto& t : r.trajectories)
-                    if (stale_id && t.id == *stale_id && t.version > 0) t.version -= 1;
-                  rp.deliver(std::move(r));
-                },
-                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
-        return rp;
-      },
-      [=](check_atom a, manifest_check& m) { return self->delegate(worker, a, std::move(m)); },
-      [=](stream_atom a, stream_job& job) { return self->delegate(worker, a, std::move(job)); },
-      [=](commit_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](abort_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](bump_atom a, weight_version v) { return self->delegate(worker, a, v); },
-      [=](version_atom a) { return self->delegate(worker, a); },
+rollout_actor recording(caf::actor_system& sys, rollout_actor worker,
+                        std::shared_ptr<std::vector<std::vector<std::uint64_t>>> jobs, std::optional<std::uint64_t> stale_id) {
+  auto on_job = [jobs](const generate_job& job) {
+    std::vector<std::uint64_t> ids;
+    for (const auto& r : job.requests) ids.push_back(r.id);
+    jobs->push_back(std::move(ids));
   };
+  auto edit = [stale_id](generate_result& r) {
+    for (auto& t : r.trajectories)
+      if (stale_id && t.id == *stale_id && t.version > 0) t.version -= 1;
+  };
+  return sys.spawn(relaying_rollout, worker, on_job, edit);
 }
 
 constexpr std::uint64_t validation_seed = 23;
@@ -68,7 +53,7 @@ struct fixture : cluster_fixture {
     validation_config vc;
     for (std::size_t w = 0; w < rollout.size(); ++w) {
       jobs.push_back(std::make_shared<std::vector<std::vector<std::uint64_t>>>());
-      vc.rollout.push_back(sys.spawn(recording, rollout[w], jobs.back(), stale_id));
+      vc.rollout.push_back(recording(sys, rollout[w], jobs.back(), stale_id));
     }
     vc.environment = environment;
     vc.prompts = prompts;

@@ -87,6 +87,35 @@ inline train_job one_sequence_train(weight_version version, std::uint32_t step =
   return job;
 }
 
+/// Stands in front of rollout worker `worker` as a relay does (a remote proxy, a bridge): every
+/// request passes through; `on_job` sees each generate job before it goes and `edit` may change
+/// each generate result before it returns (either may be empty). Quits with the worker.
+inline rollout_actor::behavior_type relaying_rollout(rollout_actor::pointer self, rollout_actor worker,
+                                                     std::function<void(const generate_job&)> on_job,
+                                                     std::function<void(generate_result&)> edit) {
+  self->link_to(worker);
+  return {
+      [=](generate_atom, generate_job& job) -> caf::result<generate_result> {
+        if (on_job) on_job(job);
+        auto rp = self->make_response_promise<generate_result>();
+        self->request(worker, caf::infinite, generate_atom_v, std::move(job))
+            .then(
+                [rp, edit](generate_result& r) mutable {
+                  if (edit) edit(r);
+                  rp.deliver(std::move(r));
+                },
+                [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        return rp;
+      },
+      [=](check_atom a, manifest_check& m) { return self->delegate(worker, a, std::move(m)); },
+      [=](stream_atom a, stream_job& job) { return self->delegate(worker, a, std::move(job)); },
+      [=](commit_atom a, weight_version v) { return self->delegate(worker, a, v); },
+      [=](abort_atom a, weight_version v) { return self->delegate(worker, a, v); },
+      [=](bump_atom a, weight_version v) { return self->delegate(worker, a, v); },
+      [=](version_atom a) { return self->delegate(worker, a); },
+  };
+}
+
 /// The text of a tandem error (empty for none).
 inline std::string text_of(const caf::error& e) { return error_text(e); }
 

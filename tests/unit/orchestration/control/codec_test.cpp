@@ -346,12 +346,12 @@ BOOST_AUTO_TEST_CASE(a_short_body_inside_a_consistent_header_is_refused_with_the
   tc::generate_request r = std::get<tc::generate_request>(sample(tc::message_kind::generate_request));
   r.prompts.resize(2);
   tc::frame f = encoded(r);
-  f.resize(f.size() - 3);  // the last field (prompts[1].rng.sample, a uint32) loses 3 bytes
+  f.resize(f.size() - 3);  // the last field (prompts[1].rng.position, a uint32) loses 3 bytes
   put_u32(f, 8, static_cast<std::uint32_t>(f.size() - tc::header_bytes));
   const tc::codec_error e = refused(f);
   BOOST_TEST((e.code == tc::codec_errc::truncated));
   BOOST_TEST(e.offset == f.size() - 1);
-  BOOST_TEST(e.text == "truncated body: uint32 generate_request.prompts[1].rng.sample at byte " +
+  BOOST_TEST(e.text == "truncated body: uint32 generate_request.prompts[1].rng.position at byte " +
                            std::to_string(f.size() - 1) + " needs 4 bytes, 1 left");
 }
 

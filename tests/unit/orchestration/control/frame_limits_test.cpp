@@ -44,4 +44,25 @@ BOOST_AUTO_TEST_CASE(a_large_runs_whole_step_of_generations_fits_under_its_limit
   BOOST_TEST(tc::controller_frame_limit(huge) == tc::max_frame_bytes);
 }
 
+BOOST_AUTO_TEST_CASE(a_dynamic_sampling_round_of_batch_multiplier_steps_fits_under_its_limit) {
+  // 32 prompts x 4 (batch_multiplier) x 16 generations of 1024 tokens: 2048 sequences in one round,
+  // about 16.8 MB from one rollout worker, above the 16 MiB a step's 512 sequences would allow.
+  const auto r = recipe({"grpo.num_prompts_per_step=32", "grpo.num_generations_per_prompt=16",
+                         "grpo.use_dynamic_sampling=true", "grpo.batch_multiplier=4", "policy.train_global_batch_size=512",
+                         "policy.generation.max_new_tokens=1024", "policy.max_total_sequence_length=2048"});
+  tc::generate_result round;
+  for (std::uint64_t s = 0; s < 32 * 4 * 16; ++s)
+    round.sequences.push_back({s, std::vector<std::int32_t>(1024, 1), std::vector<float>(1024, -1.0f), tc::finish_reason::length, 0});
+  const auto frame = tc::encode(round);
+  BOOST_TEST_REQUIRE(frame.ok());
+  BOOST_TEST(frame.value().size() > std::size_t{16} << 20);
+  BOOST_TEST(frame.value().size() <= tc::controller_frame_limit(r));
+}
+
+BOOST_AUTO_TEST_CASE(a_validation_round_of_val_batch_size_responses_fits_under_its_limit) {
+  const auto r = recipe({"grpo.val_period=5", "grpo.val_batch_size=4096", "grpo.max_val_samples=4096",
+                         "policy.generation.max_new_tokens=1024", "policy.max_total_sequence_length=2048"});
+  BOOST_TEST(tc::controller_frame_limit(r) >= std::size_t{4096} * (25 + 8 * 1024));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
