@@ -217,7 +217,7 @@ void next_step(loop_ptr self) {
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const auto traffic = st.s.socket ? minus(st.s.socket->traffic(), before) : socket_thread::traffic_counts{};
             ++st.done;
-            say(self, format_step_line(r, {st.done, st.steps, st.metric_settings.kl_beta, traffic, seconds}));
+            say(self, format_step_line(r, {st.done, st.steps, traffic, seconds}));
             record_step(self, std::move(r), traffic, seconds);
           },
           [self](caf::error& e) { finish(self, false, "step " + std::to_string(self->state.done + 1) + ": " + error_text(e)); });
@@ -285,7 +285,6 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.rewards.baseline = rl_settings->baseline;
   dc.rewards.advantages = rl_settings->advantages;
   dc.rewards.overlong_filtering = rl_settings->overlong_filtering;
-  st.metric_settings.kl_beta = dc.loss.kl_beta;
   st.metric_settings.importance = dc.loss.importance;
   dc.micro_batch_tokens = micro_batch_token_budget(recipe);
   dc.train_global_batch_size = rl_settings->train_global_batch_size;

@@ -22,7 +22,7 @@ std::string digests_text(const step_report& r) {
 
 step_line format_step_line(const step_report& r, const step_line_facts& f) {
   const auto& m = r.metrics;
-  const double loss = m.pg_loss + f.kl_beta * m.kl_penalty;
+  const double loss = r.loss;  // the mean over the step's optimizer steps of each one's loss
   const double tmpe = per_token(m.mult_prob_error_sum, m.token_count);
   const double gen_kl = per_token(m.gen_kl_error_sum, m.token_count);
   const auto number = static_cast<long long>(f.number), steps = static_cast<long long>(f.steps);

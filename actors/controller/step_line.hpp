@@ -23,7 +23,6 @@ namespace tandem {
 struct step_line_facts {
   std::int64_t number = 0;  ///< the step's, from 1
   std::int64_t steps = 0;   ///< the run's
-  double kl_beta = 0;       ///< loss_fn.reference_policy_kl_penalty
   socket_thread::traffic_counts traffic;  ///< the controller's during the step
   double seconds = 0;       ///< the whole step
 };

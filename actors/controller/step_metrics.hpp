@@ -45,7 +45,6 @@ namespace tandem {
 
 /// The settings a step's metrics depend on.
 struct step_metric_settings {
-  double kl_beta = 0;  ///< loss_fn.reference_policy_kl_penalty
   gpu::ops::importance_correction importance = gpu::ops::importance_correction::tis;
 };
 

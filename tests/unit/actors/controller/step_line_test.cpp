@@ -17,8 +17,7 @@ tandem::step_report third_step() {
   r.trained_to = 3;
   r.reward_mean = 0.625;
   r.train_tokens = 192;
-  r.metrics.pg_loss = -0.0223;
-  r.metrics.kl_penalty = 0.1;  // beta 0.1: loss -0.0123
+  r.loss = -0.0123;  // the step's loss as the driver reports it (the KL term included)
   r.metrics.token_count = 192;
   r.metrics.mult_prob_error_sum = 192.0;
   r.metrics.gen_kl_error_sum = 0.0;
@@ -33,7 +32,6 @@ tandem::step_line_facts third_of_sixty() {
   tandem::step_line_facts f;
   f.number = 3;
   f.steps = 60;
-  f.kl_beta = 0.1;
   f.traffic.sent_bytes = 4000;
   f.traffic.received_bytes = 1120;
   f.traffic.heartbeat_bytes = 77;  // heartbeats are not the step's traffic
