@@ -36,7 +36,8 @@ using rollout_actor = caf::typed_actor<
     /// Makes the updated version live. Errors: stale_version, wrong_state, engine_failure (the
     /// update is dropped, the old version stays live).
     caf::replies_to<commit_atom, weight_version>::with<refit_ack>,
-    /// Drops the update to this version, if one is in progress; answers the live version.
+    /// Drops the update to this version, if one is in progress; answers the live version once
+    /// the engine has dropped it (after the engine call in flight, if any).
     caf::replies_to<abort_atom, weight_version>::with<weight_version>,
     /// Colocated refit: the engine reads the trainer's weights in place, so the new version only
     /// needs announcing (begin + commit with no buckets). Errors as begin and commit.

@@ -27,6 +27,7 @@ struct rollout_worker_state {
   std::int64_t bucket_bytes = 0;
   const char* busy_with = nullptr;          // the engine call in flight, if any
   bool abort_after_call = false;            // abort(v) arrived while busy
+  std::vector<caf::typed_response_promise<weight_version>> abort_waiters;  // answered once the update is dropped
   engine_runner runner;
 
   std::string where(const std::string& what) const { return config.name + ": " + what; }
@@ -39,14 +40,15 @@ struct rollout_worker_state {
 
   refit_ack ack(weight_version version, refit_stage stage) const { return refit_ack{config.name, version, stage, {}, {}}; }
 
-  /// Ends the engine call in flight; an abort that arrived meanwhile is carried out now.
+  /// Ends the engine call in flight; an abort that arrived meanwhile is carried out now. The
+  /// aborts waiting are answered (with the live version) once no update is left to drop.
   void call_done() {
     busy_with = nullptr;
-    if (abort_after_call && updating) {
-      abort_after_call = false;
-      start_abort();
-    }
+    const bool abort_now = abort_after_call && updating;
     abort_after_call = false;
+    if (abort_now) return start_abort();
+    for (auto& w : abort_waiters) w.deliver(live);
+    abort_waiters.clear();
   }
 
   /// Drops the update in progress on the engine (the previous version stays live).
@@ -248,14 +250,16 @@ struct rollout_worker_state {
     return rp;
   }
 
-  weight_version abort(weight_version version) {
+  caf::result<weight_version> abort(weight_version version) {
     if (!updating || *updating != version) return live;
+    auto rp = self->make_response_promise<weight_version>();
+    abort_waiters.push_back(rp);
     if (busy_with) {
       abort_after_call = true;
     } else {
       start_abort();
     }
-    return live;
+    return rp;
   }
 };
 

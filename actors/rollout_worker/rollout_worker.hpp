@@ -9,7 +9,8 @@
 //            --bump(v > live) (colocated: begin + commit, no buckets)--> idle, v live
 //
 //   busy (one engine call in flight): generate, check, stream, commit, bump refused (wrong_state);
-//   version answered; abort(v) answered at once and carried out when the call ends.
+//   version answered; abort(v) carried out when the call ends, and answered once the update is
+//   dropped.
 //   updating: generate and check refused (wrong_state); stream(w > v) drops v and starts w.
 //   stream: the bytes come over config.refit_group (refit_stream.hpp), a collective every rank
 //   takes part in; a stream refused for its content (stale version, no manifest, another plan)
