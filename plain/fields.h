@@ -28,12 +28,28 @@ field<T> named(const char* name, T& value) {
   return {name, value};
 }
 
-/// A struct of this module: it has the static `fields` list.
+namespace detail {
+/// A visitor type to name `fields` with.
+struct any_visit {
+  template <class... A>
+  int operator()(A&&...) const { return 0; }
+};
+/// The struct a `fields` list belongs to: the type of its second parameter.
+template <class P>
+struct fields_owner {};
+template <class R, class V, class O>
+struct fields_owner<R (*)(V, O&)> {
+  using type = O;
+};
+}  // namespace detail
+
+/// A struct of this module: it has the static `fields` list, its own (a struct that derives from
+/// a plain struct and adds members is not one: its inherited list would drop them).
 template <class T>
 concept plain_struct = requires(T& x) {
   { T::type_name } -> std::convertible_to<const char*>;
-  T::fields([](auto&&...) {}, x);
-};
+  T::fields(detail::any_visit{}, x);
+} && std::same_as<typename detail::fields_owner<decltype(&T::template fields<detail::any_visit>)>::type, T>;
 
 /// Calls visit(name, member) for every member of `x`, in order.
 template <plain_struct T, class Visit>

@@ -25,7 +25,7 @@ std::string to_string(const generate_job& x) {
 }
 
 std::string to_string(const trajectory& x) {
-  return "trajectory(id " + std::to_string(x.id) + ", " + v(x.version) + ", " + std::to_string(x.prompt.size()) +
+  return "trajectory(id " + std::to_string(x.id) + ", " + v(x.weight_version) + ", " + std::to_string(x.prompt.size()) +
          "+" + std::to_string(x.tokens.size()) + " tokens, " + x.worker + ")";
 }
 

@@ -1,8 +1,11 @@
-// The message structs of tandem's actor interfaces (DESIGN.md sections 4-5). They are
-// process-local: between processes the only wire format is our ZeroMQ codec, so these types are
-// allowed into CAF messages without inspect() (CAF_ALLOW_UNSAFE_MESSAGE_TYPE). No weight byte is
-// ever in one: refits stream the buckets over the refit group (refit_stream.hpp). Each has a short
-// to_string() so CAF's test logs print a summary.
+// The message structs of tandem's actor interfaces (DESIGN.md sections 4-5). The jobs and answers
+// that also cross processes (generate, logprobs and train jobs, their answers, the manifest) are
+// plain/'s structs: one definition, whose field list serves the control-plane codec and CAF's
+// inspection alike. The rest are process-local: between processes the only wire format is our
+// ZeroMQ codec, so they are allowed into CAF messages without inspect()
+// (CAF_ALLOW_UNSAFE_MESSAGE_TYPE). No weight byte is ever in one: refits stream the buckets over
+// the refit group (refit_stream.hpp). Each has a short to_string() so CAF's test logs print a
+// summary.
 //
 // Versions: every refit request and ack, generation result and trajectory carries the weight
 // version it belongs to; receivers drop or refuse anything of another version.
@@ -23,6 +26,8 @@
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/pg_loss.h"
 #include "orchestration/rl/dynamic_sampling.h"
+#include "plain/generation.h"
+#include "plain/training.h"
 
 namespace tandem {
 
@@ -32,23 +37,17 @@ using weight_version = std::uint64_t;
 
 // ---- generation (rollout workers) -------------------------------------------------------------
 
-/// What a rollout worker generates: every request with the weights of exactly `version`.
-struct generate_job {
-  weight_version version = 0;                     ///< refused (stale_version) unless it is the live version
-  std::vector<gpu::generation_request> requests;  ///< ids unique within the job
-};
+/// What a rollout worker generates: every request with the weights of exactly `version`. Its one
+/// definition, shared with the control plane, is plain/generation.h's.
+using plain::generate_job;
 
-/// One generated sequence with everything the rest of the step needs.
-struct trajectory {
-  std::uint64_t id = 0;                  ///< the request id (the driver uses prompt * group + sample)
+/// One generated sequence (the generator's answer: id, tokens, logprobs, finish reason, the
+/// weight version that generated every token) with everything the rest of the step needs.
+struct trajectory : gpu::finished_sequence {
   std::uint32_t prompt_index = 0;        ///< the request's rng.prompt
   std::uint32_t sample_index = 0;        ///< the request's rng.sample
   std::uint32_t round = 0;               ///< the request's rng.round: the step's generation round (dynamic sampling)
   std::vector<std::int32_t> prompt;      ///< prompt tokens
-  std::vector<std::int32_t> tokens;      ///< generated tokens (the prompt excluded)
-  std::vector<float> logprobs;           ///< generator logprob per generated token
-  gpu::finish_reason reason = gpu::finish_reason::length;
-  weight_version version = 0;            ///< the version that generated every token
   std::string worker;                    ///< the rollout worker that generated it
 };
 
@@ -83,61 +82,16 @@ struct score_result {
 
 // ---- training (policy workers) ----------------------------------------------------------------
 
-/// A policy rank's share of a step's trajectories for the logprob pass. The rank keeps the
-/// sequences, lp_gen and the logprobs it computes (lp_prev, and lp_ref with `reference`) for the
-/// step's train job, so per-token data travels to a rank once and never back (DESIGN.md section 9).
-struct logprobs_job {
-  std::uint32_t step = 0;            ///< the RL step; the train job names it again
-  weight_version version = 0;        ///< must be the rank's current version (else stale_version)
-  gpu::packed_sequences sequences;   ///< prompt + generated tokens of each trajectory
-  std::vector<std::int32_t> prompt_tokens;  ///< per sequence: its prompt's length, >= 1
-  std::vector<float> lp_gen;         ///< per generated token, sequence after sequence: the generator's logprob
-  std::vector<weight_version> generated_with;  ///< per sequence: the version that generated it
-  gpu::ops::sampling_params sampling;  ///< the sampler's temperature and masks
-  bool reference = false;            ///< also the frozen reference policy's logprobs (the KL term)
-};
-
-struct logprobs_result {
-  std::string worker;
-  weight_version version = 0;  ///< the weights that computed lp_prev
-  /// Per sequence: generated tokens whose lp_prev is -inf (the trainer's top-k / top-p masks
-  /// exclude a token the generator sampled). They leave the loss; the driver counts them.
-  std::vector<std::int32_t> excluded_tokens;
-  std::int64_t tokens = 0;     ///< tokens scored (prompt and generated)
-};
-
-/// One optimizer step's part of a train job: the next `sequences` of the rank's logprobs job,
-/// and the masked-token counts of the whole global batch (every rank) that normalise its loss.
-struct optimizer_share {
-  std::size_t sequences = 0;
-  gpu::global_counts counts;
-};
-
-/// One RL train step on the sequences of the rank's last logprobs job: for each optimizer step in
-/// order, its micro-batches (cut by token budget) and the optimizer step. Only per-sequence values
-/// travel; the rank builds the per-token inputs from what it kept (step_batch.hpp).
-struct train_job {
-  std::uint32_t step = 0;               ///< the logprobs job's step; refused (wrong_state) otherwise
-  weight_version version = 0;           ///< the weights lp_prev came from; refused (stale_version) unless current
-  std::vector<double> advantages;       ///< per sequence of the logprobs job
-  std::vector<double> loss_multipliers; ///< per sequence: 0 leaves it out of the loss (1 otherwise)
-  std::vector<optimizer_share> optimizer_steps;  ///< >= 1; their sequences add up to the job's
-  std::int64_t micro_batch_tokens = 1024;  ///< token budget of a micro-batch, > 0
-  gpu::ops::pg_loss_settings loss;
-  gpu::ops::sampling_params sampling;
-};
-
-struct train_report {
-  std::string worker;
-  weight_version version = 0;   ///< after the step (the job's version + 1)
-  std::size_t micro_batches = 0;
-  std::size_t optimizer_steps = 0;
-  gpu::ops::pg_loss_metrics metrics;  ///< merged over this rank's micro-batches of every optimizer step
-  double loss = 0;                    ///< sum over the optimizer steps of this rank's share of each step's loss
-  gpu::optimizer_result optimizer;    ///< the last optimizer step's
-  double grad_norm_sum = 0;           ///< over the optimizer steps (their mean is the step's grad_norm)
-  std::uint64_t weights_digest = 0;   ///< a hash of the weights after the step; 0: the engine offers none
-};
+/// A policy rank's jobs and answers: one definition each, shared with the control plane and the
+/// train engines, in plain/training.h. The rank keeps the sequences, lp_gen and the logprobs it
+/// computes for the step's train job, so per-token data travels to a rank once and never back
+/// (DESIGN.md section 9). The loss settings are the policy worker's (policy_worker_config), from
+/// the recipe, as the driver's are.
+using plain::logprobs_job;
+using plain::logprobs_result;
+using plain::optimizer_share;
+using plain::train_job;
+using plain::train_report;
 
 /// The policy's refit manifest, sent once at the handshake.
 struct manifest_reply {
@@ -338,16 +292,11 @@ std::string to_string(const validation_report& x);
 
 }  // namespace tandem
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::generate_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::trajectory)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::generate_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::score_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::env_feedback)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::score_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::logprobs_job)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::logprobs_result)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_job)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::train_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_check)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::manifest_accepted)

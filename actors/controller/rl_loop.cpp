@@ -70,7 +70,7 @@ json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) 
               {"prompt", t.prompt},
               {"tokens", t.tokens},
               {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"},
-              {"version", t.version},
+              {"version", t.weight_version},
               {"rollout_worker", t.worker},
               {"raw_reward", i < r.raw_rewards.size() ? r.raw_rewards[i] : 0.0},
               {"reward", i < r.rewards.size() ? r.rewards[i] : 0.0},

@@ -34,7 +34,7 @@ logprobs_job make_logprobs_job(std::uint32_t step, weight_version version, const
   for (const std::size_t i : indices) {
     const auto& t = trajectories[i];
     job.prompt_tokens.push_back(static_cast<std::int32_t>(t.prompt.size()));
-    job.generated_with.push_back(t.version);
+    job.generated_with.push_back(t.weight_version);
     // One generator logprob per generated token (an engine that returned fewer is padded with 0,
     // so the rank's inputs stay aligned; the fakes and the CPU engine return all of them).
     for (std::size_t k = 0; k < t.tokens.size(); ++k) job.lp_gen.push_back(k < t.logprobs.size() ? t.logprobs[k] : 0.0f);

@@ -13,6 +13,7 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/driver/batch.hpp"
+#include "actors/driver/fan_out.hpp"
 #include "actors/driver/step_rewards.hpp"
 #include "orchestration/rl/dynamic_sampling.h"
 #include "orchestration/rl/optimizer_steps.h"
@@ -23,14 +24,6 @@ namespace {
 std::string v(weight_version x) { return "v" + std::to_string(x); }
 
 using behavior = driver_actor::behavior_type;
-
-/// Answers of one fan-out, by destination.
-template <class T>
-struct fan_in {
-  explicit fan_in(std::size_t n) : results(n), left(n) {}
-  std::vector<std::optional<T>> results;
-  std::size_t left;
-};
 
 /// The step in progress.
 struct step_state {
@@ -168,6 +161,26 @@ struct driver_state {
     };
   }
 
+  /// Whether the step that asks now is still the one in progress when its answers come.
+  auto this_step() const {
+    return [this, serial = step.serial] { return serial == step.serial; };
+  }
+
+  /// A fan-out's failed(): fails the step naming what failed on which target ("logprobs on policy rank 2").
+  auto failing_on(std::string what, std::vector<std::size_t> targets) {
+    return [this, what = std::move(what), targets = std::move(targets)](std::size_t i, caf::error& e) {
+      fail(relay_error(e, "driver: step " + std::to_string(step.report.step) + ": " + what + " " +
+                              std::to_string(targets[i])));
+    };
+  }
+
+  /// 0, 1, ..., n - 1.
+  static std::vector<std::size_t> every(std::size_t n) {
+    std::vector<std::size_t> out(n);
+    for (std::size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+
   /// Seconds since the current phase began; the next phase begins now.
   double lap() {
     const auto now = std::chrono::steady_clock::now();
@@ -208,12 +221,21 @@ struct driver_state {
     return jobs;
   }
 
-  /// The rollout workers `jobs` has work for.
-  static std::vector<std::size_t> busy_workers(const std::vector<generate_job>& jobs) {
-    std::vector<std::size_t> used;
-    for (std::size_t w = 0; w < jobs.size(); ++w)
-      if (!jobs[w].requests.empty()) used.push_back(w);
-    return used;
+  /// The rollout workers `jobs` has work for, and their jobs (taken from `jobs`).
+  struct worker_jobs {
+    std::vector<std::size_t> index;
+    std::vector<rollout_actor> actors;
+    std::vector<generate_job> jobs;
+  };
+  worker_jobs busy_workers(std::vector<generate_job>& jobs) const {
+    worker_jobs out;
+    for (std::size_t w = 0; w < jobs.size(); ++w) {
+      if (jobs[w].requests.empty()) continue;
+      out.index.push_back(w);
+      out.actors.push_back(config.rollout[w]);
+      out.jobs.push_back(std::move(jobs[w]));
+    }
+    return out;
   }
 
   void generating() {
@@ -221,34 +243,28 @@ struct driver_state {
     const std::size_t prompts = round_prompts();
     event(step.report.step, "generation started");
     auto jobs = round_jobs(step.report.step, step.round, step.pool.size());
-    const std::vector<std::size_t> used = busy_workers(jobs);
-    auto g = std::make_shared<fan_in<generate_result>>(used.size());
+    worker_jobs used = busy_workers(jobs);
     const std::size_t total = prompts * config.samples_per_prompt;
     auto done = std::make_shared<std::size_t>(0);
     if (config.on_generation_progress) config.on_generation_progress(0, total);
-    for (std::size_t u = 0; u < used.size(); ++u) {
-      const std::size_t w = used[u];
-      self->request(config.rollout[w], config.timeout, generate_atom_v, std::move(jobs[w]))
-          .then(
-              [this, serial = step.serial, g, u, total, done](generate_result& r) {
-                if (serial != step.serial) return;
-                *done += r.trajectories.size();
-                if (config.on_generation_progress) config.on_generation_progress(std::min(*done, total), total);
-                g->results[u] = std::move(r);
-                if (--g->left == 0) generated(*g);
-              },
-                failing("generate on rollout worker " + std::to_string(w)));
-    }
+    fan_out<generate_result>(
+        self, used.actors, std::move(used.jobs), config.timeout, generate_atom_v, this_step(),
+        [this, total, done](std::size_t, const generate_result& r) {
+          *done += r.trajectories.size();
+          if (config.on_generation_progress) config.on_generation_progress(std::min(*done, total), total);
+        },
+        [this](std::vector<generate_result>& results) { generated(results); },
+        failing_on("generate on rollout worker", used.index));
   }
 
-  void generated(fan_in<generate_result>& g) {
+  void generated(std::vector<generate_result>& results) {
     std::vector<trajectory> round;
-    for (auto& r : g.results) {
-      for (auto& t : r->trajectories) {
-        if (t.version != live)
+    for (auto& r : results) {
+      for (auto& t : r.trajectories) {
+        if (t.weight_version != live)
           return fail(tandem_error(tandem_errc::stale_version,
                                    "driver: step " + std::to_string(step.report.step) + ": " + t.worker +
-                                       " returned trajectory " + std::to_string(t.id) + " of " + v(t.version) +
+                                       " returned trajectory " + std::to_string(t.id) + " of " + v(t.weight_version) +
                                        ", " + v(live) + " is live"));
         round.push_back(std::move(t));
       }
@@ -275,35 +291,27 @@ struct driver_state {
     ahead->started = std::chrono::steady_clock::now();
     event(n, "generation started");
     auto jobs = round_jobs(n, 0, 0);
-    const std::vector<std::size_t> used = busy_workers(jobs);
-    auto g = std::make_shared<fan_in<generate_result>>(used.size());
-    for (std::size_t u = 0; u < used.size(); ++u) {
-      const std::size_t w = used[u];
-      self->request(config.rollout[w], config.timeout, generate_atom_v, std::move(jobs[w]))
-          .then(
-              [this, serial = ahead->serial, g, u](generate_result& r) {
-                if (!ahead || serial != ahead->serial) return;
-                g->results[u] = std::move(r);
-                if (--g->left == 0) generated_ahead(*g);
-              },
-              [this, serial = ahead->serial, w](caf::error& e) {
-                if (!ahead || serial != ahead->serial) return;
-                const std::uint32_t n = ahead->for_step;
-                ahead.reset();
-                if (step.serial != 0)
-                  fail(relay_error(e, "driver: step " + std::to_string(n) + ": generate (ahead, during step " +
-                                          std::to_string(step.report.step) + ") on rollout worker " + std::to_string(w)));
-              });
-    }
+    worker_jobs used = busy_workers(jobs);
+    fan_out<generate_result>(
+        self, used.actors, std::move(used.jobs), config.timeout, generate_atom_v,
+        [this, serial = ahead->serial] { return ahead && serial == ahead->serial; }, no_progress{},
+        [this](std::vector<generate_result>& results) { generated_ahead(results); },
+        [this, index = used.index](std::size_t i, caf::error& e) {
+          const std::uint32_t n = ahead->for_step;
+          ahead.reset();
+          if (step.serial != 0)
+            fail(relay_error(e, "driver: step " + std::to_string(n) + ": generate (ahead, during step " +
+                                    std::to_string(step.report.step) + ") on rollout worker " + std::to_string(index[i])));
+        });
   }
 
-  void generated_ahead(fan_in<generate_result>& g) {
+  void generated_ahead(std::vector<generate_result>& results) {
     auto& a = *ahead;
-    for (auto& r : g.results)
-      for (auto& t : r->trajectories) {
-        if (t.version != a.version) {
+    for (auto& r : results)
+      for (auto& t : r.trajectories) {
+        if (t.weight_version != a.version) {
           const std::string what = "driver: step " + std::to_string(a.for_step) + ": " + t.worker + " returned trajectory " +
-                                   std::to_string(t.id) + " of " + v(t.version) + ", it was asked for " + v(a.version);
+                                   std::to_string(t.id) + " of " + v(t.weight_version) + ", it was asked for " + v(a.version);
           ahead.reset();
           if (step.serial != 0) fail(tandem_error(tandem_errc::stale_version, what));
           return;
@@ -429,25 +437,20 @@ struct driver_state {
     step.excluded.assign(n, 0);
     step.shares.clear();
     for (std::size_t r = 0; r < ranks; ++r) step.shares.push_back(rank_trajectories(step.plan, r));
-    auto g = std::make_shared<fan_in<logprobs_result>>(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      auto job = make_logprobs_job(step.report.step, live, trajectories, step.shares[r], config.sampling,
-                                   config.loss.kl_beta > 0);
-      self->request(config.policy[r], config.timeout, logprobs_atom_v, std::move(job))
-          .then(
-              [this, serial = step.serial, g, r](logprobs_result& x) {
-                if (serial != step.serial) return;
-                g->results[r] = std::move(x);
-                if (--g->left == 0) computed_logprobs(*g);
-              },
-                failing("logprobs on policy rank " + std::to_string(r)));
-    }
+    std::vector<logprobs_job> jobs;
+    for (std::size_t r = 0; r < ranks; ++r)
+      jobs.push_back(make_logprobs_job(step.report.step, live, trajectories, step.shares[r], config.sampling,
+                                       config.loss.kl_beta > 0));
+    fan_out<logprobs_result>(
+        self, config.policy, std::move(jobs), config.timeout, logprobs_atom_v, this_step(), no_progress{},
+        [this](std::vector<logprobs_result>& results) { computed_logprobs(results); },
+        failing_on("logprobs on policy rank", every(ranks)));
   }
 
-  void computed_logprobs(fan_in<logprobs_result>& g) {
+  void computed_logprobs(const std::vector<logprobs_result>& results) {
     auto& rep = step.report;
-    for (std::size_t r = 0; r < g.results.size(); ++r) {
-      const auto& x = *g.results[r];
+    for (std::size_t r = 0; r < results.size(); ++r) {
+      const auto& x = results[r];
       if (x.version != live)
         return fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(rep.step) + ": " + x.worker +
                                                                  " computed logprobs with " + v(x.version) +
@@ -478,47 +481,42 @@ struct driver_state {
     step.report.train_tokens =
         count_masked(trajectories, 0, trajectories.size(), step.loss_multipliers, step.excluded).tokens;
     step.report.optimizer_steps = step.plan.size();
-    auto g = std::make_shared<fan_in<train_report>>(ranks);
+    std::vector<train_job> jobs;
     for (std::size_t r = 0; r < ranks; ++r) {
-      train_job job = make_train_job(step.report.step, live, step.plan, r, trajectories, step.advantages,
-                                     step.loss_multipliers, step.excluded, config.micro_batch_tokens);
-      job.loss = config.loss;
-      job.sampling = config.sampling;
-      self->request(config.policy[r], config.timeout, train_atom_v, std::move(job))
-          .then(
-              [this, serial = step.serial, g, r](train_report& x) {
-                if (serial != step.serial) return;
-                g->results[r] = std::move(x);
-                if (--g->left == 0) trained(*g);
-              },
-                failing("train on policy rank " + std::to_string(r)));
+      jobs.push_back(make_train_job(step.report.step, live, step.plan, r, trajectories, step.advantages,
+                                    step.loss_multipliers, step.excluded, config.micro_batch_tokens));
+      jobs.back().sampling = config.sampling;
     }
+    fan_out<train_report>(
+        self, config.policy, std::move(jobs), config.timeout, train_atom_v, this_step(), no_progress{},
+        [this](std::vector<train_report>& results) { trained(results); },
+        failing_on("train on policy rank", every(ranks)));
   }
 
-  void trained(fan_in<train_report>& g) {
+  void trained(const std::vector<train_report>& results) {
     auto& rep = step.report;
-    rep.trained_to = g.results[0]->version;
+    rep.trained_to = results[0].version;
     std::vector<std::string> names;  // by rank
     bool first = true;
-    for (auto& x : g.results) {
-      if (x->version != live + 1)
-        return fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(rep.step) + ": " + x->worker +
-                                                                 " trained to " + v(x->version) + ", expected " +
+    for (const auto& x : results) {
+      if (x.version != live + 1)
+        return fail(tandem_error(tandem_errc::stale_version, "driver: step " + std::to_string(rep.step) + ": " + x.worker +
+                                                                 " trained to " + v(x.version) + ", expected " +
                                                                  v(live + 1)));
-      rep.micro_batches += x->micro_batches;
-      rep.weights_digests.push_back(x->weights_digest);
-      rep.loss += x->loss;  // each rank's share of each optimizer step's loss
+      rep.micro_batches += x.micro_batches;
+      rep.weights_digests.push_back(x.weights_digest);
+      rep.loss += x.loss;  // each rank's share of each optimizer step's loss
       if (names.empty()) {  // every rank steps with the same all-reduced norms
-        rep.optimizer = x->optimizer;
-        rep.grad_norm_mean = x->optimizer_steps > 0 ? x->grad_norm_sum / static_cast<double>(x->optimizer_steps) : 0.0;
+        rep.optimizer = x.optimizer;
+        rep.grad_norm_mean = x.optimizer_steps > 0 ? x.grad_norm_sum / static_cast<double>(x.optimizer_steps) : 0.0;
       }
-      names.push_back(x->worker);
-      if (x->micro_batches == 0) continue;
+      names.push_back(x.worker);
+      if (x.micro_batches == 0) continue;
       if (first) {
-        rep.metrics = x->metrics;
+        rep.metrics = x.metrics;
         first = false;
       } else {
-        rep.metrics.merge(x->metrics);
+        rep.metrics.merge(x.metrics);
       }
     }
     if (!step.plan.empty()) rep.loss /= static_cast<double>(step.plan.size());  // the mean of the optimizer steps' losses

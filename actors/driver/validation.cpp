@@ -11,6 +11,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/driver/fan_out.hpp"
 #include "orchestration/rl/reward_metrics.h"
 
 namespace tandem {
@@ -30,14 +31,6 @@ struct pass_state {
   std::vector<double> rewards;           // per prompt so far
   std::vector<std::int64_t> lengths;     // per prompt so far
   std::chrono::steady_clock::time_point started;
-};
-
-/// Answers of one round's fan-out, by rollout worker.
-struct round_in {
-  explicit round_in(std::size_t n) : results(n), asked(n, 0), left(0) {}
-  std::vector<std::optional<generate_result>> results;
-  std::vector<std::size_t> asked;  // requests sent to each worker
-  std::size_t left;
 };
 
 struct validation_state {
@@ -137,39 +130,40 @@ struct validation_state {
       r.stop_tokens = config.stop_tokens;
       jobs[k % workers].requests.push_back(std::move(r));
     }
-    auto g = std::make_shared<round_in>(workers);
+    std::vector<std::size_t> used, asked;  // the workers with prompts, and how many each got
+    std::vector<rollout_actor> targets;
+    std::vector<generate_job> sent;
     for (std::size_t w = 0; w < workers; ++w) {
-      g->asked[w] = jobs[w].requests.size();
-      if (g->asked[w] > 0) g->left += 1;
+      if (jobs[w].requests.empty()) continue;
+      used.push_back(w);
+      asked.push_back(jobs[w].requests.size());
+      targets.push_back(config.rollout[w]);
+      sent.push_back(std::move(jobs[w]));
     }
-    for (std::size_t w = 0; w < workers; ++w) {
-      if (g->asked[w] == 0) continue;
-      self->request(config.rollout[w], config.timeout, generate_atom_v, std::move(jobs[w]))
-          .then(
-              [this, serial = pass.serial, g, w](generate_result& r) {
-                if (serial != pass.serial) return;
-                g->results[w] = std::move(r);
-                if (--g->left == 0) generated(*g);
-              },
-              failing("generate on rollout worker " + std::to_string(w)));
-    }
+    fan_out<generate_result>(
+        self, targets, std::move(sent), config.timeout, generate_atom_v,
+        [this, serial = pass.serial] { return serial == pass.serial; }, no_progress{},
+        [this, used, asked](std::vector<generate_result>& results) { generated(results, used, asked); },
+        [this, used](std::size_t i, caf::error& e) {
+          fail(relay_error(e, where() + ": generate on rollout worker " + std::to_string(used[i])));
+        });
   }
 
-  void generated(round_in& g) {
+  void generated(std::vector<generate_result>& results, const std::vector<std::size_t>& used,
+                 const std::vector<std::size_t>& asked) {
     auto& out = pass.round;
     out.clear();
-    for (std::size_t w = 0; w < g.results.size(); ++w) {
-      if (!g.results[w]) continue;
-      auto& r = *g.results[w];
-      const std::string name = r.worker.empty() ? "rollout worker " + std::to_string(w) : r.worker;
-      if (r.trajectories.size() != g.asked[w])
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      auto& r = results[i];
+      const std::string name = r.worker.empty() ? "rollout worker " + std::to_string(used[i]) : r.worker;
+      if (r.trajectories.size() != asked[i])
         return fail(tandem_error(tandem_errc::engine_failure, where() + ": " + name + " returned " +
                                                                   std::to_string(r.trajectories.size()) + " responses for " +
-                                                                  std::to_string(g.asked[w]) + " prompts"));
+                                                                  std::to_string(asked[i]) + " prompts"));
       for (auto& t : r.trajectories) {
-        if (t.version != pass.report.version)
+        if (t.weight_version != pass.report.version)
           return fail(tandem_error(tandem_errc::stale_version, where() + ": " + t.worker + " returned response " +
-                                                                   std::to_string(t.id) + " of " + v(t.version) + ", " +
+                                                                   std::to_string(t.id) + " of " + v(t.weight_version) + ", " +
                                                                    v(pass.report.version) + " was asked for"));
         out.push_back(std::move(t));
       }

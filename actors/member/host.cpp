@@ -10,7 +10,7 @@
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
 #include "actors/policy_worker/policy_worker.hpp"
-#include "actors/remote/translate.hpp"
+#include "actors/remote/error_frame.hpp"
 #include "actors/rollout_worker/rollout_worker.hpp"
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
@@ -31,7 +31,6 @@ struct host_state {
   config::recipe_config recipe;
   std::unique_ptr<member_data_plane> plane;
   member_engines engines;
-  gpu::ops::pg_loss_settings loss;
   policy_actor policy;
   rollout_actor rollout;
   bool policy_root = false;       // the refit group's root (data-parallel rank 0 of a dedicated run)
@@ -54,7 +53,7 @@ void fail(host_ptr self, const std::string& why) {
 }
 
 void reply_error(host_ptr self, const caf::error& e, K request) {
-  send(self, wire::to_wire(e, self->state.s.rank, request));
+  send(self, error_frame(e, self->state.s.rank, request));
 }
 
 control::refit_ack ack(host_ptr self, weight_version v, S stage) {
@@ -100,7 +99,6 @@ void bind(host_ptr self) {
   auto r = config::resolve_resolved_text(st.s.welcome.recipe_yaml, "the controller's recipe");
   if (!r.recipe) return fail(self, "the recipe in the welcome does not resolve: " + config::to_string(r.errors));
   st.recipe = r.recipe->config;
-  st.loss = loss_settings(st.recipe);
   const auto& w = st.s.welcome;
   const data_plane_membership m = membership_of(w, st.recipe.policy.generation.colocated);
   st.policy_root = m.refit && w.assigned.policy;
@@ -134,6 +132,7 @@ void join(host_ptr self, const control::peer_table& table) {
     c.name = "policy-" + std::to_string(w.data_parallel_rank);
     c.engine = st.engines.train;
     c.reference = st.engines.reference;
+    c.loss = loss_settings(st.recipe);
     if (st.policy_root) c.refit_group = with_injected_faults(st.plane->refit());
     st.policy = spawn_policy_worker(sys, std::move(c));
     self->link_to(st.policy);
@@ -152,7 +151,7 @@ void join(host_ptr self, const control::peer_table& table) {
   log_line(st.s.log_name + ": data plane joined, engines ready (" +
            (st.recipe.runtime.engine == config::engine_kind::fake ? std::string("fake") : std::string("gemma4")) + ")");
   if (w.assigned.policy && w.data_parallel_rank == 0)
-    send(self, control::manifest{0, wire::to_wire(st.engines.train->manifest())});
+    send(self, control::manifest{0, st.engines.train->manifest()});
 }
 
 // ---- serving ------------------------------------------------------------------------------------
@@ -168,17 +167,21 @@ bool refuse_without(host_ptr self, bool present, const char* actor, K request) {
 void on_generate(host_ptr self, const control::generate_request& m) {
   auto& st = self->state;
   if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::generate_request)) return;
-  self->request(st.rollout, caf::infinite, generate_atom_v, wire::from_wire(m))
-      .then([self, step = m.step, round = m.round](generate_result& r) { send(self, wire::to_wire(r, step, round)); },
-            [self](caf::error& e) { reply_error(self, e, K::generate_request); });
+  self->request(st.rollout, caf::infinite, generate_atom_v, m.job)
+      .then(
+          [self](generate_result& r) {  // the sequences only: the controller kept the job
+            control::generate_result out{r.version, {}};
+            out.sequences.reserve(r.trajectories.size());
+            for (auto& t : r.trajectories) out.sequences.push_back(std::move(static_cast<gpu::finished_sequence&>(t)));
+            send(self, std::move(out));
+          },
+          [self](caf::error& e) { reply_error(self, e, K::generate_request); });
 }
 
 void on_check(host_ptr self, const control::manifest_check& m) {
   auto& st = self->state;
   if (refuse_without(self, static_cast<bool>(st.rollout), "rollout worker", K::manifest_check)) return;
-  std::string problem;
-  manifest_check job{wire::from_wire(m.entries, problem), static_cast<std::int64_t>(m.bucket_bytes)};
-  if (!problem.empty()) return send(self, control::manifest_result{st.s.rank, false, problem, st.rollout_live, 0, 0});
+  manifest_check job{m.entries, static_cast<std::int64_t>(m.bucket_bytes)};
   self->request(st.rollout, caf::infinite, check_atom_v, std::move(job))
       .then(
           [self](manifest_accepted& a) {
@@ -193,20 +196,20 @@ void on_check(host_ptr self, const control::manifest_check& m) {
 void on_logprobs(host_ptr self, const control::logprob_request& m) {
   auto& st = self->state;
   if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::logprob_request)) return;
-  self->request(st.policy, caf::infinite, logprobs_atom_v, wire::from_wire(m))
-      .then([self, step = m.step](logprobs_result& r) { send(self, wire::to_wire(r, step)); },
+  self->request(st.policy, caf::infinite, logprobs_atom_v, m.job)
+      .then([self, step = m.step](logprobs_result& r) { send(self, control::logprob_result{step, std::move(r)}); },
             [self](caf::error& e) { reply_error(self, e, K::logprob_request); });
 }
 
 void on_train(host_ptr self, const control::train_request& m) {
   auto& st = self->state;
   if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::train_request)) return;
-  self->request(st.policy, caf::infinite, train_atom_v, wire::from_wire(m, st.loss))
+  self->request(st.policy, caf::infinite, train_atom_v, m.job)
       .then(
           [self, step = m.step](train_report& r) {  // the policy worker took the weights digest
-            send(self, wire::to_wire(r, step));
+            send(self, control::train_result{step, std::move(r)});
           },
-            [self](caf::error& e) { reply_error(self, e, K::train_request); });
+          [self](caf::error& e) { reply_error(self, e, K::train_request); });
 }
 
 void on_refit_begin(host_ptr self, const control::refit_begin& m) {

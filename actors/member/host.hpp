@@ -1,7 +1,7 @@
 // The member's host: after the welcome it builds this member's data plane, engines and actors
-// (policy_worker and/or rollout_worker), then serves the controller's requests with them,
-// translating control messages to the actors' typed requests and their replies back
-// (actors/remote/translate.hpp; the controller's remote proxies are the other end).
+// (policy_worker and/or rollout_worker), then serves the controller's requests with them: a
+// request carries the actor's own job (plain/'s structs) and the answer goes back as it came, so
+// nothing is translated (the controller's remote proxies are the other end).
 //
 //   binding --endpoints bound--> data_endpoint sent --peer_table--> joining (blocks: every peer of
 //   every group connects) --engines built, actors spawned, manifest sent (policy rank 0)--> serving

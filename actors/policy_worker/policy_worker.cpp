@@ -133,7 +133,7 @@ struct policy_worker_state {
     busy_with = "train";
     auto kept = std::make_shared<const step_batch>(std::move(*batch));
     batch.reset();
-    auto work = [engine = config.engine, kept, job = std::move(job)]() -> train_outcome {
+    auto work = [engine = config.engine, loss = config.loss, kept, job = std::move(job)]() -> train_outcome {
       train_outcome out;
       std::size_t first = 0;
       for (std::size_t i = 0; i < job.optimizer_steps.size(); ++i) {
@@ -141,7 +141,7 @@ struct policy_worker_state {
         const auto mbs = make_micro_batches(*kept, first, first + o.sequences, job.advantages, job.loss_multipliers,
                                             job.micro_batch_tokens);
         first += o.sequences;
-        auto r = engine->train_step(mbs, job.loss, o.counts, job.sampling);
+        auto r = engine->train_step(mbs, loss, o.counts, job.sampling);
         if (!r) {
           const std::string which = job.optimizer_steps.size() > 1 ? "optimizer step " + std::to_string(i + 1) + " of " +
                                                                          std::to_string(job.optimizer_steps.size()) + ": "
@@ -156,7 +156,7 @@ struct policy_worker_state {
           else out.metrics = r.value().metrics;
           out.any_metrics = true;
         }
-        out.loss += r.value().metrics.pg_loss + job.loss.kl_beta * r.value().metrics.kl_penalty;
+        out.loss += r.value().metrics.pg_loss + loss.kl_beta * r.value().metrics.kl_penalty;
         out.grad_norm_sum += r.value().optimizer.grad_norm;
         out.optimizer = r.value().optimizer;
       }

@@ -28,6 +28,7 @@
 #include "actors/api/policy_actor.hpp"
 #include "gpu/comm/communicator.h"
 #include "gpu/engine/train_engine.h"
+#include "gpu/ops/pg_loss.h"
 
 namespace tandem {
 
@@ -38,6 +39,8 @@ struct policy_worker_config {
   /// term. None: a logprobs job asking for them is refused (invalid_config).
   std::shared_ptr<gpu::train_engine> reference;
   weight_version initial_version = 0;
+  /// The loss: the recipe's (runtime/recipe_settings.hpp loss_settings), as the driver's is.
+  gpu::ops::pg_loss_settings loss;
   engine_execution execution = engine_execution::off_scheduler;
   /// The refit group (a zmq_group between processes, a local_group in process); this worker is
   /// its rank 0, the root. None: stream is refused. Its broadcasts block until every rank takes

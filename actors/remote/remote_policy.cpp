@@ -8,7 +8,7 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
-#include "actors/remote/translate.hpp"
+#include "actors/remote/error_frame.hpp"
 
 namespace tandem {
 namespace {
@@ -38,25 +38,23 @@ struct remote_policy_state {
 
   void on_message(const control::message& m) {
     if (const auto* x = std::get_if<control::manifest>(&m)) {
-      std::string problem;
-      auto entries = wire::from_wire(x->entries, problem);
-      if (!problem.empty()) {
-        log_line("tandem controller: refused the manifest of " + target.name + ": " + problem);
-        return;
-      }
       version = x->weight_version;
       total_bytes = 0;
-      for (const auto& e : entries) total_bytes += e.bytes();
-      manifest = manifest_reply{target.name, x->weight_version, std::move(entries)};
+      for (const auto& e : x->entries) total_bytes += e.bytes();
+      manifest = manifest_reply{target.name, x->weight_version, x->entries};
       for (auto& w : manifest_waiters) w.deliver(*manifest);
       manifest_waiters.clear();
     } else if (const auto* x = std::get_if<control::logprob_result>(&m)) {
       if (!logprobs) return unexpected(m);
-      take(logprobs).deliver(wire::from_wire(*x, target.name));
+      logprobs_result r = x->result;
+      r.worker = target.name;  // the name the controller knows the rank by
+      take(logprobs).deliver(std::move(r));
     } else if (const auto* x = std::get_if<control::train_result>(&m)) {
       if (!train) return unexpected(m);
-      version = x->weight_version;
-      take(train).deliver(wire::from_wire(*x, target.name));
+      train_report r = x->report;
+      r.worker = target.name;
+      version = r.version;
+      take(train).deliver(std::move(r));
     } else if (const auto* x = std::get_if<control::refit_ack>(&m)) {
       if (!stream || x->weight_version != streaming.version) return unexpected(m);
       if (!x->ok) {
@@ -66,7 +64,7 @@ struct remote_policy_state {
       take(stream).deliver(stream_report{target.name, x->weight_version, streaming.bucket_count, total_bytes});
     } else if (const auto* x = std::get_if<control::error>(&m)) {
       const auto request = static_cast<control::message_kind>(x->request);
-      const caf::error err = wire::from_wire(*x);
+      const caf::error err = error_of(*x);
       if (request == control::message_kind::logprob_request && logprobs) return void(take(logprobs).deliver(err));
       if (request == control::message_kind::train_request && train) return void(take(train).deliver(err));
       if (request == control::message_kind::refit_begin && stream) return void(take(stream).deliver(err));
@@ -86,14 +84,14 @@ remote_policy_actor::behavior_type remote_policy(remote_policy_actor::stateful_p
         auto& st = self->state;
         if (st.logprobs) return st.busy("logprobs");
         st.logprobs = self->make_response_promise<logprobs_result>();
-        st.send(wire::to_wire(job, ++st.requests));
+        st.send(control::logprob_request{++st.requests, std::move(job)});
         return *st.logprobs;
       },
       [self](train_atom, train_job& job) -> caf::result<train_report> {
         auto& st = self->state;
         if (st.train) return st.busy("train");
         st.train = self->make_response_promise<train_report>();
-        st.send(wire::to_wire(job, ++st.requests));
+        st.send(control::train_request{++st.requests, std::move(job)});
         return *st.train;
       },
       [self](manifest_atom) -> caf::result<manifest_reply> {

@@ -1,8 +1,8 @@
 // The controller's stand-in for a policy worker in another process: it speaks policy_actor to the
 // driver and the refit coordinator, and control messages to its worker through the bridge.
 //
-//   request (logprobs, train, stream) --to_wire--> frame to the worker; the promise waits
-//   (rmt_in, reply or error frame) --from_wire--> the waiting promise
+//   request (logprobs, train, stream) --the job itself, numbered--> frame to the worker; the promise waits
+//   (rmt_in, reply or error frame) --the answer, named for this proxy--> the waiting promise
 //
 // One request of each kind may be in flight (a second is refused with wrong_state). manifest is
 // answered once the worker pushed its manifest (policy rank 0 does at start-up). version is the

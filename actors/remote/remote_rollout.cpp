@@ -8,7 +8,8 @@
 
 #include "actors/api/error_context.hpp"
 #include "actors/bridge/log_line.hpp"
-#include "actors/remote/translate.hpp"
+#include "actors/api/trajectories.hpp"
+#include "actors/remote/error_frame.hpp"
 
 namespace tandem {
 namespace {
@@ -74,7 +75,7 @@ struct remote_rollout_state {
   }
 
   void on_error(const control::error& e) {
-    const caf::error err = wire::from_wire(e);
+    const caf::error err = error_of(e);
     switch (static_cast<K>(e.request)) {
       case K::generate_request:
         if (generate) { take(generate).deliver(err); return; }
@@ -101,10 +102,10 @@ struct remote_rollout_state {
   void on_message(const control::message& m) {
     if (const auto* x = std::get_if<control::generate_result>(&m)) {
       if (!generate) return unexpected(m);
-      std::string problem;
-      auto r = wire::from_wire(*x, generating, target.name, problem);
+      generate_result r{target.name, x->weight_version, {}};
+      auto problem = assemble_trajectories(generating, x->sequences, target.name, r.trajectories);
       auto rp = take(generate);
-      if (!problem.empty()) { rp.deliver(tandem_error(tandem_errc::engine_failure, target.name + ": " + problem)); return; }
+      if (problem) { rp.deliver(tandem_error(tandem_errc::engine_failure, target.name + ": " + *problem)); return; }
       rp.deliver(std::move(r));
     } else if (const auto* x = std::get_if<control::manifest_result>(&m)) {
       if (!check) return unexpected(m);
@@ -139,19 +140,16 @@ remote_rollout_actor::behavior_type remote_rollout(remote_rollout_actor::statefu
       [self](generate_atom, generate_job& job) -> caf::result<generate_result> {
         auto& st = self->state;
         if (st.generate) return st.busy("generate");
-        std::string problem;
-        control::generate_request m = wire::to_wire(job, problem);
-        if (!problem.empty()) return tandem_error(tandem_errc::invalid_config, st.target.name + ": " + problem);
         st.generate = self->make_response_promise<generate_result>();
-        st.generating = std::move(job);
-        st.send(std::move(m));
+        st.generating = job;
+        st.send(control::generate_request{std::move(job)});
         return *st.generate;
       },
       [self](check_atom, const manifest_check& job) -> caf::result<manifest_accepted> {
         auto& st = self->state;
         if (st.check) return st.busy("check");
         st.check = self->make_response_promise<manifest_accepted>();
-        st.send(control::manifest_check{static_cast<std::uint64_t>(job.bucket_bytes), wire::to_wire(job.manifest)});
+        st.send(control::manifest_check{static_cast<std::uint64_t>(job.bucket_bytes), job.manifest});
         return *st.check;
       },
       [self](stream_atom, const stream_job& job) -> caf::result<refit_ack> {

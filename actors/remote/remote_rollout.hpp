@@ -1,7 +1,7 @@
 // The controller's stand-in for a rollout worker in another process: it speaks rollout_actor to
 // the driver and the refit coordinator, and control messages to its worker through the bridge.
 //
-//   generate  --generate_request-->  worker  --generate_result-->  trajectories (rebuilt with the job)
+//   generate  --generate_request-->  worker  --generate_result-->  trajectories (assembled with the job, as a local worker does)
 //   check     --manifest_check-->            --manifest_result-->  manifest_accepted
 //   stream(v) --refit_begin(broadcast)-->    --refit_ack(staged)-->    the stream's outcome: staged, or
 //                                                                      aborted (bucket, reason), with the checksum results

@@ -1,8 +1,10 @@
 // Generation of one job to completion (generation.hpp).
 #include "actors/rollout_worker/generation.hpp"
 
-#include <unordered_map>
+#include <unordered_set>
 #include <utility>
+
+#include "actors/api/trajectories.hpp"
 
 namespace tandem {
 namespace {
@@ -30,10 +32,10 @@ gpu::status drain(gpu::generate_engine& engine, std::int64_t limit) {
 
 gpu::result<std::vector<trajectory>> run_generation(gpu::generate_engine& engine, const generate_job& job,
                                                     const std::string& worker) {
-  std::unordered_map<std::uint64_t, std::size_t> index_of;
-  for (std::size_t i = 0; i < job.requests.size(); ++i) {
-    if (!index_of.emplace(job.requests[i].id, i).second)
-      return gpu::status{gpu::status_code::invalid_argument, "duplicate request id " + std::to_string(job.requests[i].id)};
+  std::unordered_set<std::uint64_t> ids;
+  for (const auto& r : job.requests) {
+    if (!ids.insert(r.id).second)
+      return gpu::status{gpu::status_code::invalid_argument, "duplicate request id " + std::to_string(r.id)};
   }
   if (auto s = engine.submit(job.requests); !s) return s;
 
@@ -56,35 +58,9 @@ gpu::result<std::vector<trajectory>> run_generation(gpu::generate_engine& engine
                        "generation did not finish within " + std::to_string(limit) + " steps"};
   for (auto& f : engine.collect()) done.push_back(std::move(f));
 
-  std::vector<trajectory> out(job.requests.size());
-  std::vector<bool> seen(job.requests.size(), false);
-  for (auto& f : done) {
-    auto it = index_of.find(f.id);
-    if (it == index_of.end() || seen[it->second])
-      return gpu::status{gpu::status_code::device_error, "the engine returned an unexpected sequence id " + std::to_string(f.id)};
-    if (f.weight_version != job.version)
-      return gpu::status{gpu::status_code::device_error,
-                         "mixed versions: sequence " + std::to_string(f.id) + " was generated with v" +
-                             std::to_string(f.weight_version) + ", the job asked for v" + std::to_string(job.version)};
-    const auto& request = job.requests[it->second];
-    trajectory& t = out[it->second];
-    seen[it->second] = true;
-    t.id = f.id;
-    t.prompt_index = request.rng.prompt;
-    t.sample_index = request.rng.sample;
-    t.round = request.rng.round;
-    t.prompt = request.prompt;
-    t.tokens = std::move(f.tokens);
-    t.logprobs = std::move(f.logprobs);
-    t.reason = f.reason;
-    t.version = f.weight_version;
-    t.worker = worker;
-  }
-  for (std::size_t i = 0; i < seen.size(); ++i) {
-    if (!seen[i])
-      return gpu::status{gpu::status_code::device_error,
-                         "the engine never finished request " + std::to_string(job.requests[i].id)};
-  }
+  std::vector<trajectory> out;
+  if (auto problem = assemble_trajectories(job, std::move(done), worker, out))
+    return gpu::status{gpu::status_code::device_error, "the engine's sequences: " + *problem};
   return out;
 }
 

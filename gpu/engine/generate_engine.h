@@ -34,27 +34,14 @@
 #include "gpu/core/status.h"
 #include "gpu/engine/weight_source.h"
 #include "gpu/ops/logprobs.h"
+#include "plain/generation.h"
 
 namespace tandem::gpu {
 
-struct generation_request {
-  std::uint64_t id = 0;                  ///< caller's handle, echoed in the result
-  std::vector<std::int32_t> prompt;      ///< token ids, non-empty
-  ops::sampling_params sampling;         ///< temperature, top-k, top-p
-  rng_coordinates rng;                   ///< seed, step, round, prompt, sample; position is filled per token
-  std::int32_t max_new_tokens = 0;       ///< > 0
-  std::vector<std::int32_t> stop_tokens; ///< generation ends after emitting one of these
-};
-
-enum class finish_reason { stop_token, length };
-
-struct finished_sequence {
-  std::uint64_t id = 0;
-  std::vector<std::int32_t> tokens;      ///< generated tokens only (the prompt excluded)
-  std::vector<float> logprobs;           ///< per generated token, under the sampling distribution
-  finish_reason reason = finish_reason::length;
-  std::uint64_t weight_version = 0;      ///< the version that generated every token
-};
+/// A request, why a sequence ended and the sequence: one definition for every layer (plain/generation.h).
+using plain::finished_sequence;
+using plain::finish_reason;
+using plain::generation_request;
 
 class generate_engine {
  public:

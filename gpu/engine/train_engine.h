@@ -25,6 +25,7 @@
 #include "gpu/model/activations.h"
 #include "gpu/ops/adamw.h"
 #include "gpu/ops/logprobs.h"
+#include "plain/training.h"
 #include "gpu/ops/pg_loss.h"
 #include "plain/sequences.h"
 
@@ -86,16 +87,10 @@ struct train_micro_batch_data {
 
 /// Totals over every micro-batch of every data-parallel rank of the step, so summed micro-batch
 /// losses equal the global loss.
-struct global_counts {
-  std::int64_t tokens = 0;     ///< masked tokens
-  std::int64_t sequences = 0;  ///< sequences with at least one masked token
-};
-
-struct optimizer_result {
-  double grad_norm = 0;  ///< global L2 norm before clipping
-  double lr = 0;         ///< learning rate used
-  std::int64_t step = 0; ///< optimizer steps taken so far, this one included
-};
+/// A global batch's masked-token counts and what an optimizer step did: one definition for every
+/// layer (plain/training.h).
+using plain::global_counts;
+using plain::optimizer_result;
 
 /// What one train_step did: the loss metrics merged over its micro-batches, and the update.
 struct train_step_result {

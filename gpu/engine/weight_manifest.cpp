@@ -7,12 +7,6 @@
 
 namespace tandem::gpu {
 
-std::int64_t manifest_entry::bytes() const {
-  std::int64_t n = static_cast<std::int64_t>(size_of(type));
-  for (auto d : shape) n *= d;
-  return n;
-}
-
 status check_manifest(const weight_manifest& ours, const weight_manifest& theirs) {
   const std::size_t n = std::min(ours.size(), theirs.size());
   for (std::size_t i = 0; i < n; ++i) {

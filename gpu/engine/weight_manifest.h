@@ -12,20 +12,14 @@
 #include <vector>
 
 #include "gpu/core/dtype.h"
+#include "plain/manifest.h"
 #include "gpu/core/status.h"
 
 namespace tandem::gpu {
 
-struct manifest_entry {
-  std::string name;               ///< Hugging Face name, e.g. "model.language_model.layers.0.mlp.up_proj.weight"
-  std::vector<std::int64_t> shape;
-  dtype type = dtype::bfloat16;
-
-  std::int64_t bytes() const;
-  bool operator==(const manifest_entry&) const = default;
-};
-
-using weight_manifest = std::vector<manifest_entry>;
+/// One tensor {name, shape, dtype} and the ordered list: one definition for every layer (plain/manifest.h).
+using plain::manifest_entry;
+using plain::weight_manifest;
 
 /// ok when `theirs` equals `ours` entry by entry; else invalid_argument naming the first
 /// difference ("entry 12: layers.0.self_attn.q_proj.weight: shape [2048, 1536] vs [4096, 1536]").

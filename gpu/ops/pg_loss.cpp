@@ -89,28 +89,6 @@ status check_values(const char* op, const pg_loss_inputs& in) {
 
 }  // namespace
 
-void pg_loss_metrics::merge(const pg_loss_metrics& o) {
-  pg_loss += o.pg_loss;
-  kl_penalty += o.kl_penalty;
-  token_count += o.token_count;
-  sequence_count += o.sequence_count;
-  clipped_low += o.clipped_low;
-  clipped_high += o.clipped_high;
-  clipped_dual += o.clipped_dual;
-  is_truncated_tokens += o.is_truncated_tokens;
-  is_masked_sequences += o.is_masked_sequences;
-  ratio_sum += o.ratio_sum;
-  ratio_min = std::min(ratio_min, o.ratio_min);
-  ratio_max = std::max(ratio_max, o.ratio_max);
-  ratio_clamped_sum += o.ratio_clamped_sum;
-  ratio_clamped_min = std::min(ratio_clamped_min, o.ratio_clamped_min);
-  ratio_clamped_max = std::max(ratio_clamped_max, o.ratio_clamped_max);
-  importance_weight_sum += o.importance_weight_sum;
-  mult_prob_error_sum += o.mult_prob_error_sum;
-  gen_kl_error_sum += o.gen_kl_error_sum;
-  approx_entropy_sum += o.approx_entropy_sum;
-}
-
 status pg_loss_forward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
                        pg_loss_metrics* metrics) {
   constexpr const char* op = "pg_loss_forward";

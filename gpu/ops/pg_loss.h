@@ -35,6 +35,7 @@
 #include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
+#include "plain/training.h"
 
 namespace tandem::gpu::ops {
 
@@ -89,30 +90,8 @@ struct pg_loss_inputs {
 /// mult_prob_error_sum / N_tok, gen_kl_error = gen_kl_error_sum / N_tok, sampling_importance_ratio
 /// = importance_weight_sum / N_tok, approx_entropy = approx_entropy_sum / N_tok, is_oob_ratio =
 /// is_truncated_tokens / N_tok (tis, icepop) or is_masked_sequences / N_seq (seq-mask-tis).
-struct pg_loss_metrics {
-  double pg_loss = 0;     ///< the policy-gradient term's share of the loss (normalised like the loss)
-  double kl_penalty = 0;  ///< the KL term's share divided by beta (0 when beta = 0); loss = pg_loss + beta * kl_penalty
-  std::int64_t token_count = 0;     ///< masked tokens
-  std::int64_t sequence_count = 0;  ///< sequences with at least one masked token
-  std::int64_t clipped_low = 0;     ///< tokens where the low clip is active (A < 0, r < 1 - ratio_clip_min)
-  std::int64_t clipped_high = 0;    ///< tokens where the high clip is active (A > 0, r > 1 + ratio_clip_max)
-  std::int64_t clipped_dual = 0;    ///< tokens where the dual clip is active (A < 0, -A c < l)
-  std::int64_t is_truncated_tokens = 0;  ///< tokens whose w differs from raw: tis clamped, icepop or seq-mask-tis zeroed
-  std::int64_t is_masked_sequences = 0;  ///< seq-mask-tis: sequences (with masked tokens) zeroed
-  double ratio_sum = 0;          ///< sum of r
-  double ratio_min = std::numeric_limits<double>::infinity();
-  double ratio_max = -std::numeric_limits<double>::infinity();
-  double ratio_clamped_sum = 0;  ///< sum of r_clip
-  double ratio_clamped_min = std::numeric_limits<double>::infinity();
-  double ratio_clamped_max = -std::numeric_limits<double>::infinity();
-  double importance_weight_sum = 0;  ///< sum of w after truncation (raw when the correction is off or plain)
-  double mult_prob_error_sum = 0;    ///< sum of exp(|lp_gen - lp_prev|)
-  double gen_kl_error_sum = 0;       ///< sum of k3: exp(lp_prev - lp_gen) - 1 - (lp_prev - lp_gen), unclamped
-  double approx_entropy_sum = 0;     ///< sum of -exp(lp_cur - lp_gen) * lp_cur
-
-  /// Folds in another micro-batch's or rank's metrics: sums and counts add, extrema combine.
-  void merge(const pg_loss_metrics& other);
-};
+/// The metrics, each defined beside its field, and their merge: one definition for every layer (plain/training.h).
+using plain::pg_loss_metrics;
 
 /// loss [1] (lp_cur's dtype) = this micro-batch's share of the global loss (written); metrics,
 /// unless null, are overwritten with this micro-batch's. On failure outputs are unspecified and

@@ -23,27 +23,14 @@ template <class F, is<peer> M>
 void fields(F& f, M& m) {
   f("rank", m.rank); f("data_parallel_endpoint", m.data_parallel_endpoint); f("refit_endpoint", m.refit_endpoint);
 }
-template <class F, is<manifest_entry> M>
-void fields(F& f, M& m) { f("name", m.name); f("shape", m.shape); f("dtype", m.dtype); }
-/// The structs of plain/ (sampling_params, rng_coordinates, packed_sequences) bring their own
-/// field list, the one CAF's inspection reads too (plain/fields.h).
+/// The structs of plain/ (the manifest entry, the generate, logprobs and train jobs and their
+/// answers, and what they hold) bring their own field list, the one CAF's inspection reads too
+/// (plain/fields.h).
 template <class F, class M>
   requires plain::plain_struct<std::remove_const_t<M>>
 void fields(F& f, M& m) {
   plain::for_each_field(m, [&](const char* name, auto& value) { f(name, value); });
 }
-template <class F, is<prompt> M>
-void fields(F& f, M& m) { f("request_id", m.request_id); f("tokens", m.tokens); f("rng", m.rng); }
-template <class F, is<finished_sequence> M>
-void fields(F& f, M& m) {
-  f("request_id", m.request_id); f("tokens", m.tokens); f("logprobs", m.logprobs); f("reason", m.reason);
-  f("weight_version", m.weight_version);
-}
-template <class F, is<optimizer_share> M>
-void fields(F& f, M& m) {
-  f("sequences", m.sequences); f("global_tokens", m.global_tokens); f("global_sequences", m.global_sequences);
-}
-template <class F, is<metric> M> void fields(F& f, M& m) { f("name", m.name); f("value", m.value); }
 
 template <class F, is<hello> M>
 void fields(F& f, M& m) {
@@ -74,36 +61,13 @@ void fields(F& f, M& m) {
   f("rank", m.rank); f("ok", m.ok); f("message", m.message); f("weight_version", m.weight_version);
   f("bucket_count", m.bucket_count); f("total_bytes", m.total_bytes);
 }
-template <class F, is<generate_request> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("round", m.round); f("weight_version", m.weight_version); f("sampling", m.sampling);
-  f("max_new_tokens", m.max_new_tokens); f("stop_tokens", m.stop_tokens); f("prompts", m.prompts);
-}
+template <class F, is<generate_request> M> void fields(F& f, M& m) { f("job", m.job); }
 template <class F, is<generate_result> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("round", m.round); f("weight_version", m.weight_version); f("sequences", m.sequences);
-}
-template <class F, is<logprob_request> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("rl_step", m.rl_step); f("weight_version", m.weight_version); f("batch", m.batch);
-  f("prompt_tokens", m.prompt_tokens); f("lp_gen", m.lp_gen); f("generated_with", m.generated_with);
-  f("sampling", m.sampling); f("reference", m.reference);
-}
-template <class F, is<logprob_result> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("weight_version", m.weight_version); f("excluded_tokens", m.excluded_tokens); f("tokens", m.tokens);
-}
-template <class F, is<train_request> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("rl_step", m.rl_step); f("weight_version", m.weight_version); f("sampling", m.sampling);
-  f("advantages", m.advantages); f("loss_multipliers", m.loss_multipliers); f("optimizer_steps", m.optimizer_steps);
-  f("micro_batch_tokens", m.micro_batch_tokens);
-}
-template <class F, is<train_result> M>
-void fields(F& f, M& m) {
-  f("step", m.step); f("loss", m.loss); f("metrics", m.metrics); f("weight_version", m.weight_version);
-  f("micro_batches", m.micro_batches); f("weights_digest", m.weights_digest); f("optimizer_steps", m.optimizer_steps);
-}
+void fields(F& f, M& m) { f("weight_version", m.weight_version); f("sequences", m.sequences); }
+template <class F, is<logprob_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
+template <class F, is<logprob_result> M> void fields(F& f, M& m) { f("step", m.step); f("result", m.result); }
+template <class F, is<train_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
+template <class F, is<train_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
 template <class F, is<refit_begin> M>
 void fields(F& f, M& m) {
   f("weight_version", m.weight_version); f("bucket_count", m.bucket_count); f("bucket_bytes", m.bucket_bytes);
@@ -134,8 +98,7 @@ static_assert(sizeof(double) == 8 && std::numeric_limits<double>::is_iec559, "do
 template <class T> struct is_vector : std::false_type {};
 template <class T> struct is_vector<std::vector<T>> : std::true_type {};
 
-/// The closed enums and their known values.
-bool known(finish_reason r) { return r == finish_reason::stop_token || r == finish_reason::length; }
+/// The closed enums and their known values (plain/'s enums bring theirs: finish_reason, dtype).
 bool known(refit_transport t) { return t == refit_transport::colocated_bump || t == refit_transport::broadcast; }
 bool known(refit_stage s) { return static_cast<std::uint8_t>(s) <= static_cast<std::uint8_t>(refit_stage::bumped); }
 
@@ -147,6 +110,7 @@ std::string type_name() {
   else if constexpr (std::same_as<T, double>) return "float64";
   else if constexpr (std::integral<T>) return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
   else if constexpr (std::same_as<T, finish_reason>) return "finish_reason";
+  else if constexpr (std::same_as<T, plain::dtype>) return "dtype";
   else if constexpr (std::same_as<T, refit_transport>) return "refit_transport";
   else if constexpr (std::same_as<T, refit_stage>) return "refit_stage";
   else if constexpr (std::same_as<T, std::string>) return "string";
@@ -154,11 +118,6 @@ std::string type_name() {
   else if constexpr (is_vector<T>::value) return "vector<" + type_name<typename T::value_type>() + ">";
   else if constexpr (std::same_as<T, roles>) return "roles";
   else if constexpr (std::same_as<T, peer>) return "peer";
-  else if constexpr (std::same_as<T, manifest_entry>) return "manifest_entry";
-  else if constexpr (std::same_as<T, prompt>) return "prompt";
-  else if constexpr (std::same_as<T, finished_sequence>) return "finished_sequence";
-  else if constexpr (std::same_as<T, optimizer_share>) return "optimizer_share";
-  else if constexpr (std::same_as<T, metric>) return "metric";
   else if constexpr (plain::plain_struct<T>) return T::type_name;
   else return "struct";
 }
@@ -302,7 +261,7 @@ class reader {
 
   std::size_t left() const { return frame_.size() - pos_; }
 
-  /// "generate_request.prompts[2].tokens"
+  /// "generate_request.job.requests[2].prompt"
   std::string path() const {
     std::string p(kind_);
     for (const step& s : path_) {

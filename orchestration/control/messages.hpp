@@ -31,9 +31,9 @@
 #include <variant>
 #include <vector>
 
-#include "plain/rng.h"
-#include "plain/sampling.h"
-#include "plain/sequences.h"
+#include "plain/generation.h"
+#include "plain/manifest.h"
+#include "plain/training.h"
 
 namespace tandem::control {
 
@@ -43,8 +43,11 @@ namespace tandem::control {
 /// XXH3-64 of gpu/core/chunked_hash.h, no longer FNV-1a 64, so a version-3 peer would report
 /// checksum mismatches and differing digests instead of being refused. Version 5: the straight
 /// train step (logprob_request carries each trajectory once with the generator's logprobs and
-/// the rank keeps them; logprob_result and train_request carry per-sequence values only).
-inline constexpr std::uint16_t protocol_version = 5;
+/// the rank keeps them; logprob_result and train_request carry per-sequence values only). Version 6:
+/// the jobs and answers are plain/'s structs, the actors' own (a generate request carries each
+/// request whole; a train result its metrics as fields, not named values; a manifest entry's dtype
+/// is checked as an enum).
+inline constexpr std::uint16_t protocol_version = 6;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -120,58 +123,20 @@ struct peer {
   bool operator==(const peer&) const = default;
 };
 
-/// One tensor of the refit manifest (gpu/engine/weight_manifest.h, without the gpu/ types).
-struct manifest_entry {
-  std::string name;                ///< Hugging Face name
-  std::vector<std::int64_t> shape;
-  std::uint8_t dtype = 0;          ///< the underlying value of tandem::gpu::dtype (0 float32, 1 bfloat16, ...)
-  bool operator==(const manifest_entry&) const = default;
-};
-
-/// The sampling distribution and a sequence's random-number coordinates: one definition for every
-/// layer, with its one field list (plain/).
+/// The structs the actors exchange that also cross processes: one definition each, whose field
+/// list the codec walks (plain/). A tensor of the refit manifest; a generate job and the
+/// sequences it finished; a policy rank's logprobs and train jobs and their answers.
+using plain::finish_reason;
+using plain::finished_sequence;
+using plain::generate_job;
+using plain::logprobs_job;
+using plain::logprobs_result;
+using plain::manifest_entry;
+using plain::packed_sequences;
 using plain::rng_coordinates;
 using plain::sampling_params;
-
-/// One sequence to generate.
-struct prompt {
-  std::uint64_t request_id = 0;       ///< echoed in the finished sequence
-  std::vector<std::int32_t> tokens;   ///< prompt token ids
-  rng_coordinates rng;
-  bool operator==(const prompt&) const = default;
-};
-
-/// Why generation of a sequence ended (gpu/engine/generate_engine.h finish_reason).
-enum class finish_reason : std::uint8_t { stop_token = 0, length = 1 };
-
-/// One generated sequence.
-struct finished_sequence {
-  std::uint64_t request_id = 0;
-  std::vector<std::int32_t> tokens;   ///< generated tokens only
-  std::vector<float> logprobs;        ///< per generated token
-  finish_reason reason = finish_reason::length;
-  std::uint64_t weight_version = 0;   ///< the one version that generated every token
-  bool operator==(const finished_sequence&) const = default;
-};
-
-/// Variable-length sequences packed end to end (plain/sequences.h).
-using plain::packed_sequences;
-
-/// One optimizer step's part of a train request: the next `sequences` of the rank's logprob
-/// request, and the masked-token counts of the whole global batch (every rank).
-struct optimizer_share {
-  std::uint64_t sequences = 0;
-  std::int64_t global_tokens = 0;     ///< masked tokens of the global batch
-  std::int64_t global_sequences = 0;  ///< its sequences with a masked token
-  bool operator==(const optimizer_share&) const = default;
-};
-
-/// One named scalar of a train step ("grad_norm", "clip_fraction").
-struct metric {
-  std::string name;
-  double value = 0;
-  bool operator==(const metric&) const = default;
-};
+using plain::train_job;
+using plain::train_report;
 
 /// How a refit moves the weights (DESIGN.md section 4).
 enum class refit_transport : std::uint8_t {
@@ -277,23 +242,17 @@ struct manifest_result {
 /// controller -> rollout worker, a generation round. Reply: generate_result.
 struct generate_request {
   static constexpr message_kind kind = message_kind::generate_request;
-  std::uint64_t step = 0;
-  std::uint32_t round = 0;
-  std::uint64_t weight_version = 0;  ///< the version the member must generate with
-  sampling_params sampling;
-  std::int32_t max_new_tokens = 0;
-  std::vector<std::int32_t> stop_tokens;
-  std::vector<prompt> prompts;
+  generate_job job;  ///< every request, with the weights of job.version
   bool operator==(const generate_request&) const = default;
 };
 
 /// rollout worker -> controller, answering generate_request. No reply.
+/// The sequences only: the controller kept the job, so prompts do not travel back (the proxy
+/// assembles the trajectories from both, as a local rollout worker does).
 struct generate_result {
   static constexpr message_kind kind = message_kind::generate_result;
-  std::uint64_t step = 0;
-  std::uint32_t round = 0;
   std::uint64_t weight_version = 0;  ///< the live version that generated every sequence
-  std::vector<finished_sequence> sequences;
+  std::vector<finished_sequence> sequences;  ///< one per request of the job, in any order
   bool operator==(const generate_result&) const = default;
 };
 
@@ -301,52 +260,33 @@ struct generate_result {
 /// them (with the logprobs it computes) for the step's train_request. Reply: logprob_result.
 struct logprob_request {
   static constexpr message_kind kind = message_kind::logprob_request;
-  std::uint64_t step = 0;             ///< the request's number (echoed)
-  std::uint32_t rl_step = 0;          ///< the RL step; the train_request names it again
-  std::uint64_t weight_version = 0;   ///< the version that must compute them; refused unless current
-  packed_sequences batch;             ///< prompt + generated tokens of each trajectory
-  std::vector<std::int32_t> prompt_tokens;     ///< per sequence: its prompt's length
-  std::vector<float> lp_gen;                   ///< per generated token: the generator's logprob
-  std::vector<std::uint64_t> generated_with;   ///< per sequence: the version that generated it
-  sampling_params sampling;
-  bool reference = false;             ///< also the reference policy's logprobs (the KL term)
+  std::uint64_t step = 0;  ///< the request's number (echoed)
+  logprobs_job job;
   bool operator==(const logprob_request&) const = default;
 };
 
 /// policy worker -> controller, answering logprob_request: nothing per token. No reply.
 struct logprob_result {
   static constexpr message_kind kind = message_kind::logprob_result;
-  std::uint64_t step = 0;
-  std::uint64_t weight_version = 0;  ///< the weights that computed them
-  std::vector<std::int32_t> excluded_tokens;  ///< per sequence: generated tokens whose lp_prev is -inf
-  std::int64_t tokens = 0;           ///< tokens scored
+  std::uint64_t step = 0;  ///< the request's
+  logprobs_result result;
   bool operator==(const logprob_result&) const = default;
 };
 
-/// controller -> every policy worker, its part of a train step: per-sequence values only. Reply: train_result.
+/// controller -> every policy worker, its part of a train step: per-sequence values only (the
+/// loss settings come from the recipe on both ends). Reply: train_result.
 struct train_request {
   static constexpr message_kind kind = message_kind::train_request;
-  std::uint64_t step = 0;             ///< the request's number (echoed)
-  std::uint32_t rl_step = 0;          ///< the logprob request's RL step
-  std::uint64_t weight_version = 0;   ///< the version lp_prev came from; refused unless current
-  sampling_params sampling;           ///< the distribution the logprobs are taken under
-  std::vector<double> advantages;     ///< per sequence of the logprob request
-  std::vector<double> loss_multipliers;  ///< per sequence
-  std::vector<optimizer_share> optimizer_steps;  ///< in order; their sequences add up to the request's
-  std::int64_t micro_batch_tokens = 0;  ///< the rank's micro-batch token budget
+  std::uint64_t step = 0;  ///< the request's number (echoed)
+  train_job job;
   bool operator==(const train_request&) const = default;
 };
 
-/// policy worker -> controller, after the optimizer step. No reply.
+/// policy worker -> controller, after the train step. No reply.
 struct train_result {
   static constexpr message_kind kind = message_kind::train_result;
-  std::uint64_t step = 0;
-  double loss = 0;                   ///< the sum over the optimizer steps of this rank's share of each one's loss
-  std::vector<metric> metrics;       ///< the loss metrics and the optimizer's (grad_norm, lr, optimizer_step, grad_norm_sum)
-  std::uint64_t weight_version = 0;  ///< the version the step produced
-  std::uint64_t micro_batches = 0;   ///< this rank's
-  std::uint64_t weights_digest = 0;  ///< a hash of the weights after the step (0: the engine has none)
-  std::uint64_t optimizer_steps = 0; ///< the optimizer steps taken
+  std::uint64_t step = 0;  ///< the request's
+  train_report report;     ///< with the weights digest after the step
   bool operator==(const train_result&) const = default;
 };
 

@@ -28,7 +28,8 @@ namespace {
 /// A non-trivial message of kind `k`, so mutations start inside every kind's structure.
 tc::message seed(tc::message_kind k) {
   using K = tc::message_kind;
-  const std::vector<tc::manifest_entry> entries = {{"model.embed_tokens.weight", {256, 64}, 1}, {"norm.weight", {64}, 0}};
+  const std::vector<tc::manifest_entry> entries = {{"model.embed_tokens.weight", {256, 64}, tandem::plain::dtype::bfloat16},
+                                                    {"norm.weight", {64}, tandem::plain::dtype::float32}};
   switch (k) {
     case K::hello: return tc::hello{3, 8, 12345, "node-1", "cuda:3", tc::protocol_version, {true, false}};
     case K::welcome: return tc::welcome{{true, true}, 0, 2, 1, 2, "policy:\n  model_name: tiny\n", "run-1", 500, 10000};
@@ -39,15 +40,25 @@ tc::message seed(tc::message_kind k) {
     case K::manifest_check: return tc::manifest_check{1 << 20, entries};
     case K::manifest_result: return tc::manifest_result{1, false, "entry 1: dtype", 0, 0, 0};
     case K::generate_request:
-      return tc::generate_request{3, 1, 2, {0.7, 50, 0.9}, 64, {1},
-                                  {{7, {2, 3, 4}, {1, 3, 1, 0, 0}}, {8, {2}, {1, 3, 1, 1, 2}}}};
+      return tc::generate_request{{2, {{7, {2, 3, 4}, {0.7, 50, 0.9}, {1, 3, 1, 0, 0, 0}, 64, {1}},
+                                       {8, {2}, {0.7, 50, 0.9}, {1, 3, 1, 1, 2, 0}, 64, {1}}}}};
     case K::generate_result:
-      return tc::generate_result{3, 1, 2, {{7, {5, 1}, {-0.5f, -0.25f}, tc::finish_reason::stop_token, 2}}};
+      return tc::generate_result{2, {{7, {5, 1}, {-0.5f, -0.25f}, tc::finish_reason::stop_token, 2}}};
     case K::logprob_request:
-      return tc::logprob_request{3, 1, 2, {{2, 3, 4, 5}, {0, 2, 4}}, {1, 1}, {-0.5f, -1.5f}, {2, 2}, {1.0, 0, 1.0}, false};
-    case K::logprob_result: return tc::logprob_result{3, 2, {0, 1}, 4};
-    case K::train_request: return tc::train_request{3, 1, 2, {1.0, 0, 1.0}, {0.5, -0.5}, {1, 1}, {{1, 1, 1}, {1, 1, 1}}, 64};
-    case K::train_result: return tc::train_result{3, 0.25, {{"grad_norm", 1.5}}, 4, 2, 0x1234, 2};
+      return tc::logprob_request{3, {1, 2, {{2, 3, 4, 5}, {0, 2, 4}}, {1, 1}, {-0.5f, -1.5f}, {2, 2}, {1.0, 0, 1.0}, false}};
+    case K::logprob_result: return tc::logprob_result{3, {"policy-0", 2, {0, 1}, 4}};
+    case K::train_request:
+      return tc::train_request{3, {1, 2, {0.5, -0.5}, {1, 1}, {{1, {1, 1}}, {1, {1, 1}}}, 64, {1.0, 0, 1.0}}};
+    case K::train_result: {
+      tc::train_result r{3, {}};
+      r.report.worker = "policy-0";
+      r.report.version = 4;
+      r.report.micro_batches = 2;
+      r.report.loss = 0.25;
+      r.report.optimizer.grad_norm = 1.5;
+      r.report.weights_digest = 0x1234;
+      return r;
+    }
     case K::refit_begin: return tc::refit_begin{4, 3, 1 << 20, tc::refit_transport::broadcast, 0, true};
     case K::refit_ack: return tc::refit_ack{1, 4, tc::refit_stage::staged, false, "bucket 2: checksum mismatch", 4, 3};
     case K::refit_commit: return tc::refit_commit{4};

@@ -156,27 +156,28 @@ struct step_messages {
 step_messages one_step() {
   constexpr int sequences = 32, prompt_tokens = 32, new_tokens = 64;
   control::generate_request g;
-  g.max_new_tokens = new_tokens;
-  for (int p = 0; p < sequences; ++p) g.prompts.push_back({static_cast<std::uint64_t>(p), std::vector<std::int32_t>(prompt_tokens, 7), {}});
+  for (int p = 0; p < sequences; ++p)
+    g.job.requests.push_back({static_cast<std::uint64_t>(p), std::vector<std::int32_t>(prompt_tokens, 7), {}, {}, new_tokens, {1}});
   control::generate_result gr;
   for (int p = 0; p < sequences; ++p)
     gr.sequences.push_back({static_cast<std::uint64_t>(p), std::vector<std::int32_t>(new_tokens, 9),
                             std::vector<float>(new_tokens, -1.5f), control::finish_reason::length, 0});
   control::logprob_request l;  // every trajectory once, with the generator's logprobs
-  l.batch.tokens.assign(static_cast<std::size_t>(sequences * (prompt_tokens + new_tokens)), 5);
-  for (int s = 0; s <= sequences; ++s) l.batch.offsets.push_back(s * (prompt_tokens + new_tokens));
-  l.prompt_tokens.assign(sequences, prompt_tokens);
-  l.lp_gen.assign(static_cast<std::size_t>(sequences * new_tokens), -1.5f);
-  l.generated_with.assign(sequences, 0);
+  l.job.sequences.tokens.assign(static_cast<std::size_t>(sequences * (prompt_tokens + new_tokens)), 5);
+  for (int s = 0; s <= sequences; ++s) l.job.sequences.offsets.push_back(s * (prompt_tokens + new_tokens));
+  l.job.prompt_tokens.assign(sequences, prompt_tokens);
+  l.job.lp_gen.assign(static_cast<std::size_t>(sequences * new_tokens), -1.5f);
+  l.job.generated_with.assign(sequences, 0);
   control::logprob_result lr;  // nothing per token
-  lr.excluded_tokens.assign(sequences, 0);
-  lr.tokens = static_cast<std::int64_t>(l.batch.tokens.size());
+  lr.result.worker = "policy-0";
+  lr.result.excluded_tokens.assign(sequences, 0);
+  lr.result.tokens = static_cast<std::int64_t>(l.job.sequences.tokens.size());
   control::train_request t;  // per-sequence values only
-  t.advantages.assign(sequences, 0.5);
-  t.loss_multipliers.assign(sequences, 1.0);
-  t.optimizer_steps.push_back({static_cast<std::uint64_t>(sequences), sequences * new_tokens, sequences});
-  control::train_result tr;
-  for (const char* name : {"loss", "grad_norm", "lr", "kl", "clip_fraction", "entropy"}) tr.metrics.push_back({name, 0.25});
+  t.job.advantages.assign(sequences, 0.5);
+  t.job.loss_multipliers.assign(sequences, 1.0);
+  t.job.optimizer_steps.push_back({static_cast<std::uint64_t>(sequences), {sequences * new_tokens, sequences}});
+  control::train_result tr;  // the loss metrics and the optimizer's, as fields
+  tr.report.worker = "policy-0";
   control::refit_begin rb;
   rb.bucket_count = 4;
   control::refit_ack ra;

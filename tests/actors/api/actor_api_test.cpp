@@ -64,6 +64,44 @@ CAF_TEST(a plain struct crosses the CAF serializers through its one field list) 
   CAF_CHECK(batch2 == batch);
 }
 
+CAF_TEST(the jobs and answers that cross processes cross the CAF serializers whole) {
+  // Each is one plain struct that both CAF and the control-plane codec read (no second definition).
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  generate_job g{5, {{9, {2, 3}, {0.7, 20, 0.9}, {42, 3, 1, 7, 2, 0}, 16, {1, 106}}}};
+  logprobs_job l{3, 5, {{2, 3, 4, 5}, {0, 4}}, {2}, {-0.5f, -1.5f}, {5}, {1.0, 0, 1.0}, true};
+  train_job t{3, 5, {0.5}, {1.0}, {{1, {2, 1}}}, 512, {1.0, 0, 1.0}};
+  train_report r;
+  r.worker = "policy-1";
+  r.version = 6;
+  // Finite extrema: CAF's binary serializer packs a double with a loop that never ends on an
+  // infinity (the metrics' empty extrema). In a process no message is serialized; between
+  // processes the control-plane codec carries doubles bit for bit (codec_test).
+  r.metrics.ratio_min = 0.25;
+  r.metrics.ratio_max = 4.0;
+  r.metrics.ratio_clamped_min = 0.5;
+  r.metrics.ratio_clamped_max = 2.0;
+  r.metrics.clipped_high = 3;
+  r.optimizer = {1.5, 3e-6, 7};
+  r.weights_digest = 0xFEDCBA9876543210ull;
+  const gpu::manifest_entry e{"model.language_model.norm.weight", {64}, gpu::dtype::float32};
+  std::vector<char> buffer;
+  caf::binary_serializer sink{sys, buffer};
+  CAF_REQUIRE(!sink(g, l, t, r, e));
+  generate_job g2;
+  logprobs_job l2;
+  train_job t2;
+  train_report r2;
+  gpu::manifest_entry e2;
+  caf::binary_deserializer source{sys, buffer};
+  CAF_REQUIRE(!source(g2, l2, t2, r2, e2));
+  CAF_CHECK(g2 == g);
+  CAF_CHECK(l2 == l);
+  CAF_CHECK(t2 == t);
+  CAF_CHECK(r2 == r);
+  CAF_CHECK(e2 == e);
+}
+
 CAF_TEST(the bucket checksum is the chunked XXH3-64 the fake engines compute) {
   // Known answers of gpu/core/chunked_hash.h's definition (chunked_hash_test pins them too).
   CAF_CHECK_EQUAL(bucket_checksum({}), 0xc77b3abb6f87acd9ull);

@@ -14,7 +14,7 @@ trajectory make(std::uint32_t prompt, std::vector<std::int32_t> p, std::vector<s
   t.prompt_index = prompt;
   t.prompt = std::move(p);
   t.tokens = std::move(gen);
-  t.version = v;
+  t.weight_version = v;
   for (std::size_t i = 0; i < t.tokens.size(); ++i) t.logprobs.push_back(-1.0f - static_cast<float>(i));
   return t;
 }

@@ -56,7 +56,7 @@ CAF_TEST(every trajectory of every colocated step carries the newest version and
     const std::uint64_t hash = trainer->weight_hash();
     auto out = run_step();
     CAF_REQUIRE(out.report.has_value());
-    for (const auto& t : out.report->trajectories) CAF_CHECK_EQUAL(t.version, weight_version{step});
+    for (const auto& t : out.report->trajectories) CAF_CHECK_EQUAL(t.weight_version, weight_version{step});
     CAF_CHECK(generated_by(*out.report, hash));
   }
   CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{3}));
@@ -216,7 +216,7 @@ CAF_TEST(every trajectory of every dedicated step carries the newest version and
     auto out = run_step();
     if (!out.report) CAF_FAIL("step " << step << " failed: " << text_of(out.error));
     CAF_CHECK_EQUAL(out.report->step, step);
-    for (const auto& t : out.report->trajectories) CAF_CHECK_EQUAL(t.version, weight_version{step});
+    for (const auto& t : out.report->trajectories) CAF_CHECK_EQUAL(t.weight_version, weight_version{step});
     CAF_CHECK(generated_by(*out.report, hash));
     CAF_CHECK_EQUAL(out.report->trained_to, weight_version{step} + 1);
     CAF_CHECK_NOT_EQUAL(trainer->weight_hash(), hash);

@@ -29,7 +29,7 @@ rollout_actor recording(caf::actor_system& sys, rollout_actor worker,
   };
   auto edit = [stale_id](generate_result& r) {
     for (auto& t : r.trajectories)
-      if (stale_id && t.id == *stale_id && t.version > 0) t.version -= 1;
+      if (stale_id && t.id == *stale_id && t.weight_version > 0) t.weight_version -= 1;
   };
   return sys.spawn(relaying_rollout, worker, on_job, edit);
 }

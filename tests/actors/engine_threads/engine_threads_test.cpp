@@ -123,7 +123,7 @@ CAF_TEST(dedicated and colocated steps complete with every engine call on the th
           .receive(
               [&](step_report& r) {
                 CAF_CHECK_EQUAL(r.trained_to, weight_version{step} + 1);
-                for (const auto& t : r.trajectories) CAF_CHECK_EQUAL(t.version, weight_version{step});
+                for (const auto& t : r.trajectories) CAF_CHECK_EQUAL(t.weight_version, weight_version{step});
                 CAF_CHECK(c.generated_by(r, hash));
               },
               [](caf::error& e) { CAF_FAIL("the step failed: " << text_of(e)); });

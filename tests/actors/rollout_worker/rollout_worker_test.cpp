@@ -134,7 +134,7 @@ CAF_TEST(a generate job for the live version returns the tokens of the weights o
   for (std::size_t i = 0; i < 3; ++i) {
     const auto& t = r.value->trajectories[i];
     CAF_CHECK_EQUAL(t.id, job.requests[i].id);
-    CAF_CHECK_EQUAL(t.version, 0u);
+    CAF_CHECK_EQUAL(t.weight_version, 0u);
     CAF_CHECK_EQUAL(t.sample_index, i);
     CAF_CHECK_EQUAL(t.prompt, job.requests[i].prompt);
     CAF_CHECK_EQUAL(t.tokens, gpu::fake_generate_engine::expected_tokens(trainer->weight_hash(), job.requests[i], 64));
@@ -209,7 +209,7 @@ CAF_TEST(a streamed refit is staged with its checksums matched and becomes live 
   CAF_CHECK_EQUAL(engine->weight_hash(), trainer->weight_hash());
   auto after = ask<generate_result>(generate_atom_v, job_for(1));
   CAF_REQUIRE(after.value.has_value());
-  CAF_CHECK_EQUAL(after.value->trajectories[0].version, 1u);
+  CAF_CHECK_EQUAL(after.value->trajectories[0].weight_version, 1u);
   auto old = ask<generate_result>(generate_atom_v, job_for(0));
   CAF_CHECK_EQUAL(text_of(old.error), "rollout-0: generate for v0 refused: v1 is live");
 }

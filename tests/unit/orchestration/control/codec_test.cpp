@@ -14,6 +14,7 @@
 #include <new>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tc = tandem::control;
@@ -60,10 +61,11 @@ class allocation_probe {
 // ---- samples: one message per kind, every field away from its default -----------------------
 
 std::vector<tc::manifest_entry> sample_entries() {
-  return {{"model.language_model.embed_tokens.weight", {262144, 1536}, 1},
-          {"model.language_model.layers.0.self_attn.q_proj.weight", {2048, 1536}, 1},
-          {"model.language_model.norm.weight", {1536}, 0},
-          {"", {}, 4}};
+  using tandem::plain::dtype;
+  return {{"model.language_model.embed_tokens.weight", {262144, 1536}, dtype::bfloat16},
+          {"model.language_model.layers.0.self_attn.q_proj.weight", {2048, 1536}, dtype::bfloat16},
+          {"model.language_model.norm.weight", {1536}, dtype::float32},
+          {"", {}, dtype::uint8}};
 }
 
 /// A message of kind `k` whose every field differs from its default, so a field the codec forgot
@@ -100,39 +102,53 @@ tc::message sample(tc::message_kind k) {
       return tc::manifest_result{.rank = 4, .ok = true, .message = "entry 12: shape [2048, 1536] vs [4096, 1536]",
                                  .weight_version = 3, .bucket_count = 19, .total_bytes = std::uint64_t{61} << 30};
     case K::generate_request: {
-      tc::generate_request r{.step = 41, .round = 2, .weight_version = 40,
-                             .sampling = {.temperature = 0.7, .top_k = 50, .top_p = 0.95}, .max_new_tokens = 1024,
-                             .stop_tokens = {1, 106}, .prompts = {}};
-      r.prompts.push_back({.request_id = 9001, .tokens = {2, 105, 2364}, .rng = {7, 41, 2, 0, 0}});
-      r.prompts.push_back({.request_id = 9002, .tokens = {2, -1, std::numeric_limits<std::int32_t>::max()},
-                           .rng = {std::numeric_limits<std::uint64_t>::max(), 41, 2, 0, 15}});
-      r.prompts.push_back({.request_id = 0, .tokens = {}, .rng = {}});
+      tc::generate_request r{.job = {.version = 40, .requests = {}}};
+      r.job.requests.push_back({.id = 9001, .prompt = {2, 105, 2364},
+                                .sampling = {.temperature = 0.7, .top_k = 50, .top_p = 0.95},
+                                .rng = {7, 41, 2, 0, 0, 0}, .max_new_tokens = 1024, .stop_tokens = {1, 106}});
+      r.job.requests.push_back({.id = 9002, .prompt = {2, -1, std::numeric_limits<std::int32_t>::max()},
+                                .sampling = {.temperature = 0, .top_k = -1, .top_p = 1e-300},
+                                .rng = {std::numeric_limits<std::uint64_t>::max(), 41, 2, 0, 15, 3},
+                                .max_new_tokens = -2, .stop_tokens = {}});
+      r.job.requests.push_back({.id = 0, .prompt = {}, .sampling = {}, .rng = {}, .max_new_tokens = 0, .stop_tokens = {}});
       return r;
     }
     case K::generate_result:
       return tc::generate_result{
-          .step = 41,
-          .round = 3,
           .weight_version = 40,
           .sequences = {{9001, {10, 11, 1}, {-0.5f, -1e-30f, -0.0f}, tc::finish_reason::stop_token, 40},
                         {9002, {12}, {-std::numeric_limits<float>::infinity()}, tc::finish_reason::length, 39}}};
     case K::logprob_request:
-      return tc::logprob_request{.step = 12, .rl_step = 6, .weight_version = 11, .batch = {{2, 3, 4, 5, 6}, {0, 2, 5}},
-                                 .prompt_tokens = {1, 2}, .lp_gen = {-0.25f, -1e-30f, -std::numeric_limits<float>::max()},
-                                 .generated_with = {11, 10},
-                                 .sampling = {.temperature = 1.5, .top_k = -3, .top_p = 1e-300}, .reference = true};
+      return tc::logprob_request{
+          .step = 12,
+          .job = {.step = 6, .version = 11, .sequences = {{2, 3, 4, 5, 6}, {0, 2, 5}}, .prompt_tokens = {1, 2},
+                  .lp_gen = {-0.25f, -1e-30f, -std::numeric_limits<float>::max()}, .generated_with = {11, 10},
+                  .sampling = {.temperature = 1.5, .top_k = -3, .top_p = 1e-300}, .reference = true}};
     case K::logprob_result:
-      return tc::logprob_result{.step = 12, .weight_version = 11, .excluded_tokens = {0, 3, -1}, .tokens = 1234567890123};
+      return tc::logprob_result{
+          .step = 12, .result = {.worker = "policy-3", .version = 11, .excluded_tokens = {0, 3, -1}, .tokens = 1234567890123}};
     case K::train_request:
-      return tc::train_request{.step = 12, .rl_step = 6, .weight_version = 11,
-                               .sampling = {.temperature = 0.6, .top_k = 20, .top_p = 0.9},
-                               .advantages = {0.5, -1e-300, 2.75}, .loss_multipliers = {1, 0, 1},
-                               .optimizer_steps = {{2, 123456789012, -4}, {1, 7, 1}}, .micro_batch_tokens = 4096};
-    case K::train_result:
-      return tc::train_result{.step = 12, .loss = -0.0123,
-                              .metrics = {{"grad_norm", 1.75}, {"clip_fraction", 0.03}, {"", -1e308}},
-                              .weight_version = 13, .micro_batches = 4, .weights_digest = 0xFEDCBA9876543210ull,
-                              .optimizer_steps = 3};
+      return tc::train_request{
+          .step = 12,
+          .job = {.step = 6, .version = 11, .advantages = {0.5, -1e-300, 2.75}, .loss_multipliers = {1, 0, 1},
+                  .optimizer_steps = {{2, {123456789012, -4}}, {1, {7, 1}}}, .micro_batch_tokens = 4096,
+                  .sampling = {.temperature = 0.6, .top_k = 20, .top_p = 0.9}}};
+    case K::train_result: {
+      tc::train_result r{.step = 12, .report = {}};
+      tc::train_report& t = r.report;
+      t.worker = "policy-1";
+      t.version = 13;
+      t.micro_batches = 4;
+      t.optimizer_steps = 3;
+      // every metric away from its default, each to another value
+      double value = 0.5;
+      tandem::plain::for_each_field(t.metrics, [&](const char*, auto& m) { m = static_cast<std::remove_reference_t<decltype(m)>>(value += 1.25); });
+      t.loss = -0.0123;
+      t.optimizer = {.grad_norm = 1.75, .lr = 3e-6, .step = 9};
+      t.grad_norm_sum = 5.25;
+      t.weights_digest = 0xFEDCBA9876543210ull;
+      return r;
+    }
     case K::refit_begin:
       return tc::refit_begin{.weight_version = 13, .bucket_count = 17, .bucket_bytes = std::uint64_t{1} << 33,
                              .transport = tc::refit_transport::colocated_bump, .root_rank = 6,
@@ -242,7 +258,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 5, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 5)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 6, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 6)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -256,18 +272,24 @@ BOOST_AUTO_TEST_CASE(strings_are_a_uint32_length_then_bytes_and_doubles_their_ie
   BOOST_TEST(std::to_integer<int>(s[12]) == 2);
   BOOST_TEST(std::to_integer<int>(s[16]) == 'a');
   BOOST_TEST(std::to_integer<int>(s[17]) == 'b');
-  const tc::frame t = encoded(tc::train_result{.step = 0, .loss = -2.0, .metrics = {}, .weight_version = 0});
-  std::uint64_t bits = 0;
-  for (int i = 0; i < 8; ++i) bits |= std::uint64_t{std::to_integer<std::uint8_t>(t[12 + 8 + i])} << (8 * i);
+  tc::train_result m{.step = 0, .report = {}};
+  m.report.metrics.pg_loss = -2.0;
+  const tc::frame t = encoded(m);
+  std::uint64_t bits = 0;  // after step 8, worker 4, version 8, micro_batches 8, optimizer_steps 8: metrics.pg_loss
+  for (int i = 0; i < 8; ++i) bits |= std::uint64_t{std::to_integer<std::uint8_t>(t[12 + 36 + i])} << (8 * i);
   BOOST_TEST(bits == 0xC000000000000000ull);  // -2.0
 }
 
 BOOST_AUTO_TEST_CASE(a_nan_survives_bit_for_bit) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const tc::frame f = encoded(tc::train_result{.step = 1, .loss = -nan, .metrics = {{"x", nan}}, .weight_version = 2});
+  tc::train_result m{.step = 1, .report = {}};
+  m.report.loss = -nan;
+  m.report.metrics.ratio_sum = nan;
+  const tc::frame f = encoded(m);
   const auto d = tc::decode(bytes_of(f));
   BOOST_REQUIRE(d.ok());
-  BOOST_TEST(std::isnan(std::get<tc::train_result>(d.value()).loss));
+  BOOST_TEST(std::isnan(std::get<tc::train_result>(d.value()).report.loss));
+  BOOST_TEST(std::isnan(std::get<tc::train_result>(d.value()).report.metrics.ratio_sum));
   BOOST_TEST((encoded(d.value()) == f));
 }
 
@@ -280,7 +302,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 5"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 6"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {
@@ -344,14 +366,15 @@ BOOST_AUTO_TEST_CASE(every_truncation_of_a_frame_is_refused_as_truncated) {
 BOOST_AUTO_TEST_CASE(a_short_body_inside_a_consistent_header_is_refused_with_the_field_path_and_offset) {
   // Cut the frame inside its last field and shrink the declared body length to match.
   tc::generate_request r = std::get<tc::generate_request>(sample(tc::message_kind::generate_request));
-  r.prompts.resize(2);
+  r.job.requests.resize(2);
+  r.job.requests[1].stop_tokens = {7};
   tc::frame f = encoded(r);
-  f.resize(f.size() - 3);  // the last field (prompts[1].rng.position, a uint32) loses 3 bytes
+  f.resize(f.size() - 3);  // the last field (requests[1].stop_tokens, one int32) loses 3 bytes
   put_u32(f, 8, static_cast<std::uint32_t>(f.size() - tc::header_bytes));
   const tc::codec_error e = refused(f);
   BOOST_TEST((e.code == tc::codec_errc::truncated));
   BOOST_TEST(e.offset == f.size() - 1);
-  BOOST_TEST(e.text == "truncated body: uint32 generate_request.prompts[1].rng.position at byte " +
+  BOOST_TEST(e.text == "truncated body: vector<int32> generate_request.job.requests[1].stop_tokens at byte " +
                            std::to_string(f.size() - 1) + " needs 4 bytes, 1 left");
 }
 
@@ -370,9 +393,9 @@ BOOST_AUTO_TEST_CASE(a_huge_declared_string_length_is_refused_without_allocating
 
 BOOST_AUTO_TEST_CASE(huge_declared_vector_counts_are_refused_without_allocating_them) {
   // Scalar items (logprob_result.excluded_tokens) and struct items (manifest.entries).
-  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .weight_version = 0, .excluded_tokens = {1}});
-  put_u32(scalars, 12 + 8 + 8, 0xFFFFFFF0u);
-  tc::frame structs = encoded(tc::manifest{.weight_version = 0, .entries = {{"w", {4}, 0}}});
+  tc::frame scalars = encoded(tc::logprob_result{.step = 1, .result = {.worker = "", .version = 0, .excluded_tokens = {1}, .tokens = 0}});
+  put_u32(scalars, 12 + 8 + 4 + 8, 0xFFFFFFF0u);
+  tc::frame structs = encoded(tc::manifest{.weight_version = 0, .entries = {{"w", {4}, tandem::plain::dtype::float32}}});
   put_u32(structs, 12 + 8, 0xFFFFFFF0u);
   for (const tc::frame* f : {&scalars, &structs}) {
     allocation_probe probe;
@@ -428,10 +451,17 @@ BOOST_AUTO_TEST_CASE(a_bool_other_than_0_or_1_and_an_unknown_enum_value_are_refu
   BOOST_TEST(et.offset == 32u);
   BOOST_TEST(mentions(et.text, "refit_transport refit_begin.transport at byte 32 is 9"), et.text);
 
-  tc::frame r = encoded(
-      tc::generate_result{.step = 0, .round = 0, .weight_version = 0, .sequences = {{1, {}, {}, tc::finish_reason::length, 0}}});
-  r[12 + 8 + 4 + 8 + 4 + 8 + 4 + 4] = std::byte{2};
+  tc::frame r = encoded(tc::generate_result{.weight_version = 0, .sequences = {{1, {}, {}, tc::finish_reason::length, 0}}});
+  r[12 + 8 + 4 + 8 + 4 + 4] = std::byte{2};
   BOOST_TEST(mentions(refused(r).text, "finish_reason generate_result.sequences[0].reason"), refused(r).text);
+
+  // A manifest entry's dtype: the last byte of the frame (entries: count, then name, shape, dtype).
+  tc::frame m = encoded(tc::manifest{.weight_version = 0, .entries = {{"w", {4}, tandem::plain::dtype::uint8}}});
+  m.back() = std::byte{6};
+  const tc::codec_error em = refused(m);
+  BOOST_TEST((em.code == tc::codec_errc::bad_value));
+  BOOST_TEST(em.text == "bad value: dtype manifest.entries[0].dtype at byte " + std::to_string(m.size() - 1) +
+                            " is 6, not a known value");
 }
 
 BOOST_AUTO_TEST_CASE(encode_refuses_a_message_above_the_frame_limit_and_accepts_one_exactly_at_it) {
