@@ -3,6 +3,7 @@
 // dispatches, so tests call these directly.
 #pragma once
 
+#include <istream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err);
 int metrics_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem plot RUN_DIR [-o FILE.png] [--metrics a,b]`: a PNG of a run's metrics (plot_command.cpp).
 int plot_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem tokenize --model DIR [--special] | --decode [--skip-special]`: stdin encoded as JSON
+/// ids, or JSON ids decoded to text (tokenize_command.cpp).
+int tokenize_command(const args& a, std::istream& in, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

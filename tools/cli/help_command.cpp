@@ -39,6 +39,9 @@ commands:
                                      a TensorBoard events file of every step (default DIR: RUN_DIR)
   plot RUN_DIR [-o FILE.png] [--metrics NAME,...]
                                      a PNG of the reward, accuracy, loss and error metrics (gnuplot)
+  tokenize --model DIR [--special]   stdin's text as token ids (JSON), with DIR's tokenizer.json
+  tokenize --model DIR --decode [--skip-special]
+                                     a JSON list of ids on stdin as text
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -172,6 +175,21 @@ exit status: 0 drawn, 1 refused (no metrics file, an unknown metric, none to dra
 or failing; the reason on stderr), 2 usage error
 )";
 
+constexpr const char* tokenize_help = R"(usage: tandem tokenize --model DIR [--special]
+       tandem tokenize --model DIR --decode [--skip-special]
+
+Reads the Hugging Face tokenizer.json of DIR (a checkpoint directory, or the file itself) and
+encodes all of stdin (UTF-8) into a JSON list of token ids, or with --decode reads a JSON list of
+ids from stdin and prints their text. The ids equal transformers' fast tokenizer's: added and
+special tokens are matched in the text first, then the normalizer, the Split pre-tokenizer and the
+BPE model (merges by rank, byte fallback, the unknown token) run. --special wraps the ids in the
+post-processor's template (<bos> first for Gemma); --skip-special leaves special tokens out of the
+text. A tokenizer.json component tandem does not implement is refused by name, never ignored.
+
+exit status: 0 done, 1 refused (no tokenizer.json, an unsupported component, text that is not
+UTF-8, an unknown id; the reason on stderr), 2 usage error
+)";
+
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
        tandem validate --minimize RECIPE
        tandem validate --schema
@@ -303,6 +321,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "loss") out << loss_help;
   else if (a[0] == "metrics") out << metrics_help;
   else if (a[0] == "plot") out << plot_help;
+  else if (a[0] == "tokenize") out << tokenize_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

@@ -1,0 +1,115 @@
+// The tokenizer pipeline (tokenizer.h).
+#include "orchestration/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include "orchestration/tokenizer/text_steps.h"
+#include "orchestration/tokenizer/tokenizer_json.h"
+#include "orchestration/tokenizer/utf8.h"
+
+namespace tandem::tokenizer {
+
+tokenizer::tokenizer(tokenizer_spec spec, bpe_model model)
+    : spec_(std::move(spec)),
+      model_(std::move(model)),
+      raw_added_(spec_.added_tokens, false),
+      normalized_added_(spec_.added_tokens, true) {
+  std::int32_t size = 0;
+  for (const auto& [token, id] : model_.vocab()) size = std::max(size, id + 1);
+  for (const auto& t : spec_.added_tokens) size = std::max(size, t.id + 1);
+  tokens_.resize(static_cast<std::size_t>(size));
+  special_.resize(static_cast<std::size_t>(size), false);
+  for (const auto& [token, id] : model_.vocab()) tokens_[static_cast<std::size_t>(id)] = token;
+  for (const auto& t : spec_.added_tokens) {
+    tokens_[static_cast<std::size_t>(t.id)] = t.content;
+    special_[static_cast<std::size_t>(t.id)] = t.special;
+  }
+}
+
+tokenizer_result<tokenizer> tokenizer::load(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return tokenizer_error{tokenizer_errc::bad_file, file.string() + ": cannot be read"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return tokenizer_error{tokenizer_errc::bad_file, file.string() + ": reading it failed"};
+  return parse(text.str(), file.string());
+}
+
+tokenizer_result<tokenizer> tokenizer::parse(std::string_view json, const std::string& where) {
+  auto spec = parse_tokenizer_json(json, where);
+  if (!spec) return spec.error();
+  auto model = bpe_model::build(spec->model, where);
+  if (!model) return model.error();
+  return tokenizer(std::move(spec.value()), std::move(model.value()));
+}
+
+tokenizer_result<std::vector<std::int32_t>> tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  if (const auto bad = first_invalid_utf8(text)) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[*bad])));
+    return tokenizer_error{tokenizer_errc::invalid_input, "the text is not UTF-8: byte " + std::to_string(*bad) + " (" + byte +
+                                                              ") starts no valid sequence"};
+  }
+  std::vector<std::int32_t> ids;
+  for (const text_piece& raw : raw_added_.split(text)) {
+    if (raw.token) {
+      ids.push_back(*raw.token);
+      continue;
+    }
+    const std::string normalized = normalize(spec_.normalizer, raw.text);
+    for (const text_piece& piece : normalized_added_.split(normalized)) {
+      if (piece.token) {
+        ids.push_back(*piece.token);
+        continue;
+      }
+      for (const std::string& word : pre_tokenize(spec_.pre_tokenizer, piece.text))
+        if (auto e = model_.encode(word, ids)) return *e;
+    }
+  }
+  if (!add_special_tokens || spec_.single_template.empty()) return ids;
+  std::vector<std::int32_t> out;
+  for (const template_piece& p : spec_.single_template) {
+    if (p.sequence) out.insert(out.end(), ids.begin(), ids.end());
+    else out.insert(out.end(), p.ids.begin(), p.ids.end());
+  }
+  return out;
+}
+
+tokenizer_result<std::string> tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::int32_t id = ids[i];
+    if (id < 0 || id >= vocab_size() || !tokens_[static_cast<std::size_t>(id)])
+      return tokenizer_error{tokenizer_errc::unknown_id, "id " + std::to_string(id) + " at position " + std::to_string(i) +
+                                                             " is in neither the vocabulary nor the added tokens (" +
+                                                             std::to_string(vocab_size()) + " ids)"};
+    if (skip_special_tokens && special_[static_cast<std::size_t>(id)]) continue;
+    tokens.push_back(*tokens_[static_cast<std::size_t>(id)]);
+  }
+  if (!spec_.has_decoder) {
+    std::string out;
+    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
+    return out;
+  }
+  return decode_tokens(spec_.decoder, std::move(tokens));
+}
+
+std::optional<std::int32_t> tokenizer::token_to_id(std::string_view token) const {
+  for (const auto& t : spec_.added_tokens)
+    if (t.content == token) return t.id;
+  const auto it = model_.vocab().find(token);
+  if (it == model_.vocab().end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> tokenizer::id_to_token(std::int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return std::nullopt;
+  return tokens_[static_cast<std::size_t>(id)];
+}
+
+}  // namespace tandem::tokenizer
