@@ -42,6 +42,8 @@ int plot_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem tokenize --model DIR [--special] | --decode [--skip-special]`: stdin encoded as JSON
 /// ids, or JSON ids decoded to text (tokenize_command.cpp).
 int tokenize_command(const args& a, std::istream& in, std::ostream& out, std::ostream& err);
+/// `tandem dataset check FILE`: a prompt dataset read as a run reads it (dataset_command.cpp).
+int dataset_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -42,6 +42,8 @@ commands:
   tokenize --model DIR [--special]   stdin's text as token ids (JSON), with DIR's tokenizer.json
   tokenize --model DIR --decode [--skip-special]
                                      a JSON list of ids on stdin as text
+  dataset check FILE                 read a prompt dataset (JSON lines) as a run will; count its
+                                     records or name the first bad line
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -190,6 +192,18 @@ exit status: 0 done, 1 refused (no tokenizer.json, an unsupported component, tex
 UTF-8, an unknown id; the reason on stderr), 2 usage error
 )";
 
+constexpr const char* dataset_help = R"(usage: tandem dataset check FILE
+
+Reads FILE as a prompt dataset: JSON lines, one record per line, each with exactly one of
+"prompt" (text), "messages" (a list of {"role": system|user|assistant|model, "content": text},
+ending with the user's turn; a system message only first) or "input_ids" (token ids), and an
+"answer" (text). Other keys are allowed and not read; blank lines are skipped. Prints the count of
+each form, or the file, line and fault of the first bad record. tools/convert_dataset.py writes
+this format from a Hugging Face dataset file (parquet, JSON lines or JSON).
+
+exit status: 0 every record is good, 1 refused (the file, line and fault on stderr), 2 usage error
+)";
+
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
        tandem validate --minimize RECIPE
        tandem validate --schema
@@ -322,6 +336,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "metrics") out << metrics_help;
   else if (a[0] == "plot") out << plot_help;
   else if (a[0] == "tokenize") out << tokenize_help;
+  else if (a[0] == "dataset") out << dataset_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";
