@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <tuple>
 
 #include "gpu/core/convert.h"
@@ -185,6 +186,15 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   return loss;
 }
 
+void cpu_train_engine::abandon_step() {
+  zero_gradients();
+  if (!group_ || state_ != train_memory_state::resident) return;  // offloaded: every rank refuses before the collective alike
+  const std::int64_t n = source_.layout.total_elements;
+  if (n == 0) return;
+  static_cast<float*>(flat(grads_, dtype::float32, n).data())[0] = std::numeric_limits<float>::quiet_NaN();
+  (void)optimizer_step();  // refuses the step here as on every rank, and zeroes the gradients
+}
+
 result<optimizer_result> cpu_train_engine::optimizer_step() {
   if (auto s = check_resident("optimizer_step"); !s) {
     zero_gradients();
@@ -211,8 +221,13 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
       while (k < e.elements() && std::isfinite(d[k])) ++k;
       const std::string value = k < e.elements() ? std::to_string(d[k]) : "overflow";
       zero_gradients();
+      const std::string abandoned = group_ && group_->size() > 1
+                                        ? " (after the all-reduce over " + std::to_string(group_->size()) +
+                                              " ranks: a rank whose micro-batch failed abandons the step this way)"
+                                        : "";
       return fail(status_code::invalid_argument, "optimizer_step: the gradient of " + quote_name(names_[i]) + " is not finite (element " +
-                                                     std::to_string(k) + ": " + value + "); the step is refused, the weights are unchanged");
+                                                     std::to_string(k) + ": " + value + ")" + abandoned +
+                                                     "; the step is refused, the weights are unchanged");
     }
     sum_sq += part;
   }

@@ -49,6 +49,7 @@ class cpu_train_engine final : public train_engine {
   result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
+  void abandon_step() override;
   /// chunked_xxh3 of the manifest's byte stream (every tensor's float32 bytes in manifest order).
   std::uint64_t weights_digest() const override;
   const weight_manifest& manifest() const override { return manifest_; }

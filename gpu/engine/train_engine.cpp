@@ -81,7 +81,7 @@ result<train_step_result> train_engine::train_step(const std::vector<train_micro
   for (std::size_t i = 0; i < micro_batches.size(); ++i) {
     auto m = train_micro_batch(micro_batches[i], loss, counts, params);
     if (!m) {
-      zero_gradients();
+      abandon_step();
       return status{m.error().code(), "micro-batch " + std::to_string(i) + ": " + m.error().message()};
     }
     if (i == 0) out.metrics = m.value();

@@ -141,10 +141,18 @@ class train_engine {
   /// Drops accumulated gradients.
   virtual void zero_gradients() = 0;
 
+  /// After this rank's part of a step failed before its optimizer step: takes part in the
+  /// optimizer step's collectives with a gradient that is not finite, so every other
+  /// data-parallel rank refuses the step at once (the gradient is not finite) instead of waiting
+  /// for this one until the group's timeout. No rank's weights change; the gradients are zeroed.
+  /// Without a data-parallel group it only zeroes the gradients.
+  virtual void abandon_step() = 0;
+
   /// One whole step over this rank's micro-batches (possibly none): each micro-batch's forward,
   /// loss and backward, then the optimizer step (every rank of a data-parallel group must call it
   /// once per step). On failure the gradients are zeroed and the weights are those before the
-  /// call; the error names the micro-batch or the optimizer step.
+  /// call; the error names the micro-batch or the optimizer step. A failed micro-batch abandons
+  /// the step (abandon_step), so the other data-parallel ranks fail it too, at once.
   virtual result<train_step_result> train_step(const std::vector<train_micro_batch_data>& micro_batches,
                                                const ops::pg_loss_settings& loss, const global_counts& counts,
                                                const ops::sampling_params& params);

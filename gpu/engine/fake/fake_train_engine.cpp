@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <system_error>
@@ -218,8 +219,8 @@ result<optimizer_result> fake_train_engine::optimizer_step() {
     zero_gradients();
     return s;
   }
-  if (failures_.take(fake_train_operation::optimizer_step)) {
-    zero_gradients();
+  if (failures_.take(fake_train_operation::optimizer_step)) {  // as a real failure would: the peers are told
+    abandon_step();
     return injected(fake_train_operation::optimizer_step);
   }
   ensure_gradients();
@@ -233,6 +234,15 @@ result<optimizer_result> fake_train_engine::optimizer_step() {
   double norm2 = 0;
   for (const float g : gradients_) norm2 += (static_cast<double>(g) / dp) * (static_cast<double>(g) / dp);
   const double norm = std::sqrt(norm2);
+  if (!std::isfinite(norm)) {
+    zero_gradients();
+    return fail(status_code::invalid_argument,
+                "optimizer_step: the gradient is not finite" +
+                    std::string(dp > 1 ? " (after the all-reduce over " + std::to_string(dp) +
+                                             " ranks: a rank whose micro-batch failed abandons the step this way)"
+                                       : "") +
+                    "; the step is refused, the weights are unchanged");
+  }
   const double clip = train_.max_grad_norm > 0 && norm > train_.max_grad_norm ? train_.max_grad_norm / (norm + 1e-6) : 1.0;
   const double lr = scheduled_lr(train_, step_);
   const auto factor = static_cast<float>(lr * clip / dp);
@@ -241,6 +251,16 @@ result<optimizer_result> fake_train_engine::optimizer_step() {
   hash_.reset();
   ++step_;
   return optimizer_result{norm, lr, step_};
+}
+
+void fake_train_engine::abandon_step() {
+  zero_gradients();
+  if (!group_ || state_ != train_memory_state::resident) return;
+  ensure_gradients();
+  if (gradients_.empty()) return;
+  gradients_[0] = std::numeric_limits<float>::quiet_NaN();
+  (void)group_->all_reduce(std::span<float>(gradients_));  // the peers' optimizer steps see it and refuse
+  zero_gradients();
 }
 
 void fake_train_engine::zero_gradients() {

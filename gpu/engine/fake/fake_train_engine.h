@@ -61,6 +61,7 @@ class fake_train_engine final : public train_engine {
   result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
+  void abandon_step() override;
   /// weight_hash(): chunked_xxh3 of the weight stream.
   std::uint64_t weights_digest() const override { return weight_hash(); }
   const weight_manifest& manifest() const override { return manifest_; }

@@ -110,6 +110,38 @@ BOOST_AUTO_TEST_CASE(two_data_parallel_ranks_stay_bitwise_identical_and_agree_wi
   BOOST_TEST(worst < 1e-5, "two ranks vs one: max |difference| " << worst);
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_whose_micro_batch_fails_abandons_the_step_so_its_peer_refuses_it_at_once) {
+  // Without abandon_step the peer would wait in the gradient all-reduce for the failed rank.
+  temp_dir t;
+  auto group = tg::make_local_group(2);
+  auto r0 = engine(t, {}, group[0].get()), r1 = engine(t, {}, group[1].get());
+  const tg::global_counts counts{9, 2};
+  const auto before = bytes(r0->weights());
+  auto bad = batch(*r1, seq_b);
+  bad.mask.pop_back();  // one mask value short: the micro-batch is refused before its backward
+  std::string failed_rank_error;
+  std::thread other([&] {
+    const auto r = r1->train_step({bad}, {}, counts, {});
+    BOOST_REQUIRE(!r.has_value());
+    failed_rank_error = r.error().message();
+  });
+  const auto r = r0->train_step({batch(*r0, seq_a)}, {}, counts, {});
+  other.join();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message().find("is not finite (element 0: nan) (after the all-reduce over 2 ranks: a rank whose "
+                                      "micro-batch failed abandons the step this way)") != std::string::npos,
+             r.error().message());
+  BOOST_TEST(failed_rank_error.starts_with("micro-batch 0: "), failed_rank_error);
+  BOOST_TEST((bytes(r0->weights()) == before));
+  BOOST_TEST((bytes(r1->weights()) == before));
+  // Both dropped their gradients: the next step runs on both and keeps them equal.
+  std::thread again([&] { BOOST_REQUIRE(r1->train_step({batch(*r1, seq_b)}, {}, counts, {}).has_value()); });
+  BOOST_REQUIRE(r0->train_step({batch(*r0, seq_a)}, {}, counts, {}).has_value());
+  again.join();
+  BOOST_TEST((bytes(r0->weights()) == bytes(r1->weights())));
+  BOOST_TEST((bytes(r0->weights()) != before));
+}
+
 BOOST_AUTO_TEST_CASE(a_non_finite_gradient_refuses_the_step_naming_the_first_non_finite_tensor) {
   temp_dir t;
   auto e = engine(t);

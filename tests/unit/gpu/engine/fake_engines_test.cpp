@@ -228,6 +228,39 @@ BOOST_AUTO_TEST_CASE(the_same_training_on_two_engines_gives_the_same_weights) {
   BOOST_TEST(c.weight_hash() != a.weight_hash());
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_whose_micro_batch_fails_abandons_the_step_so_its_peer_refuses_it_at_once) {
+  auto group = make_local_group(2);
+  fake_train_engine r0(small_model(), {}, group[0].get()), r1(small_model(), {}, group[1].get());
+  const auto before = r0.weight_hash();
+  const auto micro_batch = [](fake_train_engine& e) {
+    train_micro_batch_data mb;
+    mb.sequences = {{1, 2, 3, 4}, {0, 4}};
+    mb.mask = {0, 1, 1, 1};
+    mb.advantages.assign(4, 1.0f);
+    mb.lp_prev = mb.lp_gen = *e.logprobs(mb.sequences, {});
+    return mb;
+  };
+  const auto mb0 = micro_batch(r0), mb1 = micro_batch(r1);
+  r1.fail_next(fake_train_operation::train_micro_batch);
+  std::string failed_rank_error;
+  std::thread other([&] {
+    const auto r = r1.train_step({mb1}, {}, {6, 2}, {});
+    failed_rank_error = r ? "" : r.error().message();
+  });
+  const auto r = r0.train_step({mb0}, {}, {6, 2}, {});
+  other.join();
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message().find("the gradient is not finite (after the all-reduce over 2 ranks") != std::string::npos,
+             r.error().message());
+  BOOST_TEST(failed_rank_error.find("micro-batch 0: ") == 0u, failed_rank_error);
+  BOOST_TEST(r0.weight_hash() == before);
+  BOOST_TEST(r1.weight_hash() == before);
+  std::thread again([&] { BOOST_TEST(r1.train_step({mb1}, {}, {6, 2}, {}).has_value()); });
+  BOOST_TEST(r0.train_step({mb0}, {}, {6, 2}, {}).has_value());
+  again.join();
+  BOOST_TEST(r0.weight_hash() == r1.weight_hash());
+}
+
 BOOST_AUTO_TEST_CASE(two_data_parallel_ranks_training_on_different_micro_batches_end_with_identical_weights) {
   auto group = make_local_group(2);
   const std::vector<std::vector<std::vector<std::int32_t>>> batches = {{{1, 2, 3, 4}}, {{9, 8, 7}, {6, 5}}};
