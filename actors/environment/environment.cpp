@@ -97,7 +97,11 @@ environment_actor::behavior_type environment_worker(environment_actor::pointer, 
     if (!score) return tandem_error(tandem_errc::invalid_config, "no scoring function (environment_config::score is empty)");
     score_result out;
     out.feedback.reserve(job.trajectories.size());
-    for (const auto& t : job.trajectories) out.feedback.push_back(score(t));
+    for (const auto& t : job.trajectories) {
+      auto f = score(t);
+      if (!f) return relay_error(f.error(), "scoring step " + std::to_string(job.step));
+      out.feedback.push_back(std::move(*f));
+    }
     return out;
   }};
 }

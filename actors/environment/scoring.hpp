@@ -7,13 +7,16 @@
 #include <functional>
 #include <span>
 
+#include <caf/expected.hpp>
+
 #include "actors/api/messages.hpp"
 
 namespace tandem {
 
-/// Scores one trajectory so far: a reward, and for multi-turn tasks the next observation.
+/// Scores one trajectory so far: a reward, and for multi-turn tasks the next observation, or the
+/// error that stops the step (a reward process that failed; the worker adds which trajectory).
 /// Called on an environment worker's thread; must be thread-safe when shared by several workers.
-using scoring_function = std::function<env_feedback(const trajectory&)>;
+using scoring_function = std::function<caf::expected<env_feedback>(const trajectory&)>;
 
 /// A reward of one response from its generated tokens (the prompt excluded).
 using token_reward = std::function<double(std::span<const std::int32_t> generated)>;

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <utility>
 
+#include "actors/environment/external_environment.hpp"
 #include "actors/runtime/recipe_settings.hpp"
 #include "gpu/core/exec_context.h"
 #include "gpu/engine/cpu_train_engine.h"
@@ -46,6 +47,7 @@ const char* name_of(config::environment_kind e) {
     case config::environment_kind::parity: return "parity";
     case config::environment_kind::arithmetic: return "arithmetic";
     case config::environment_kind::math: return "math";
+    case config::environment_kind::external: return "external";
   }
   return "?";
 }
@@ -301,10 +303,10 @@ gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const con
   if (recipe.data.validation_dataset)
     return not_built("data.validation_dataset: " + *recipe.data.validation_dataset +
                      ": datasets are not built yet (null with env.name parity: the parity task's held-out prompts)");
-  if (recipe.env.name != config::environment_kind::parity)
+  if (recipe.env.name != config::environment_kind::parity && recipe.env.name != config::environment_kind::external)
     return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
                      ": validation without data.validation_dataset uses the parity task's held-out prompts, so it "
-                     "needs env.name parity");
+                     "needs env.name parity or external");
   // Held out: the training set is parity_prompts(grpo.seed, ...); the validation set is the same
   // task's prompts of another seed, grpo.seed XOR 0x76616C6964617465 ("validate" in ASCII), so
   // its stream of prompts starts elsewhere and no training prompt is drawn from it.
@@ -313,10 +315,17 @@ gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const con
 }
 
 gpu::result<scoring_function> reward_for(const config::recipe_config& recipe) {
+  if (recipe.env.name == config::environment_kind::external) {
+    if (!recipe.env.external.command) return refused("env.name external needs env.external.command");
+    external_environment_settings e;
+    e.command = *recipe.env.external.command;
+    e.timeout = std::chrono::seconds(recipe.env.external.timeout_s);
+    e.processes = static_cast<std::size_t>(recipe.env.num_workers);
+    return external_scoring(std::move(e));
+  }
   if (recipe.env.name != config::environment_kind::parity)
     return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
-                     ": only the parity environment is built (an even last generated token scores 1); "
-                     "arithmetic and math are not built yet");
+                     ": the parity and external environments are built; arithmetic and math are not built yet");
   return single_turn([](std::span<const std::int32_t> generated) { return gpu::parity_reward(generated); });
 }
 

@@ -13,7 +13,7 @@ enum class compute_backend { cpu, cuda };
 enum class recompute_granularity { none, selective, full };
 enum class state_dtype { float32, bfloat16 };
 enum class importance_sampling_type { tis, icepop, seq_mask_tis };
-enum class environment_kind { parity, arithmetic, math };
+enum class environment_kind { parity, arithmetic, math, external };
 enum class engine_kind { gemma4, fake };
 
 struct reward_scaling_config {
@@ -132,9 +132,18 @@ struct data_config {
   bool shuffle{};
 };
 
+/// env.external.timeout_s's default (a rule refuses another value without env.name external).
+inline constexpr std::int64_t default_external_timeout_s = 60;
+
+struct external_env_config {
+  std::optional<std::string> command{};  ///< run as /bin/sh -c COMMAND
+  std::int64_t timeout_s{};
+};
+
 struct env_config {
   environment_kind name{};
   std::int64_t num_workers{};
+  external_env_config external{};
 };
 
 struct checkpoint_config {

@@ -69,7 +69,23 @@ class rule_checker {
                ": without CurveZMQ anyone who reaches the port can join the run or feed it weights");
   }
 
+  /// env.external.* configures env.name external only: set with another environment, it would be
+  /// ignored; external without a command has nothing to run.
+  void environment() {
+    const bool external = c_.env.name == environment_kind::external;
+    if (external && !c_.env.external.command)
+      fail({"env.name", "env.external.command"}, "env.name external needs env.external.command: the reward process to run");
+    if (external && c_.env.external.command && c_.env.external.command->find_first_not_of(" \t") == std::string::npos)
+      fail({"env.external.command"}, "is empty: name the reward process to run");
+    if (!external && c_.env.external.command)
+      fail({"env.external.command", "env.name"}, "is read only with env.name external; the environment is " +
+                                                      std::string(c_.env.name == environment_kind::parity ? "parity" : "another"));
+    if (!external && c_.env.external.timeout_s != default_external_timeout_s)
+      fail({"env.external.timeout_s", "env.name"}, "is read only with env.name external");
+  }
+
   void runtime() {
+    environment();
     network();
     const auto& rt = c_.runtime;
     const auto twice = checked_mul(2, rt.heartbeat_interval_ms);
@@ -210,11 +226,13 @@ class rule_checker {
   void validation_and_checkpoints() {
     const auto& g = c_.grpo;
     const bool validates = g.val_period > 0 || g.val_at_start || g.val_at_end;
-    // With no dataset, the parity task validates on held-out prompts of its own (another seed).
-    if (validates && !c_.data.validation_dataset && c_.env.name != environment_kind::parity)
+    // With no dataset, the parity task validates on held-out prompts of its own (another seed),
+    // which an external environment scores as it scores the training prompts.
+    if (validates && !c_.data.validation_dataset && c_.env.name != environment_kind::parity &&
+        c_.env.name != environment_kind::external)
       fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset", "env.name"},
-           "validation is on but data.validation_dataset is null; only env.name parity validates without one (on "
-           "the parity task's held-out prompts)");
+           "validation is on but data.validation_dataset is null; only env.name parity or external validates without "
+           "one (on the parity task's held-out prompts)");
     const auto& m = c_.checkpointing.metric_name;
     if (c_.checkpointing.enabled && m && m->starts_with("val:") && !validates)
       fail({"checkpointing.metric_name", "grpo.val_period"},

@@ -287,11 +287,19 @@ void declare_data_env(schema& s) {
   key(s, "data.shuffle", "Shuffle training prompts each epoch (seeded by grpo.seed)").boolean(true)
       .to([](R& r) -> auto& { return r.data.shuffle; })
       .part_of("data.train_dataset");
-  key(s, "env.name", "Reward environment: parity (the synthetic task of data.train_dataset null: an even last generated token scores 1), arithmetic (built-in demo task) or math (answer checker)")
+  key(s, "env.name", "Reward environment: parity (the synthetic task of data.train_dataset null: an even last generated token scores 1), external (a process of yours scores each trajectory: env.external.command), arithmetic (built-in demo task) or math (answer checker)")
       .choice<environment_kind>({{"parity", environment_kind::parity}, {"arithmetic", environment_kind::arithmetic},
-                                 {"math", environment_kind::math}},
+                                 {"math", environment_kind::math}, {"external", environment_kind::external}},
                                 "parity", [](R& r) -> auto& { return r.env.name; })
-      .not_built_unless([](const R& r) { return r.env.name; }, environment_kind::parity, "math", "only the parity environment is built (an even last generated token scores 1); arithmetic and math are not built yet");
+      .not_built_when([](const R& r) { return r.env.name == environment_kind::arithmetic || r.env.name == environment_kind::math; },
+                      "math", "the parity and external environments are built; arithmetic and math are not built yet")
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit");
+  key(s, "env.external.command", "env.name external: the reward process, run as /bin/sh -c COMMAND in the directory tandem runs in; JSON lines on its stdin and stdout, one trajectory and one {\"reward\": R} per line (tools/external_reward_example.py)")
+      .string("").null_default().to([](R& r) -> auto& { return r.env.external.command; })
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit");
+  key(s, "env.external.timeout_s", "env.name external: seconds the process may take to answer one trajectory before the step fails naming it")
+      .integer(default_external_timeout_s).at_least(1).at_most(86400).to([](R& r) -> auto& { return r.env.external.timeout_s; })
+      .shown_by("tests/actors/environment/external_environment_test.cpp: a process that hangs past the timeout fails the step naming the trajectory and its prompt");
   key(s, "env.num_workers", "Threads scoring trajectories").integer(4).at_least(1).at_most(256)
       .to([](R& r) -> auto& { return r.env.num_workers; })
       .shown_by("tests/actors/environment/environment_test.cpp: a pool scores every trajectory in job order whatever the split over its workers");

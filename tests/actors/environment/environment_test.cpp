@@ -63,13 +63,13 @@ CAF_TEST(the parity scoring rewards an even last generated token with 1 and anyt
   const scoring_function parity = parity_scoring();
   trajectory t;
   t.prompt = {4};  // the prompt does not count
-  CAF_CHECK_EQUAL(parity(t).reward, 0.0);
+  CAF_CHECK_EQUAL(parity(t)->reward, 0.0);
   t.tokens = {3, 8};
-  CAF_CHECK_EQUAL(parity(t).reward, 1.0);
-  CAF_CHECK(parity(t).done);
-  CAF_CHECK(!parity(t).next_observation.has_value());
+  CAF_CHECK_EQUAL(parity(t)->reward, 1.0);
+  CAF_CHECK(parity(t)->done);
+  CAF_CHECK(!parity(t)->next_observation.has_value());
   t.tokens = {8, 3};
-  CAF_CHECK_EQUAL(parity(t).reward, 0.0);
+  CAF_CHECK_EQUAL(parity(t)->reward, 0.0);
 }
 
 CAF_TEST_FIXTURE_SCOPE(environment_tests, fixture)

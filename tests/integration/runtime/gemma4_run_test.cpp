@@ -203,6 +203,44 @@ BOOST_AUTO_TEST_CASE(colocated_and_dedicated_gemma4_runs_of_one_recipe_and_seed_
   BOOST_TEST(rollout_workers[1].size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit) {
+  // tools/external_reward_example.py scores the parity task in Python, one process per scoring
+  // worker, over JSON lines: the run must be the built-in parity run, reward for reward.
+  constexpr std::size_t steps = 3;
+  const finished_run parity = run_recipe(colocated_gemma4, steps);
+  const finished_run external = run_recipe(
+      colocated_gemma4, steps,
+      {"env.name=external", "env.external.command=python3 " + std::string(TANDEM_SOURCE_DIR) + "/tools/external_reward_example.py"});
+  BOOST_TEST((external.recipe.env.name == tandem::config::environment_kind::external));
+  BOOST_TEST_REQUIRE(parity.metrics.size() == steps);
+  BOOST_TEST_REQUIRE(external.metrics.size() == steps);
+  for (std::size_t n = 0; n < steps; ++n)
+    BOOST_TEST(placement_free(parity.metrics[n]).dump() == placement_free(external.metrics[n]).dump(),
+               "step " << n + 1 << "'s metrics differ:\n  parity   " << parity.metrics[n].dump() << "\n  external "
+                       << external.metrics[n].dump());
+  BOOST_TEST_REQUIRE(parity.generations.size() == external.generations.size());
+  for (std::size_t i = 0; i < parity.generations.size(); ++i)
+    BOOST_TEST(placement_free(parity.generations[i]).dump() == placement_free(external.generations[i]).dump());
+}
+
+BOOST_AUTO_TEST_CASE(an_external_environment_that_answers_garbage_fails_the_run_naming_the_trajectory_and_its_prompt) {
+  tandem::test::temp_dir dir;
+  child_process run({tandem_binary, "run", colocated_gemma4, "logger.log_dir=" + dir.path().string(), "grpo.max_num_steps=2",
+                     "env.name=external", "env.external.command=while read line; do echo not-json; done"});
+  const int code = run.exit_code(std::chrono::milliseconds(100000));
+  BOOST_TEST(code != 0, run.output());
+  const std::string said = run.out() + run.err();
+  // Two scoring workers: whichever trajectory is scored first fails the step, named with its prompt.
+  const std::string named = "external environment `while read line; do echo not-json; done`: trajectory ";
+  const auto at = said.find("the run failed: step 1: driver: step 0: scoring: environment worker ");
+  BOOST_TEST_REQUIRE(at != std::string::npos, said);
+  const std::string line = said.substr(at, said.find('\n', at) - at);
+  BOOST_TEST(line.find(named) != std::string::npos, line);
+  BOOST_TEST(line.find(", sample ") != std::string::npos, line);
+  BOOST_TEST(line.find("(prompt ") != std::string::npos, line);
+  BOOST_TEST(line.ends_with("the answer is not a JSON object; it answered: not-json"), line);
+}
+
 BOOST_AUTO_TEST_CASE(a_gemma4_run_with_two_optimizer_steps_per_step_and_the_kl_term_clips_its_later_steps_and_pays_kl_to_the_reference) {
   // 16 rollouts per step in global batches of 8: two optimizer steps, the second against lp_prev
   // of the weights before the first, so its PPO ratio leaves 1. Clips tight enough to fire at a

@@ -348,12 +348,12 @@ BOOST_AUTO_TEST_CASE(env_parity_scores_the_parity_reward_of_the_generated_tokens
   BOOST_TEST_REQUIRE(bool(reward), refusal(reward));
   tandem::trajectory t;
   t.prompt = {2};  // the prompt does not count
-  BOOST_TEST((*reward)(t).reward == 0.0);
+  BOOST_TEST((*reward)(t)->reward == 0.0);
   t.tokens = {3, 8};
-  BOOST_TEST((*reward)(t).reward == 1.0);
-  BOOST_TEST((*reward)(t).done);
+  BOOST_TEST((*reward)(t)->reward == 1.0);
+  BOOST_TEST((*reward)(t)->done);
   t.tokens = {8, 3};
-  BOOST_TEST((*reward)(t).reward == 0.0);
+  BOOST_TEST((*reward)(t)->reward == 0.0);
   BOOST_TEST(bool(tandem::reward_for(recipe_of({}))));  // parity is the default
 }
 
@@ -363,8 +363,8 @@ BOOST_AUTO_TEST_CASE(env_math_and_arithmetic_are_refused_as_not_built_naming_the
     BOOST_TEST_REQUIRE(!reward, name);
     BOOST_TEST((reward.error().code() == tg::status_code::unsupported));
     BOOST_TEST(reward.error().message() == "env.name: " + name +
-                                               ": only the parity environment is built (an even last generated token "
-                                               "scores 1); arithmetic and math are not built yet");
+                                               ": the parity and external environments are built; arithmetic and math "
+                                               "are not built yet");
   }
 }
 
