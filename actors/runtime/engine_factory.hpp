@@ -20,7 +20,8 @@
 // starts, and the recipe every member receives names that directory (an absolute path). A name
 // that is not a directory (a published org/name) is refused naming the key; nothing is downloaded.
 // policy.generation.stop_token_ids null ends every response at the checkpoint's eos ids
-// (config.json eos_token_id); a list, even an empty one, replaces them.
+// (config.json's eos_token_id, and those generation_config.json adds); a list, even an empty one,
+// replaces them.
 //
 // The generator's KV cache (gemma4). It is sized for what generation can use: max_num_sequences
 // running sequences of policy.max_total_sequence_length tokens at once (each with the blocks of

@@ -5,6 +5,7 @@
 
 #include "gpu/model/json_text.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -595,23 +596,60 @@ result<model_config> parse_model_config(std::string_view json_text,
   }
 }
 
+namespace {
+
+/// The file's text; an error names it.
+result<std::string> read_text_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return status(status_code::io_error, file.string() + ": cannot open for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return status(status_code::io_error, file.string() + ": read failed");
+  return text.str();
+}
+
+/// Adds the eos ids of DIR/generation_config.json, when the file is there, to `c`'s (those it
+/// lacks, in the file's order).
+status add_generation_eos(const std::filesystem::path& dir, model_config& c) {
+  const std::filesystem::path file = dir / "generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return status::ok();
+  auto text = read_text_file(file);
+  if (!text) return text.error();
+  try {
+    auto root = parse_json_strict(*text, file.string());
+    if (!root) return root.error();
+    if (!root->is_object()) return status(status_code::invalid_argument, file.string() + ": expected a JSON object");
+    const std::string name = file.string();  // the reader keeps a reference to it
+    const object_reader r(*root, "", name);
+    if (!r.has("eos_token_id")) return status::ok();
+    for (const int64_t id : read_eos(r))
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) c.eos_token_ids.push_back(id);
+    return status::ok();
+  } catch (const config_error& e) {
+    return e.error;
+  }
+}
+
+}  // namespace
+
 result<model_config> load_model_config(const std::filesystem::path& path) {
   try {
     std::error_code ec;
-    const std::filesystem::path file =
-        std::filesystem::is_directory(path, ec) ? path / "config.json" : path;
+    const bool directory = std::filesystem::is_directory(path, ec);
+    const std::filesystem::path file = directory ? path / "config.json" : path;
     const std::string name = file.string();
     if (!std::filesystem::is_regular_file(file, ec)) {
       const bool missing = !std::filesystem::exists(file, ec);
       return status(missing ? status_code::not_found : status_code::io_error,
                     name + (missing ? ": no such file" : ": not a regular file"));
     }
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return status(status_code::io_error, name + ": cannot open for reading");
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in.bad()) return status(status_code::io_error, name + ": read failed");
-    return parse_model_config(text.str(), name);
+    auto text = read_text_file(file);
+    if (!text) return text.error();
+    auto c = parse_model_config(*text, name);
+    if (!c || !directory) return c;
+    if (status s = add_generation_eos(path, c.value()); !s) return s;
+    return c;
   } catch (const std::exception& e) {
     return status(status_code::io_error, path.string() + ": " + e.what());
   }

@@ -80,7 +80,10 @@ struct model_config {
   bool tie_word_embeddings = true;    ///< lm_head.weight is embed_tokens.weight
   std::optional<int64_t> pad_token_id = 0;   ///< padding_idx of both embeddings (zero-grad row)
   std::optional<int64_t> bos_token_id = 2;   ///< beginning-of-sequence token
-  std::vector<int64_t> eos_token_ids{1};     ///< end-of-sequence token(s)
+  /// End-of-sequence token(s): config.json's, then those of generation_config.json beside it
+  /// that it lacks (load_model_config of a directory; Gemma 4's generation config adds <turn|> and
+  /// <|tool_response>), as a generator that reads both stops at either.
+  std::vector<int64_t> eos_token_ids{1};
   int64_t max_position_embeddings = 131072;  ///< longest supported position (RoPE unaffected)
   std::string hidden_activation = "gelu_pytorch_tanh";  ///< MLP/expert/PLE-gate activation
   std::string use_bidirectional_attention;  ///< "" (null) or "vision"; no effect on text-only
@@ -119,6 +122,8 @@ result<model_config> parse_model_config(std::string_view json_text, const std::s
 
 /// Reads and parses `path`: a config.json file or a directory holding one. A missing file is
 /// not_found, an unreadable one io_error. Never throws.
+/// `path`: a checkpoint directory (its config.json, and generation_config.json's eos ids when the
+/// file is there) or a config file. A malformed generation_config.json is an error naming it.
 result<model_config> load_model_config(const std::filesystem::path& path);
 
 }  // namespace tandem::gpu

@@ -214,7 +214,7 @@ void declare_policy(schema& s) {
   key(s, "policy.generation.top_k", "Sample among the k most likely tokens (null: off)").integer(0)
       .null_default().at_least(1).to([](R& r) -> auto& { return r.policy.generation.top_k; })
       .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_sampling_keys_reach_generation_and_scoring").at_most(2147483647.0);
-  key(s, "policy.generation.stop_token_ids", "Token ids that end a response (null: the model's eos ids)")
+  key(s, "policy.generation.stop_token_ids", "Token ids that end a response (null: the model's eos ids, config.json's and generation_config.json's)")
       .integer_list().null_default().at_least(0)
       .to([](R& r) -> auto& { return r.policy.generation.stop_token_ids; })
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: stop_token_ids_end_every_response_at_its_first_stop_token; tests/unit/actors/runtime/engine_factory_test.cpp: stop_token_ids_null_ends_gemma4_responses_at_the_models_eos_ids_and_a_list_replaces_them").at_most(2147483647.0);

@@ -4,6 +4,9 @@
 #include "gpu/model/config.h"
 
 #include <boost/test/unit_test.hpp>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -355,6 +358,38 @@ BOOST_AUTO_TEST_CASE(a_config_loads_from_its_file_or_its_directory) {
   BOOST_REQUIRE(from_dir.has_value());
   BOOST_REQUIRE(from_file.has_value());
   BOOST_TEST((*from_dir == *from_file));
+}
+
+BOOST_AUTO_TEST_CASE(the_eos_ids_of_generation_config_json_beside_the_config_join_its_own) {
+  // Gemma 4's config.json names <eos> and <turn|>; its generation config adds <|tool_response>.
+  const auto dir = std::filesystem::temp_directory_path() / ("tandem-genconfig-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(source_path("configs/models/tiny-all/config.json"), dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto write = [&](const std::string& text) { std::ofstream(dir / "generation_config.json") << text; };
+  const auto own = tg::load_model_config(dir / "config.json");  // a file: its own ids only
+  BOOST_REQUIRE(own.has_value());
+  write(R"({"bos_token_id": 2, "eos_token_id": [106, 1, 50], "pad_token_id": 0})");
+  auto c = tg::load_model_config(dir);
+  BOOST_REQUIRE_MESSAGE(c.has_value(), (c.has_value() ? "" : c.error().message()));
+  std::vector<int64_t> want = own->eos_token_ids;
+  for (const int64_t id : {106, 1, 50})
+    if (std::find(want.begin(), want.end(), id) == want.end()) want.push_back(id);
+  BOOST_TEST(c->eos_token_ids == want, boost::test_tools::per_element());
+  write(R"({"eos_token_id": 7})");
+  c = tg::load_model_config(dir);
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->eos_token_ids.back() == 7);
+  write(R"({"do_sample": true})");  // no eos ids: config.json's stand
+  BOOST_TEST(tg::load_model_config(dir)->eos_token_ids == own->eos_token_ids, boost::test_tools::per_element());
+  write(R"({"eos_token_id": "x"})");
+  const auto bad = tg::load_model_config(dir);
+  BOOST_REQUIRE(!bad.has_value());
+  const std::string said = bad.error().message();
+  BOOST_TEST(said == (dir / "generation_config.json").string() + ": eos_token_id: expected a non-negative integer, got \"x\"");
+  write("{not json");
+  BOOST_TEST(!tg::load_model_config(dir).has_value());
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_json_is_reported_with_its_line_and_column) {
