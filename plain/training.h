@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "plain/fields.h"
@@ -97,10 +98,10 @@ void fold_metric(std::string_view name, T& mine, const T& theirs) {
 }  // namespace detail
 
 inline void pg_loss_metrics::merge(const pg_loss_metrics& o) {
-  pg_loss_metrics other = o;
+  auto& other = const_cast<pg_loss_metrics&>(o);  // only read: the list takes non-const members
   fields(
       [&](auto... mine) {
-        fields([&](auto... theirs) { (detail::fold_metric(mine.name, mine.value, theirs.value), ...); }, other);
+        fields([&](auto... theirs) { (detail::fold_metric(mine.name, mine.value, std::as_const(theirs.value)), ...); }, other);
       },
       *this);
 }

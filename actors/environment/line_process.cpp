@@ -38,8 +38,7 @@ line_process::~line_process() {
     int status = 0;
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_ || (r < 0 && errno != EINTR)) {
-      ::close(from_child_);
-      pid_ = -1;
+      forget();
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -107,11 +106,15 @@ std::string line_process::stop() {
     }
     if (r < 0 && errno != EINTR) break;
   }
+  forget();
+  return how;
+}
+
+void line_process::forget() {
   if (to_child_ >= 0) ::close(to_child_);
-  ::close(from_child_);
+  if (from_child_ >= 0) ::close(from_child_);
   to_child_ = from_child_ = -1;
   pid_ = -1;
-  return how;
 }
 
 bool line_process::write_all(const std::string& bytes, std::string& problem) {
@@ -184,10 +187,7 @@ bool line_process::exchange(const std::string& line, std::chrono::milliseconds t
         const pid_t r = ::waitpid(pid_, &status, WNOHANG);
         if (r == pid_) {
           problem += " (the process " + exit_text(status) + ")";
-          if (to_child_ >= 0) ::close(to_child_);
-          ::close(from_child_);
-          to_child_ = from_child_ = -1;
-          pid_ = -1;
+          forget();
           return false;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

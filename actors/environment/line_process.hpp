@@ -35,6 +35,8 @@ class line_process {
   bool start(std::string& problem);
   /// Kills (SIGKILL) and reaps the process; how it ended, for an error message.
   std::string stop();
+  /// Closes the pipes of a process that is gone (reaped) and marks none running.
+  void forget();
   bool write_all(const std::string& bytes, std::string& problem);
 
   std::string command_;

@@ -2,8 +2,6 @@
 #include "gpu/model/checkpoint_files.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "gpu/model/checkpoint_index.h"
 #include "gpu/model/json_text.h"
@@ -16,15 +14,6 @@ namespace fs = std::filesystem;
 bool is_file(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);
-}
-
-result<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return status(status_code::io_error, p.string() + ": cannot open for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return status(status_code::io_error, p.string() + ": read failed");
-  return text.str();
 }
 
 }  // namespace
@@ -76,7 +65,7 @@ result<checkpoint_files> checkpoint_files::open(const fs::path& dir) {
     c.sharded_ = true;
     c.manifest_ = dir / index_file_name;
     const std::string source = c.manifest_.string();
-    auto text = read_text(c.manifest_);
+    auto text = read_text_file(c.manifest_);
     if (!text) return text.error();
     auto index = parse_checkpoint_index(*text, source);
     if (!index) return index.error();

@@ -6,10 +6,8 @@
 #include "gpu/model/json_text.h"
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace tandem::gpu {
 namespace {
@@ -597,16 +595,6 @@ result<model_config> parse_model_config(std::string_view json_text,
 }
 
 namespace {
-
-/// The file's text; an error names it.
-result<std::string> read_text_file(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return status(status_code::io_error, file.string() + ": cannot open for reading");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return status(status_code::io_error, file.string() + ": read failed");
-  return text.str();
-}
 
 /// Adds the eos ids of DIR/generation_config.json, when the file is there, to `c`'s (those it
 /// lacks, in the file's order).

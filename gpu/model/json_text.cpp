@@ -2,10 +2,21 @@
 // object catches duplicates, the callback's depth bounds nesting.
 #include "gpu/model/json_text.h"
 
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <vector>
 
 namespace tandem::gpu {
+
+result<std::string> read_text_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return status(status_code::io_error, file.string() + ": cannot open for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return status(status_code::io_error, file.string() + ": read failed");
+  return text.str();
+}
 namespace {
 
 using json = nlohmann::json;

@@ -3,6 +3,7 @@
 // twice in one object is an error (most parsers silently keep the last), and nesting is bounded.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -10,6 +11,9 @@
 #include "gpu/core/status.h"
 
 namespace tandem::gpu {
+
+/// The whole text of `file`; io_error "FILE: cannot open for reading" or "FILE: read failed".
+result<std::string> read_text_file(const std::filesystem::path& file);
 
 /// Parses `text`. Errors are invalid_argument and read "SOURCE: invalid JSON at line 3, column
 /// 21: ...", "SOURCE: duplicate key 'text_config.hidden_size'" or "SOURCE: JSON nested deeper than
