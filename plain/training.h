@@ -160,7 +160,18 @@ struct optimizer_share {
   }
 };
 
-/// One RL train step on the sequences of the rank's last logprobs job: for each optimizer step in
+/// What a train job minimises. The values are wire codes.
+///   policy_gradient: the recipe's clipped policy-gradient loss (the RL phase), with the job's
+///                    advantages;
+///   cross_entropy:   next-token cross-entropy of each sequence's generated part (its target), the
+///                    supervised warm-up; advantages are ignored, the loss multipliers still apply.
+enum class train_objective : std::uint8_t { policy_gradient = 0, cross_entropy = 1 };
+
+constexpr bool known(train_objective o) {
+  return o == train_objective::policy_gradient || o == train_objective::cross_entropy;
+}
+
+/// One train step on the sequences of the rank's last logprobs job: for each optimizer step in
 /// order, its micro-batches (cut by token budget) and the optimizer step. The loss settings are
 /// not in it: every rank derives them from the recipe.
 struct train_job {
@@ -172,13 +183,15 @@ struct train_job {
   std::vector<optimizer_share> optimizer_steps;  ///< >= 1; their sequences add up to the job's
   std::int64_t micro_batch_tokens = 1024;        ///< token budget of a micro-batch, > 0
   sampling_params sampling;              ///< the distribution the logprobs are taken under
+  train_objective objective = train_objective::policy_gradient;  ///< the rank takes each one's learning rate from the recipe
   bool operator==(const train_job&) const = default;
 
   template <class F>
   static decltype(auto) fields(F&& f, train_job& x) {
     return f(named("step", x.step), named("version", x.version), named("advantages", x.advantages),
              named("loss_multipliers", x.loss_multipliers), named("optimizer_steps", x.optimizer_steps),
-             named("micro_batch_tokens", x.micro_batch_tokens), named("sampling", x.sampling));
+             named("micro_batch_tokens", x.micro_batch_tokens), named("sampling", x.sampling),
+             named("objective", x.objective));
   }
 };
 

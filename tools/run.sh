@@ -2,9 +2,9 @@
 # Builds tandem and runs a recipe: the default one (configs/recipes/tiny-cpu.yaml) or the one given,
 # with any key=value overrides after it (`--dry-run` prints the plan instead).
 #
-# Until the Gemma 4 engines run in the RL loop, the tiny recipes set runtime.engine: fake: the whole
-# runtime (member processes, control and data planes, training steps, refits) over a deterministic
-# fake model. A recipe asking for something not built yet is refused, with the list.
+# The default recipe trains the tiny arithmetic model (configs/models/tiny-arithmetic) with the
+# Gemma 4 CPU engines: a supervised warm-up, then GRPO. A recipe asking for something not built yet
+# is refused, with the list.
 #
 # --fresh: a run directory (logger.log_dir, logs/tiny-cpu by default) that holds an earlier run is
 # left as it is and this run writes to the first free sibling (logs/tiny-cpu.2, ...), so running

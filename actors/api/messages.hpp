@@ -49,6 +49,11 @@ struct trajectory : gpu::finished_sequence {
   std::uint32_t round = 0;               ///< the request's rng.round: the step's generation round (dynamic sampling)
   std::vector<std::int32_t> prompt;      ///< prompt tokens
   std::string worker;                    ///< the rollout worker that generated it
+  /// Set by the driver before scoring: the prompt's position in its prompt set (a dataset's
+  /// record order: the line's record, blank lines not counted) and the record's reference
+  /// answer, empty when the task has none.
+  std::uint64_t record = 0;
+  std::string answer;
 };
 
 /// A rollout worker's answer to a generate_job: trajectories in the order of the job's requests.
@@ -91,6 +96,7 @@ using plain::logprobs_job;
 using plain::logprobs_result;
 using plain::optimizer_share;
 using plain::train_job;
+using plain::train_objective;
 using plain::train_report;
 
 /// The policy's refit manifest, sent once at the handshake.
@@ -216,6 +222,9 @@ struct driver_event {
 
 struct step_report {
   std::uint32_t step = 0;
+  /// A step of the supervised warm-up: its trajectories are the examples (target tokens as
+  /// generated tokens, no logprobs), trained on with the cross-entropy; no rewards, no advantages.
+  bool supervised = false;
   weight_version generated_with = 0;      ///< the version every trajectory carries
   weight_version trained_to = 0;          ///< the version after the optimizer step, live after the refit
   std::vector<trajectory> trajectories;   ///< in request-id order

@@ -30,6 +30,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(tandem, caf::first_custom_type_id)
   CAF_ADD_ATOM(tandem, tandem, deadline_atom, "deadline")
   // driver; "lost" is the supervisor's worker-lost notice (actors/supervisor/supervisor.hpp)
   CAF_ADD_ATOM(tandem, tandem, step_atom, "step")
+  CAF_ADD_ATOM(tandem, tandem, sft_step_atom, "sft_step")
   CAF_ADD_ATOM(tandem, tandem, member_lost_atom, "lost")
   // environment
   CAF_ADD_ATOM(tandem, tandem, score_atom, "score")

@@ -18,6 +18,7 @@
 #include "actors/refit_coordinator/refit_coordinator.hpp"
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
+#include "actors/runtime/run_task.hpp"
 #include "orchestration/rl/step_settings.h"
 
 namespace tandem {
@@ -33,8 +34,9 @@ struct rl_loop_state {
   environment_actor environment;
   driver_actor driver;
   validation_actor validation;  // null when the recipe does not validate
-  std::int64_t steps = 0;
-  std::int64_t done = 0;
+  std::int64_t sft_steps = 0;  // the warm-up's (sft.max_num_steps), before the RL steps
+  std::int64_t steps = 0;      // the RL phase's
+  std::int64_t done = 0;       // steps of both phases done
   bool stop_requested = false;  // rl_stop: no step starts after the one in flight
   std::chrono::steady_clock::time_point started;
   bool finished = false;
@@ -67,6 +69,7 @@ json trajectory_record(const step_report& r, std::size_t i, std::uint64_t seed) 
               {"rng", {{"seed", seed}, {"step", r.step}, {"round", t.round}, {"prompt", t.prompt_index}, {"sample", t.sample_index}}},
               {"prompt_index", t.prompt_index},
               {"sample_index", t.sample_index},
+              {"record", t.record},
               {"prompt", t.prompt},
               {"tokens", t.tokens},
               {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"},
@@ -88,11 +91,11 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
                                                  const socket_thread::traffic_counts& traffic, double seconds,
                                                  const validation_report* validation = nullptr) {
   const auto& files = st.s.records;
-  if (files.generations)
+  if (files.generations && !r.supervised)
     for (std::size_t i = 0; i < r.trajectories.size(); ++i)
       if (auto e = files.generations->append(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)).dump()))
         return e;
-  json record = step_record(r, traffic, seconds, st.metric_settings);
+  json record = r.supervised ? sft_step_record(r, traffic, seconds) : step_record(r, traffic, seconds, st.metric_settings);
   if (validation) add_validation_metrics(record, *validation);
   if (files.metrics)
     if (auto e = files.metrics->append(record.dump())) return e;
@@ -112,10 +115,14 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
 
 void next_step(loop_ptr self);
 
+/// With a warm-up, a pass also runs right after its last step (the figure RL starts from), and
+/// val_period counts RL steps.
 bool validates_after(const rl_loop_state& st, std::int64_t done) {
   const auto& g = st.s.recipe.grpo;
   if (!st.validation || st.stop_requested) return false;
-  return (g.val_period > 0 && done % g.val_period == 0) || (g.val_at_end && done == st.steps);
+  if (done <= st.sft_steps) return done == st.sft_steps && st.sft_steps > 0;
+  const std::int64_t rl = done - st.sft_steps;
+  return (g.val_period > 0 && rl % g.val_period == 0) || (g.val_at_end && rl == st.steps);
 }
 
 /// "validation after step 5: accuracy 0.562 over 32 prompts in 1 round, avg length 7.5, 0.41 s"
@@ -200,27 +207,39 @@ void validate_first(loop_ptr self, weight_version live) {
 
 void next_step(loop_ptr self) {
   auto& st = self->state;
+  const std::int64_t total = st.sft_steps + st.steps;
   if (st.stop_requested)
-    return finish(self, true, std::to_string(st.done) + " of " + std::to_string(st.steps) + " steps done; stopped on request");
-  if (st.done == st.steps) {
+    return finish(self, true, std::to_string(st.done) + " of " + std::to_string(total) + " steps done; stopped on request");
+  if (st.done == total) {
     const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
-    char text[128];
-    std::snprintf(text, sizeof text, "%lld steps done in %.1f s", static_cast<long long>(st.done), seconds);
+    char text[160];
+    if (st.sft_steps > 0)
+      std::snprintf(text, sizeof text, "%lld warm-up and %lld RL steps done in %.1f s", static_cast<long long>(st.sft_steps),
+                    static_cast<long long>(st.steps), seconds);
+    else
+      std::snprintf(text, sizeof text, "%lld steps done in %.1f s", static_cast<long long>(st.done), seconds);
     return finish(self, true, text);
   }
+  const bool warm_up = st.done < st.sft_steps;
   const auto before = st.s.socket ? st.s.socket->traffic() : socket_thread::traffic_counts{};
   const auto t0 = std::chrono::steady_clock::now();
-  self->request(st.driver, caf::infinite, step_atom_v)
-      .then(
-          [self, before, t0](step_report& r) {
-            auto& st = self->state;
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const auto traffic = st.s.socket ? minus(st.s.socket->traffic(), before) : socket_thread::traffic_counts{};
-            ++st.done;
-            say(self, format_step_line(r, {st.done, st.steps, traffic, seconds}));
-            record_step(self, std::move(r), traffic, seconds);
-          },
-          [self](caf::error& e) { finish(self, false, "step " + std::to_string(self->state.done + 1) + ": " + error_text(e)); });
+  auto answered = [self, before, t0](step_report& r) {
+    auto& st = self->state;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const auto traffic = st.s.socket ? minus(st.s.socket->traffic(), before) : socket_thread::traffic_counts{};
+    ++st.done;
+    // Lines count each phase's own steps; records number every step of the run.
+    const bool sft = st.done <= st.sft_steps;
+    say(self, format_step_line(r, {sft ? st.done : st.done - st.sft_steps, sft ? st.sft_steps : st.steps, traffic, seconds}));
+    record_step(self, std::move(r), traffic, seconds);
+  };
+  auto failed = [self, warm_up](caf::error& e) {
+    auto& st = self->state;
+    finish(self, false, warm_up ? "warm-up step " + std::to_string(st.done + 1) + ": " + error_text(e)
+                                : "step " + std::to_string(st.done - st.sft_steps + 1) + ": " + error_text(e));
+  };
+  if (warm_up) self->request(st.driver, caf::infinite, sft_step_atom_v).then(answered, failed);
+  else self->request(st.driver, caf::infinite, step_atom_v).then(answered, failed);
 }
 
 caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
@@ -228,28 +247,29 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   st.s = std::move(s);
   const auto& recipe = st.s.recipe;
   st.steps = st.s.steps > 0 ? st.s.steps : recipe.grpo.max_num_steps;
+  st.sft_steps = recipe.sft.max_num_steps;
   const auto timeout = std::chrono::milliseconds(recipe.runtime.request_timeout_s * 1000);
-  // What the run trains on and how it is scored, as the engine factory derives them from the recipe
-  // (`tandem run` refuses the choices not built before any process starts; this is the second line).
-  auto prompts = training_prompts(recipe);
-  auto reward = reward_for(recipe);
+  // What the run trains on and how it is scored, from the recipe (run_task.hpp; `tandem run`
+  // refuses what is not built and bad datasets before any process starts: this is the second line).
+  auto task = load_run_task(recipe);
   auto rl_settings = rl::make_step_settings(recipe);
-  if (!prompts || !reward || !rl_settings) {
-    finish(self, false, !prompts  ? prompts.error().message()
-                        : !reward ? reward.error().message()
-                                  : "the recipe's GRPO settings: " + rl_settings.error().message);
+  if (!task || !rl_settings) {
+    finish(self, false, !task ? task.error().message() : "the recipe's GRPO settings: " + rl_settings.error().message);
     return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
   }
-
-  // The validation set, when the recipe validates (the parity task's held-out prompts).
-  std::vector<std::vector<std::int32_t>> held_out;
-  if (recipe.grpo.val_period > 0 || recipe.grpo.val_at_start || recipe.grpo.val_at_end) {
-    auto v = validation_prompts(recipe);
-    if (!v) {
-      finish(self, false, v.error().message());
-      return {[](member_lost_atom, const std::string&, const std::string&) {}, [](rl_stop_atom) {}};
+  for (const auto& note : skipped_prompt_notes(*task, recipe)) say(self, note);
+  // grpo.max_num_epochs: the RL phase ends when its steps have drawn that many passes over the
+  // training prompts (dynamic sampling draws extra rounds: the driver refuses a round past them).
+  const auto training_size = static_cast<std::int64_t>(task->training.tokens.size());
+  if (!rl_settings->use_dynamic_sampling) {
+    const std::int64_t per_step = recipe.grpo.num_prompts_per_step;
+    const std::int64_t by_epochs = std::max<std::int64_t>(1, recipe.grpo.max_num_epochs * training_size / per_step);
+    if (by_epochs < st.steps) {
+      say(self, "the RL phase ends after step " + std::to_string(by_epochs) + ": grpo.max_num_epochs " +
+                    std::to_string(recipe.grpo.max_num_epochs) + " over " + std::to_string(training_size) +
+                    " training prompts at " + std::to_string(per_step) + " per step");
+      st.steps = by_epochs;
     }
-    held_out = std::move(v.value());
   }
 
   refit_coordinator_config rc;
@@ -263,7 +283,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
 
   environment_config ec;
   ec.workers = static_cast<std::size_t>(recipe.env.num_workers);
-  ec.score = std::move(reward.value());
+  ec.score = std::move(task->score);
   ec.timeout = timeout;
   st.environment = spawn_environment(self->system(), std::move(ec));
 
@@ -272,7 +292,14 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.rollout = st.s.rollout;
   dc.refit = st.coordinator;
   dc.environment = st.environment;
-  dc.prompts = std::move(prompts.value());
+  dc.prompts = std::move(task->training.tokens);
+  dc.answers = std::move(task->training.answers);
+  dc.shuffle = recipe.data.shuffle;
+  dc.max_prompts = rl_settings->use_dynamic_sampling
+                       ? static_cast<std::uint64_t>(recipe.grpo.max_num_epochs) * static_cast<std::uint64_t>(training_size)
+                       : 0;
+  dc.sft_examples = std::move(task->sft);
+  dc.sft_batch = static_cast<std::size_t>(recipe.sft.batch_size);
   dc.prompts_per_step = static_cast<std::size_t>(recipe.grpo.num_prompts_per_step);
   dc.samples_per_prompt = static_cast<std::size_t>(recipe.grpo.num_generations_per_prompt);
   dc.max_new_tokens = static_cast<std::int32_t>(recipe.policy.generation.max_new_tokens);
@@ -289,7 +316,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.micro_batch_tokens = micro_batch_token_budget(recipe);
   dc.train_global_batch_size = rl_settings->train_global_batch_size;
   dc.max_trajectory_age_steps = static_cast<std::uint32_t>(recipe.grpo.max_trajectory_age_steps);
-  if (st.steps > 0) dc.last_step = static_cast<std::uint32_t>(st.steps - 1);  // no batch generated ahead past the run
+  if (st.steps > 0) dc.last_step = static_cast<std::uint32_t>(st.sft_steps + st.steps - 1);  // no batch generated ahead past the run
   dc.dynamic_sampling = rl_settings->use_dynamic_sampling;
   dc.prompts_per_round = static_cast<std::size_t>(rl_settings->prompts_per_round);
   dc.dynamic_sampling_settings = rl_settings->dynamic_sampling;
@@ -300,11 +327,12 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   for (auto& a : {caf::actor_cast<caf::actor>(st.coordinator), caf::actor_cast<caf::actor>(st.environment),
                   caf::actor_cast<caf::actor>(st.driver)})
     self->link_to(a);
-  if (!held_out.empty()) {
+  if (task->validation) {
     validation_config vc;
     vc.rollout = st.s.rollout;
     vc.environment = st.environment;
-    vc.prompts = std::move(held_out);
+    vc.prompts = std::move(task->validation->tokens);
+    vc.answers = std::move(task->validation->answers);
     // The controller's frame limit holds a whole validation round from one rollout worker
     // (orchestration/control/frame_limits.hpp); the responses do not depend on the round size.
     vc.batch_size = static_cast<std::size_t>(recipe.grpo.val_batch_size);

@@ -21,6 +21,7 @@ std::string digests_text(const step_report& r) {
 }  // namespace
 
 step_line format_step_line(const step_report& r, const step_line_facts& f) {
+  if (r.supervised) return format_sft_step_line(r, f);
   const auto& m = r.metrics;
   const double loss = r.loss;  // the mean over the step's optimizer steps of each one's loss
   const double tmpe = per_token(m.mult_prob_error_sum, m.token_count);
@@ -38,6 +39,25 @@ step_line format_step_line(const step_report& r, const step_line_facts& f) {
                 "%zu buckets, %lld bytes), control %llu bytes, %.2f s",
                 number, steps, r.reward_mean, loss, tmpe, gen_kl, tokens, from, to, to_string(r.refit.mode).c_str(),
                 r.refit.buckets, static_cast<long long>(r.refit.bytes),
+                static_cast<unsigned long long>(f.traffic.sent_bytes + f.traffic.received_bytes), f.seconds);
+  line.full = text + digests_text(r);
+  return line;
+}
+
+step_line format_sft_step_line(const step_report& r, const step_line_facts& f) {
+  const auto number = static_cast<long long>(f.number), steps = static_cast<long long>(f.steps);
+  const auto tokens = static_cast<long long>(r.train_tokens);
+  const auto from = static_cast<unsigned long long>(r.generated_with), to = static_cast<unsigned long long>(r.trained_to);
+  step_line line;
+  char text[512];
+  std::snprintf(text, sizeof text, "warm-up %lld/%lld  loss %.4f  grad_norm %.3f  %lld tok  %.2f s  v%llu->v%llu", number,
+                steps, r.loss, r.grad_norm_mean, tokens, f.seconds, from, to);
+  line.compact = text;
+  std::snprintf(text, sizeof text,
+                "warm-up %lld/%lld: loss %.4f, grad_norm %.3f, %lld tokens, v%llu -> v%llu live (%s refit, %zu buckets, "
+                "%lld bytes), control %llu bytes, %.2f s",
+                number, steps, r.loss, r.grad_norm_mean, tokens, from, to, to_string(r.refit.mode).c_str(), r.refit.buckets,
+                static_cast<long long>(r.refit.bytes),
                 static_cast<unsigned long long>(f.traffic.sent_bytes + f.traffic.received_bytes), f.seconds);
   line.full = text + digests_text(r);
   return line;

@@ -33,6 +33,12 @@ struct step_line {
   std::string full;     ///< for a log: every field
 };
 
+/// A warm-up step's report gives format_sft_step_line's.
 step_line format_step_line(const step_report& r, const step_line_facts& f);
+
+/// A supervised warm-up step's line: "warm-up 3/50  loss 1.2345  grad_norm 0.812  384 tok  0.05 s  v2->v3"
+/// (the loss: the mean cross-entropy of the targets' tokens), and its log form with the refit,
+/// control bytes and digests.
+step_line format_sft_step_line(const step_report& r, const step_line_facts& f);
 
 }  // namespace tandem

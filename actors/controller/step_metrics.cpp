@@ -106,6 +106,29 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"events", events}};
 }
 
+json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
+  json digests = json::array();
+  for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
+  const auto& p = r.phase_seconds;
+  return json{{"step", r.step + 1},
+              {"sft/loss", r.loss},
+              {"sft/grad_norm", r.grad_norm_mean},
+              {"sft/lr", r.optimizer.lr},
+              {"sft/num_tokens", r.train_tokens},
+              {"timing/sft/policy_training", p.logprobs + p.training},
+              {"timing/sft/transfer_and_update_weights", p.refit},
+              {"timing/sft/total_step_time", seconds},
+              {"trained_to", r.trained_to},
+              {"refit", {{"mode", to_string(r.refit.mode)},
+                         {"buckets", r.refit.buckets},
+                         {"bytes", r.refit.bytes},
+                         {"checksums", r.refit.checksums},
+                         {"dropped_acks", r.refit.dropped_acks}}},
+              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
+                                 {"heartbeats", traffic.heartbeat_bytes}}},
+              {"weights_digests", digests}};
+}
+
 void add_validation_metrics(json& record, const validation_report& v) {
   record["validation/accuracy"] = v.accuracy;
   record["validation/avg_length"] = v.avg_length;

@@ -28,6 +28,12 @@
 //                               step 0, holding only them, as NeMo-RL logs it at step 0)
 // and tandem's own fields: generated_with, trained_to, trajectories, micro_batches, refit{...},
 // control_bytes{...} (the controller's traffic during the step), weights_digests.
+//
+// A step of the supervised warm-up (sft.max_num_steps) has a record of its own, as NeMo-RL's SFT
+// logs it: sft/loss (the mean next-token cross-entropy over the targets' tokens), sft/grad_norm,
+// sft/lr, sft/num_tokens, timing/sft/{policy_training, transfer_and_update_weights,
+// total_step_time}, with trained_to, refit{...}, control_bytes{...} and weights_digests; the pass
+// right after the warm-up's last step adds its validation metrics to that record.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +60,9 @@ std::string digest_hex(std::uint64_t digest);
 /// The step's record (numbered from 1) for metrics.jsonl.
 nlohmann::json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
                            const step_metric_settings& s);
+
+/// A warm-up step's record (numbered from 1, as every step).
+nlohmann::json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds);
 
 /// Adds the validation metrics of `v` to `record`, the record of the step the pass ran after.
 void add_validation_metrics(nlohmann::json& record, const validation_report& v);

@@ -15,6 +15,7 @@
 #include "actors/driver/batch.hpp"
 #include "actors/driver/fan_out.hpp"
 #include "actors/driver/step_rewards.hpp"
+#include "orchestration/data/prompt_order.h"
 #include "orchestration/rl/dynamic_sampling.h"
 #include "orchestration/rl/optimizer_steps.h"
 
@@ -37,6 +38,7 @@ struct step_state {
   std::vector<std::vector<std::size_t>> shares;  // per rank: its trajectories (rank_trajectories)
   std::vector<std::int32_t> excluded;  // per trajectory: generated tokens the trainer's masks exclude
   std::uint32_t round = 0;             // the generation round in flight (dynamic sampling adds rounds)
+  std::vector<std::size_t> records;    // the round's prompts: index in the prompt set, by prompt_index
   std::vector<trajectory> pool;        // dynamic sampling: every round's trajectories, by request id
   std::vector<double> pool_raw;        // and their raw rewards
   double generated_reward_sum = 0;     // of the pool's total rewards
@@ -50,7 +52,10 @@ struct driver_state {
   driver_config config;
   weight_version live = 0;
   std::uint32_t next_step = 0;
-  std::size_t next_prompt = 0;  // the prompt cursor: each generation round takes the next prompts
+  std::uint64_t next_prompt = 0;  // prompts drawn so far: each generation round takes the next ones
+  std::optional<data::prompt_order> order;      // of the prompts (config.shuffle)
+  std::uint64_t next_example = 0;               // warm-up examples drawn so far
+  std::optional<data::prompt_order> sft_order;  // of the warm-up examples
   std::uint64_t next_serial = 1;
   step_state step;
   /// One-step off-policy (max_trajectory_age_steps 1): the next step's batch, generated while
@@ -59,6 +64,7 @@ struct driver_state {
     std::uint64_t serial = 0;  // its own: replies of a dropped batch are ignored
     std::uint32_t for_step = 0;
     weight_version version = 0;  // the live version it was generated with
+    std::vector<std::size_t> records;  // its prompts' indices in the prompt set
     bool done = false;
     std::vector<trajectory> trajectories;
     double seconds = 0;
@@ -77,8 +83,54 @@ struct driver_state {
   behavior idle() {
     return {
         [this](step_atom) -> caf::result<step_report> { return start_step(); },
+        [this](sft_step_atom) -> caf::result<step_report> { return start_sft_step(); },
         [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
     };
+  }
+
+  /// Marks trajectory `t` (of a round whose prompts are `records`) with its prompt's index in the
+  /// prompt set and reference answer.
+  void label(trajectory& t, const std::vector<std::size_t>& records) const {
+    if (t.prompt_index >= records.size()) return;  // assemble_trajectories matched it to a request of the round
+    t.record = records[t.prompt_index];
+    if (!config.answers.empty()) t.answer = config.answers[t.record];
+  }
+
+  /// A warm-up step: the next sft_batch examples as the step's trajectories (targets as generated
+  /// tokens), straight to the logprob pass, the cross-entropy train step and the refit.
+  caf::result<step_report> start_sft_step() {
+    if (!lost.empty()) return tandem_error(tandem_errc::peer_lost, "driver: step refused: " + lost.front() + " was lost");
+    if (auto e = check_config()) return *e;
+    if (config.sft_examples.empty() || config.sft_batch == 0)
+      return tandem_error(tandem_errc::invalid_config, "driver: warm-up step refused: the driver has no warm-up examples");
+    if (ahead) return tandem_error(tandem_errc::wrong_state, "driver: warm-up step refused: a batch was generated ahead for RL");
+    if (!sft_order) sft_order.emplace(config.sft_examples.size(), config.shuffle, config.seed ^ 0x7366745F6F726465ull);
+    step = step_state{};
+    step.serial = next_serial++;
+    step.promise = self->make_response_promise<step_report>();
+    step.report.step = next_step;
+    step.report.supervised = true;
+    step.report.generated_with = live;
+    step.mark = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; i < config.sft_batch; ++i) {
+      const std::size_t k = sft_order->at(next_example++);
+      const auto& x = config.sft_examples[k];
+      trajectory t;
+      t.id = i;
+      t.tokens = x.target;
+      t.logprobs.assign(x.target.size(), 0.0f);
+      t.reason = gpu::finish_reason::stop_token;
+      t.weight_version = live;
+      t.prompt_index = static_cast<std::uint32_t>(i);
+      t.prompt = x.prompt;
+      t.record = k;
+      step.report.trajectories.push_back(std::move(t));
+    }
+    step.advantages.assign(config.sft_batch, 0.0);
+    step.loss_multipliers.assign(config.sft_batch, 1.0);
+    self->become(busy("computing logprobs"));
+    computing_logprobs();
+    return step.promise;
   }
 
   caf::result<step_report> start_step() {
@@ -133,6 +185,10 @@ struct driver_state {
     return {
         [this, state](step_atom) -> caf::result<step_report> {
           return tandem_error(tandem_errc::wrong_state, "driver: step refused: step " +
+                                                            std::to_string(step.report.step) + " is " + state);
+        },
+        [this, state](sft_step_atom) -> caf::result<step_report> {
+          return tandem_error(tandem_errc::wrong_state, "driver: warm-up step refused: step " +
                                                             std::to_string(step.report.step) + " is " + state);
         },
         [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
@@ -200,12 +256,17 @@ struct driver_state {
   /// rollout worker k % R as samples_per_prompt requests; request ids are unique within the step.
   /// The generate jobs of round `round` of step `n` (one per rollout worker, some may be empty):
   /// the next prompts of the prompt set, request ids from `first_id`.
-  std::vector<generate_job> round_jobs(std::uint32_t n, std::uint32_t round, std::size_t first_id) {
+  /// `records` gets each prompt's index in the prompt set, by its place in the round.
+  std::vector<generate_job> round_jobs(std::uint32_t n, std::uint32_t round, std::size_t first_id,
+                                       std::vector<std::size_t>& records) {
     const std::size_t workers = config.rollout.size(), prompts = round_prompts();
     std::vector<generate_job> jobs(workers);
     for (auto& j : jobs) j.version = live;
+    if (!order) order.emplace(config.prompts.size(), config.shuffle, config.seed);
+    records.clear();
     for (std::size_t k = 0; k < prompts; ++k) {
-      const auto& prompt = config.prompts[(next_prompt + k) % config.prompts.size()];
+      records.push_back(order->at(next_prompt + k));
+      const auto& prompt = config.prompts[records.back()];
       for (std::size_t s = 0; s < config.samples_per_prompt; ++s) {
         gpu::generation_request r;
         r.id = first_id + k * config.samples_per_prompt + s;
@@ -217,7 +278,7 @@ struct driver_state {
         jobs[k % workers].requests.push_back(std::move(r));
       }
     }
-    next_prompt = (next_prompt + prompts) % config.prompts.size();
+    next_prompt += prompts;
     return jobs;
   }
 
@@ -241,8 +302,14 @@ struct driver_state {
   void generating() {
     self->become(busy("generating"));
     const std::size_t prompts = round_prompts();
+    if (config.max_prompts > 0 && next_prompt + prompts > config.max_prompts)
+      return fail(tandem_error(tandem_errc::invalid_config,
+                               "driver: step " + std::to_string(step.report.step) + ": the training prompts are used up: " +
+                                   std::to_string(next_prompt) + " of the " + std::to_string(config.max_prompts) +
+                                   " draws grpo.max_num_epochs allows are taken, and the round needs " +
+                                   std::to_string(prompts) + " more (raise grpo.max_num_epochs)"));
     event(step.report.step, "generation started");
-    auto jobs = round_jobs(step.report.step, step.round, step.pool.size());
+    auto jobs = round_jobs(step.report.step, step.round, step.pool.size(), step.records);
     worker_jobs used = busy_workers(jobs);
     const std::size_t total = prompts * config.samples_per_prompt;
     auto done = std::make_shared<std::size_t>(0);
@@ -266,6 +333,7 @@ struct driver_state {
                                    "driver: step " + std::to_string(step.report.step) + ": " + t.worker +
                                        " returned trajectory " + std::to_string(t.id) + " of " + v(t.weight_version) +
                                        ", " + v(live) + " is live"));
+        label(t, step.records);
         round.push_back(std::move(t));
       }
     }
@@ -290,7 +358,7 @@ struct driver_state {
     ahead->version = live;
     ahead->started = std::chrono::steady_clock::now();
     event(n, "generation started");
-    auto jobs = round_jobs(n, 0, 0);
+    auto jobs = round_jobs(n, 0, 0, ahead->records);
     worker_jobs used = busy_workers(jobs);
     fan_out<generate_result>(
         self, used.actors, std::move(used.jobs), config.timeout, generate_atom_v,
@@ -316,6 +384,7 @@ struct driver_state {
           if (step.serial != 0) fail(tandem_error(tandem_errc::stale_version, what));
           return;
         }
+        label(t, a.records);
         a.trajectories.push_back(std::move(t));
       }
     std::sort(a.trajectories.begin(), a.trajectories.end(), [](const trajectory& x, const trajectory& y) { return x.id < y.id; });
@@ -428,7 +497,9 @@ struct driver_state {
     self->become(busy("computing logprobs"));
     const auto& trajectories = step.report.trajectories;
     const std::size_t ranks = config.policy.size(), n = trajectories.size();
-    const auto global = config.train_global_batch_size > 0 ? config.train_global_batch_size : static_cast<std::int64_t>(n);
+    // A warm-up step is one optimizer step over its examples (sft.batch_size).
+    const auto global = config.train_global_batch_size > 0 && !step.report.supervised ? config.train_global_batch_size
+                                                                                       : static_cast<std::int64_t>(n);
     auto plan = rl::split_optimizer_steps(static_cast<std::int64_t>(n), global, static_cast<std::int64_t>(ranks));
     if (!plan)
       return fail(tandem_error(tandem_errc::invalid_config, "driver: step " + std::to_string(step.report.step) +
@@ -439,8 +510,9 @@ struct driver_state {
     for (std::size_t r = 0; r < ranks; ++r) step.shares.push_back(rank_trajectories(step.plan, r));
     std::vector<logprobs_job> jobs;
     for (std::size_t r = 0; r < ranks; ++r)
-      jobs.push_back(make_logprobs_job(step.report.step, live, trajectories, step.shares[r], config.sampling,
-                                       config.loss.kl_beta > 0));
+      jobs.push_back(make_logprobs_job(step.report.step, live, trajectories, step.shares[r],
+                                       step.report.supervised ? gpu::ops::sampling_params{} : config.sampling,
+                                       !step.report.supervised && config.loss.kl_beta > 0));
     fan_out<logprobs_result>(
         self, config.policy, std::move(jobs), config.timeout, logprobs_atom_v, this_step(), no_progress{},
         [this](std::vector<logprobs_result>& results) { computed_logprobs(results); },
@@ -485,7 +557,8 @@ struct driver_state {
     for (std::size_t r = 0; r < ranks; ++r) {
       jobs.push_back(make_train_job(step.report.step, live, step.plan, r, trajectories, step.advantages,
                                     step.loss_multipliers, step.excluded, config.micro_batch_tokens));
-      jobs.back().sampling = config.sampling;
+      jobs.back().sampling = step.report.supervised ? gpu::ops::sampling_params{} : config.sampling;
+      jobs.back().objective = step.report.supervised ? train_objective::cross_entropy : train_objective::policy_gradient;
     }
     fan_out<train_report>(
         self, config.policy, std::move(jobs), config.timeout, train_atom_v, this_step(), no_progress{},
@@ -589,7 +662,7 @@ behavior driver(driver_actor::stateful_pointer<driver_state> self, driver_config
   st.self = self;
   st.live = config.initial_version;
   st.next_step = config.first_step;
-  if (!config.prompts.empty()) st.next_prompt = (config.first_step * config.prompts_per_step) % config.prompts.size();
+  st.next_prompt = static_cast<std::uint64_t>(config.first_step) * config.prompts_per_step;
   st.config = std::move(config);
   return st.idle();
 }

@@ -24,6 +24,11 @@
 //               it builds its micro-batches itself
 //   refitting:  the refit coordinator makes v + 1 live on every rollout worker
 //
+// A warm-up step (sft_step) is a step without generating and scoring: its trajectories are the next
+// sft_batch examples (prompt, target), trained on with the cross-entropy of the targets
+// (train_objective::cross_entropy), then refitted, so generation and validation see the new
+// weights; it counts as a step (its number, a weight version).
+//
 // In every state but idle a step request is refused (wrong_state). Replies that belong to a step
 // already failed are ignored. Every request has a deadline on CAF's clock (config.timeout). The
 // refit coordinator's handshake is the controller's job, before the first step. A step that fails
@@ -38,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -57,7 +63,25 @@ struct driver_config {
   std::vector<rollout_actor> rollout;  ///< >= 1
   refit_coordinator_actor refit;       ///< already handshaken
   environment_actor environment;
-  std::vector<std::vector<std::int32_t>> prompts;  ///< the prompt set (token ids), cycled through; non-empty
+  std::vector<std::vector<std::int32_t>> prompts;  ///< the prompt set (token ids), drawn epoch after epoch; non-empty
+  /// Per prompt, its reference answer (what the environment checks a response against), or empty
+  /// when the task has none. Each trajectory carries its prompt's index and answer to scoring.
+  std::vector<std::string> answers;
+  /// data.shuffle: each epoch over `prompts` in its own seeded order (orchestration/data/prompt_order.h);
+  /// false: in order.
+  bool shuffle = false;
+  /// Prompts the run may draw in all (grpo.max_num_epochs passes); a round past them fails its
+  /// step saying so. 0: no limit (the controller ends the run at the epochs' last step instead).
+  std::uint64_t max_prompts = 0;
+  /// The supervised warm-up's examples (sft_step requests): a prompt and the target that
+  /// follows it (ending in a stop token), trained on sft_batch at a time, in the order of
+  /// `prompts` (shuffled alike, their own draws). Empty: sft_step is refused.
+  struct supervised_example {
+    std::vector<std::int32_t> prompt;
+    std::vector<std::int32_t> target;
+  };
+  std::vector<supervised_example> sft_examples;
+  std::size_t sft_batch = 0;                       ///< examples per warm-up step, >= 1 with examples
   std::size_t prompts_per_step = 2;                ///< >= 1
   std::size_t samples_per_prompt = 2;              ///< the GRPO group size, >= 1
   std::int32_t max_new_tokens = 8;                 ///< > 0

@@ -165,6 +165,8 @@ struct validation_state {
           return fail(tandem_error(tandem_errc::stale_version, where() + ": " + t.worker + " returned response " +
                                                                    std::to_string(t.id) + " of " + v(t.weight_version) + ", " +
                                                                    v(pass.report.version) + " was asked for"));
+        t.record = t.id;  // the request id is the prompt's index in the validation set
+        if (t.record < config.answers.size()) t.answer = config.answers[t.record];
         out.push_back(std::move(t));
       }
     }

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -50,6 +51,7 @@ struct validation_config {
   std::vector<rollout_actor> rollout;  ///< >= 1, rollout rank order
   environment_actor environment;
   std::vector<std::vector<std::int32_t>> prompts;  ///< the validation set (token ids), each generated once a pass; non-empty
+  std::vector<std::string> answers;                ///< per prompt, its reference answer; empty when the task has none
   std::size_t batch_size = 256;                    ///< grpo.val_batch_size: prompts generated at once (a round), >= 1
   std::int32_t max_new_tokens = 8;                 ///< > 0
   std::vector<std::int32_t> stop_tokens;

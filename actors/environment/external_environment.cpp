@@ -44,12 +44,14 @@ class process_pool {
 
  private:
   caf::expected<env_feedback> ask(line_process& p, const trajectory& t) {
-    const nlohmann::json request = {{"id", t.id},
-                                    {"prompt_index", t.prompt_index},
-                                    {"sample_index", t.sample_index},
-                                    {"prompt_tokens", t.prompt},
-                                    {"response_tokens", t.tokens},
-                                    {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"}};
+    nlohmann::json request = {{"id", t.id},
+                              {"prompt_index", t.prompt_index},
+                              {"sample_index", t.sample_index},
+                              {"record", t.record},
+                              {"prompt_tokens", t.prompt},
+                              {"response_tokens", t.tokens},
+                              {"finish", t.reason == gpu::finish_reason::stop_token ? "stop" : "length"}};
+    if (!t.answer.empty()) request["answer"] = t.answer;
     const std::string where = "external environment `" + settings_.command + "`: trajectory " + std::to_string(t.id) +
                               " (prompt " + std::to_string(t.prompt_index) + ", sample " + std::to_string(t.sample_index) +
                               ")";

@@ -2,8 +2,11 @@
 // run as `/bin/sh -c COMMAND`), so users write them in any language. The protocol is JSON lines on
 // the process's stdin and stdout, one request and one answer per trajectory:
 //
-//   tandem -> process  {"id": 17, "prompt_index": 4, "sample_index": 1,
-//                       "prompt_tokens": [2, 105, ...], "response_tokens": [...], "finish": "stop"}
+//   tandem -> process  {"id": 17, "prompt_index": 4, "sample_index": 1, "record": 913,
+//                       "prompt_tokens": [2, 105, ...], "response_tokens": [...], "finish": "stop",
+//                       "answer": "42"}
+//   (record: the prompt's index in its prompt set, a dataset's record order; answer: the record's
+//   reference answer, left out when the task has none)
 //   process -> tandem  {"reward": 1.0}     (optionally "done": false and "next_observation": [ids])
 //
 // Each scoring worker has its own process, started on first use and restarted after a failure. A

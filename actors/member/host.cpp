@@ -133,6 +133,7 @@ void join(host_ptr self, const control::peer_table& table) {
     c.engine = st.engines.train;
     c.reference = st.engines.reference;
     c.loss = loss_settings(st.recipe);
+    c.lr = policy_worker_config::learning_rates{st.recipe.policy.optimizer.lr, st.recipe.sft.lr};
     if (st.policy_root) c.refit_group = with_injected_faults(st.plane->refit());
     st.policy = spawn_policy_worker(sys, std::move(c));
     self->link_to(st.policy);

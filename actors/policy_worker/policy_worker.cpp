@@ -133,19 +133,43 @@ struct policy_worker_state {
     busy_with = "train";
     auto kept = std::make_shared<const step_batch>(std::move(*batch));
     batch.reset();
-    auto work = [engine = config.engine, loss = config.loss, kept, job = std::move(job)]() -> train_outcome {
+    auto work = [engine = config.engine, loss = config.loss, lr = config.lr, kept, job = std::move(job)]() -> train_outcome {
       train_outcome out;
+      if (lr) {
+        const bool supervised = job.objective == train_objective::cross_entropy;
+        if (auto s = engine->set_learning_rate(supervised ? lr->cross_entropy : lr->policy_gradient); !s) {
+          out.status = s;
+          return out;
+        }
+      }
       std::size_t first = 0;
       for (std::size_t i = 0; i < job.optimizer_steps.size(); ++i) {
         const auto& o = job.optimizer_steps[i];
         const auto mbs = make_micro_batches(*kept, first, first + o.sequences, job.advantages, job.loss_multipliers,
                                             job.micro_batch_tokens);
         first += o.sequences;
+        const std::string which = job.optimizer_steps.size() > 1 ? "optimizer step " + std::to_string(i + 1) + " of " +
+                                                                       std::to_string(job.optimizer_steps.size()) + ": "
+                                                                 : "";
+        if (job.objective == train_objective::cross_entropy) {
+          // The warm-up: each sequence's target (its generated part) under next-token
+          // cross-entropy, normalised by the global batch's target tokens.
+          std::vector<gpu::train_engine::supervised_micro_batch> sft;
+          for (const auto& mb : mbs) sft.push_back({mb.sequences, mb.mask});
+          auto r = engine->train_supervised_step(sft, o.counts.tokens);
+          if (!r) {
+            out.status = gpu::status{r.error().code(), which + r.error().message()};
+            return out;
+          }
+          ++out.optimizer_steps_done;
+          out.micro_batches += mbs.size();
+          out.loss += r.value().loss;
+          out.grad_norm_sum += r.value().optimizer.grad_norm;
+          out.optimizer = r.value().optimizer;
+          continue;
+        }
         auto r = engine->train_step(mbs, loss, o.counts, job.sampling);
         if (!r) {
-          const std::string which = job.optimizer_steps.size() > 1 ? "optimizer step " + std::to_string(i + 1) + " of " +
-                                                                         std::to_string(job.optimizer_steps.size()) + ": "
-                                                                   : "";
           out.status = gpu::status{r.error().code(), which + r.error().message()};
           return out;
         }

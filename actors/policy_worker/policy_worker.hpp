@@ -16,10 +16,12 @@
 //   count) still sends the refused opening, so the rollout workers waiting in the group stop
 //
 // The weight version starts at config.initial_version (the checkpoint) and grows by one with every
-// successful train job (one or more optimizer steps). Engine calls run where config.execution says (engine_call.hpp).
+// successful train job (one or more optimizer steps), whatever its objective (the RL phase's
+// policy-gradient loss or the supervised warm-up's cross-entropy). Engine calls run where config.execution says (engine_call.hpp).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -41,6 +43,14 @@ struct policy_worker_config {
   weight_version initial_version = 0;
   /// The loss: the recipe's (runtime/recipe_settings.hpp loss_settings), as the driver's is.
   gpu::ops::pg_loss_settings loss;
+  /// The peak learning rate of each objective's train jobs (policy.optimizer.lr for the
+  /// policy-gradient loss, sft.lr for the warm-up's cross-entropy), set on the engine before each
+  /// job. None: the engine keeps the one it was created with, for every job.
+  struct learning_rates {
+    double policy_gradient = 0;
+    double cross_entropy = 0;
+  };
+  std::optional<learning_rates> lr;
   engine_execution execution = engine_execution::off_scheduler;
   /// The refit group (a zmq_group between processes, a local_group in process); this worker is
   /// its rank 0, the root. None: stream is refused. Its broadcasts block until every rank takes

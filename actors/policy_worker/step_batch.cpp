@@ -60,6 +60,7 @@ std::optional<std::string> check_train_job(const train_job& job, const step_batc
   if (covered != batch.size())
     return "its optimizer steps cover " + n(covered) + " sequences, the logprobs kept " + n(batch.size());
   if (job.micro_batch_tokens <= 0) return "micro_batch_tokens must be > 0, got " + std::to_string(job.micro_batch_tokens);
+  if (!known(job.objective)) return "its objective " + std::to_string(static_cast<int>(job.objective)) + " is not known";
   return std::nullopt;
 }
 

@@ -293,20 +293,10 @@ gpu::result<std::vector<std::vector<std::int32_t>>> parity_prompt_set(const conf
 }  // namespace
 
 gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe) {
-  if (recipe.data.train_dataset)
-    return not_built("data.train_dataset: " + *recipe.data.train_dataset +
-                     ": datasets are not built yet (null: the parity task's synthetic prompts)");
   return parity_prompt_set(recipe, static_cast<std::uint64_t>(recipe.grpo.seed), parity_prompt_count);
 }
 
 gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const config::recipe_config& recipe) {
-  if (recipe.data.validation_dataset)
-    return not_built("data.validation_dataset: " + *recipe.data.validation_dataset +
-                     ": datasets are not built yet (null with env.name parity: the parity task's held-out prompts)");
-  if (recipe.env.name != config::environment_kind::parity && recipe.env.name != config::environment_kind::external)
-    return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
-                     ": validation without data.validation_dataset uses the parity task's held-out prompts, so it "
-                     "needs env.name parity or external");
   // Held out: the training set is parity_prompts(grpo.seed, ...); the validation set is the same
   // task's prompts of another seed, grpo.seed XOR 0x76616C6964617465 ("validate" in ASCII), so
   // its stream of prompts starts elsewhere and no training prompt is drawn from it.
@@ -324,8 +314,8 @@ gpu::result<scoring_function> reward_for(const config::recipe_config& recipe) {
     return external_scoring(std::move(e));
   }
   if (recipe.env.name != config::environment_kind::parity)
-    return not_built(std::string("env.name: ") + name_of(recipe.env.name) +
-                     ": the parity and external environments are built; arithmetic and math are not built yet");
+    return refused(std::string("env.name: ") + name_of(recipe.env.name) +
+                   ": a text task, scored over the model's tokenizer (load_run_task, run_task.hpp)");
   return single_turn([](std::span<const std::int32_t> generated) { return gpu::parity_reward(generated); });
 }
 

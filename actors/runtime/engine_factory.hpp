@@ -8,11 +8,10 @@
 //                       (runtime.fake_weight_mb, grpo.seed, policy.max_total_sequence_length)
 //                       gemma4 (cluster.backend cpu): cpu_train_engine / cpu_generate_engine in
 //                       float32 over the checkpoint directory policy.model_name (below)
-//   data.train_dataset  null: the parity task's prompts (gpu/engine/parity_task.h) over the
-//                       engines' vocabulary; a path: refused
-//   data.validation_dataset  null with env.name parity: the parity task's held-out prompts
-//                       (another seed); a path: refused
-//   env.name            parity: the parity reward; arithmetic, math: refused
+//   the parity task     its prompts (gpu/engine/parity_task.h) over the engines' vocabulary, its
+//                       held-out prompts (another seed) and its reward; the external environment's
+//                       scoring; the run's task as a whole (datasets, arithmetic, math) is
+//                       run_task.hpp's, which calls these for the parity task
 //
 // The model of runtime.engine gemma4. policy.model_name must be a checkpoint directory here:
 // `tandem run` resolves the recipe's value (a directory relative to where it runs or to the
@@ -87,22 +86,22 @@ gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config&
 gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
                                                          bool colocated_trainer);
 
-/// The prompt set (token ids) the driver cycles through: data.train_dataset null gives the parity
-/// task's 64 prompts, a pure function of grpo.seed, over the vocabulary of the engines (fake: 64
-/// tokens from id 2; gemma4: the checkpoint's vocab_size, above every special id its config.json
-/// names, read from config.json alone: the controller loads no weights). Fails (unsupported) for a
-/// dataset path, (invalid_argument naming policy.model_name) for a config.json it cannot read.
+/// The parity task's prompt set (token ids; run_task.hpp picks it for data.train_dataset null with
+/// env.name parity or external): its 64 prompts, a pure function of grpo.seed, over the vocabulary
+/// of the engines (fake: 64 tokens from id 2; gemma4: the checkpoint's vocab_size, above every
+/// special id its config.json names, read from config.json alone: the controller loads no
+/// weights). Fails (invalid_argument naming policy.model_name) for a config.json it cannot read.
 gpu::result<std::vector<std::vector<std::int32_t>>> training_prompts(const config::recipe_config& recipe);
 
-/// The validation set (token ids), each prompt validated once per pass: data.validation_dataset
-/// null with env.name parity gives the parity task's held-out prompts, grpo.max_val_samples of
-/// them from a seed other than training's (grpo.seed XOR "validate" in ASCII), over the same
-/// vocabulary as training_prompts. Fails (unsupported) for a dataset path or another environment,
-/// (invalid_argument naming policy.model_name) as training_prompts.
+/// The parity task's held-out prompts, each validated once per pass: grpo.max_val_samples of them
+/// from a seed other than training's (grpo.seed XOR "validate" in ASCII), over the same
+/// vocabulary as training_prompts, which fail alike.
 gpu::result<std::vector<std::vector<std::int32_t>>> validation_prompts(const config::recipe_config& recipe);
 
-/// The scoring function of env.name: parity scores the parity reward (1 for an even last generated
-/// token, else 0; single-turn). Fails (unsupported) for arithmetic and math.
+/// The scoring function of env.name parity (1 for an even last generated token, else 0;
+/// single-turn) or external (env.external.command's processes). The text tasks (arithmetic,
+/// math) are scored over the model's tokenizer by load_run_task (run_task.hpp); here they are
+/// refused (invalid_argument).
 gpu::result<scoring_function> reward_for(const config::recipe_config& recipe);
 
 }  // namespace tandem

@@ -156,10 +156,14 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   return metrics;
 }
 
-result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+                                                     std::int64_t global_tokens) {
   if (auto s = check_resident("train_cross_entropy"); !s) return s;
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
   if (auto s = check_batch("train_cross_entropy", batch); !s) return s;
+  if (!mask.empty() && mask.size() != batch.tokens.size())
+    return fail(status_code::invalid_argument, "train_cross_entropy: the mask holds " + std::to_string(mask.size()) +
+                                                   " values for " + std::to_string(batch.tokens.size()) + " tokens");
   const model_config& c = source_.config;
   const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
   const auto T = static_cast<std::int64_t>(batch.tokens.size());
@@ -173,8 +177,10 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   const float weight = -1.0f / static_cast<float>(global_tokens);
   for (std::size_t q = 0; q + 1 < batch.offsets.size(); ++q)
     for (std::int32_t t = batch.offsets[q]; t + 1 < batch.offsets[q + 1]; ++t) {
-      loss -= static_cast<double>(rows.data<float>()[t]);
-      d_rows.data<float>()[t] = weight;
+      // rows[t] is log p(token t + 1 | tokens up to t): the mask's weight of token t + 1.
+      const float m = mask.empty() ? 1.0f : mask[static_cast<std::size_t>(t) + 1];
+      if (m != 0.0f) loss -= static_cast<double>(m) * static_cast<double>(rows.data<float>()[t]);
+      d_rows.data<float>()[t] = weight * m;
     }
   loss /= static_cast<double>(global_tokens);
   if (!std::isfinite(loss))
@@ -184,6 +190,12 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
     return s;
   if (auto s = step("backward", model_backward(ctx_, c, w_, b.view(), act, d_hidden, g_)); !s) return s;
   return loss;
+}
+
+status cpu_train_engine::set_learning_rate(double lr) {
+  if (auto s = check_learning_rate("cpu_train_engine", lr); !s) return s;
+  options_.adamw.lr = lr;
+  return status::ok();
 }
 
 void cpu_train_engine::abandon_step() {

@@ -46,7 +46,10 @@ class cpu_train_engine final : public train_engine {
   result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) override;
   result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb, const ops::pg_loss_settings& loss,
                                                  const global_counts& counts, const ops::sampling_params& params) override;
-  result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
+  using train_engine::train_cross_entropy;
+  result<double> train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+                                     std::int64_t global_tokens) override;
+  status set_learning_rate(double lr) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
   void abandon_step() override;

@@ -22,7 +22,7 @@ bool state_dtype(dtype t) { return t == dtype::float32 || t == dtype::bfloat16; 
 
 status check_train_engine_options(const char* who, const train_engine_options& o) {
   const ops::adamw_hyper& a = o.adamw;
-  if (!(std::isfinite(a.lr) && a.lr > 0)) return bad(who, "lr must be finite and > 0, got " + ops::number(a.lr));
+  if (!(std::isfinite(a.lr) && a.lr >= 0)) return bad(who, "lr must be finite and >= 0, got " + ops::number(a.lr));
   if (!(a.beta1 >= 0 && a.beta1 < 1)) return bad(who, "beta1 must lie in [0, 1), got " + ops::number(a.beta1));
   if (!(a.beta2 >= 0 && a.beta2 < 1)) return bad(who, "beta2 must lie in [0, 1), got " + ops::number(a.beta2));
   if (!(std::isfinite(a.eps) && a.eps >= 0)) return bad(who, "eps must be finite and >= 0, got " + ops::number(a.eps));
@@ -91,6 +91,28 @@ result<train_step_result> train_engine::train_step(const std::vector<train_micro
   if (!opt) return status{opt.error().code(), "optimizer step: " + opt.error().message()};
   out.optimizer = opt.value();
   return out;
+}
+
+result<train_engine::supervised_step_result> train_engine::train_supervised_step(
+    const std::vector<supervised_micro_batch>& micro_batches, std::int64_t global_tokens) {
+  supervised_step_result out;
+  for (std::size_t i = 0; i < micro_batches.size(); ++i) {
+    auto l = train_cross_entropy(micro_batches[i].sequences, micro_batches[i].mask, global_tokens);
+    if (!l) {
+      abandon_step();
+      return status{l.error().code(), "micro-batch " + std::to_string(i) + ": " + l.error().message()};
+    }
+    out.loss += l.value();
+  }
+  auto opt = optimizer_step();
+  if (!opt) return status{opt.error().code(), "optimizer step: " + opt.error().message()};
+  out.optimizer = opt.value();
+  return out;
+}
+
+status check_learning_rate(const char* who, double lr) {
+  if (std::isfinite(lr) && lr >= 0) return status::ok();
+  return bad(who, "set_learning_rate: lr must be finite and >= 0, got " + ops::number(lr));
 }
 
 }  // namespace tandem::gpu

@@ -35,7 +35,7 @@ namespace tandem::gpu {
 /// The fake engine honours the learning-rate schedule and max_grad_norm and checks the rest;
 /// the Gemma 4 engines honour all of it.
 struct train_engine_options {
-  ops::adamw_hyper adamw;            ///< lr (after warm-up), betas, eps, weight_decay; the engine counts the step
+  ops::adamw_hyper adamw;            ///< lr (after warm-up, >= 0), betas, eps, weight_decay; the engine counts the step
   double warmup_start_factor = 1.0;  ///< lr factor of the first step, in (0, 1], rising linearly to 1
   std::int64_t warmup_steps = 0;     ///< steps of the linear warm-up, >= 0 (0: none)
   double max_grad_norm = 1.0;        ///< clip the global gradient norm to this; 0: no clipping
@@ -48,6 +48,9 @@ struct train_engine_options {
 
 /// ok, or invalid_argument "<who>: <field> ..." naming the first field out of range.
 status check_train_engine_options(const char* who, const train_engine_options& options);
+
+/// ok, or invalid_argument "<who>: set_learning_rate: lr must be finite and >= 0 ...".
+status check_learning_rate(const char* who, double lr);
 
 /// The learning rate of optimizer step `step` (0-based): lr times the warm-up factor, which rises
 /// linearly from warmup_start_factor at step 0 to 1 at step warmup_steps, then stays 1.
@@ -130,7 +133,35 @@ class train_engine {
   /// micro-batch), so the summed micro-batch losses equal the step's mean. Returns this
   /// micro-batch's share; gradients accumulate until optimizer_step(). On failure, as
   /// train_micro_batch.
-  virtual result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) = 0;
+  /// `mask`, when not empty, holds one weight per token of `batch` (the value at token t weighs
+  /// predicting token t; token 0 of each sequence is never predicted): the supervised warm-up puts
+  /// 1 on a target's tokens and 0 on its prompt's. The loss is then the mask-weighted sum,
+  /// still divided by `global_tokens` (the masked tokens of the step).
+  virtual result<double> train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+                                             std::int64_t global_tokens) = 0;
+  /// Every predicted token, weight 1.
+  result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+    return train_cross_entropy(batch, {}, global_tokens);
+  }
+
+  /// One whole supervised step over this rank's micro-batches (possibly none): each one's
+  /// masked cross-entropy and backward, then the optimizer step, with the failure handling of
+  /// train_step. Returns this rank's share of the step's loss and the update.
+  struct supervised_micro_batch {
+    packed_sequences sequences;
+    std::vector<float> mask;  ///< per token, as train_cross_entropy's
+  };
+  struct supervised_step_result {
+    double loss = 0;
+    optimizer_result optimizer;
+  };
+  result<supervised_step_result> train_supervised_step(const std::vector<supervised_micro_batch>& micro_batches,
+                                                       std::int64_t global_tokens);
+
+  /// The peak learning rate of the optimizer steps that follow (the warm-up factor of
+  /// train_engine_options still applies by step count): finite and >= 0, where 0 leaves every
+  /// weight as it is (a control run). Each phase of a run (the supervised warm-up, RL) sets its own.
+  virtual status set_learning_rate(double lr) = 0;
 
   /// Reduces gradients over data-parallel ranks, clips to the configured norm, applies AdamW to
   /// this rank's shard, gathers the updated weights, and zeroes the gradients. On failure the

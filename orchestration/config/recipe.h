@@ -15,6 +15,7 @@ enum class state_dtype { float32, bfloat16 };
 enum class importance_sampling_type { tis, icepop, seq_mask_tis };
 enum class environment_kind { parity, arithmetic, math, external };
 enum class engine_kind { gemma4, fake };
+enum class math_checker { answer_line, strict_boxed };
 
 struct reward_scaling_config {
   bool enabled{};
@@ -140,10 +141,32 @@ struct external_env_config {
   std::int64_t timeout_s{};
 };
 
+/// Defaults a rule compares against (schema.cpp declares them with these values).
+inline constexpr std::int64_t default_arithmetic_max_operand = 99;
+inline constexpr double default_sft_lr = 1e-4;
+inline constexpr std::int64_t default_sft_batch_size = 32;
+
+struct arithmetic_env_config {
+  std::int64_t max_operand{};  ///< problems a + b with a, b in [0, max_operand]
+};
+
+struct math_env_config {
+  math_checker checker{};
+};
+
 struct env_config {
   environment_kind name{};
   std::int64_t num_workers{};
   external_env_config external{};
+  arithmetic_env_config arithmetic{};
+  math_env_config math{};
+};
+
+/// The supervised warm-up before the RL phase.
+struct sft_config {
+  std::int64_t max_num_steps{};  ///< 0: no warm-up
+  double lr{};                   ///< its peak learning rate (policy.optimizer.lr is the RL phase's)
+  std::int64_t batch_size{};     ///< examples per warm-up step
 };
 
 struct checkpoint_config {
@@ -186,6 +209,7 @@ struct runtime_config {
 /// A whole recipe after defaults, inheritance and overrides.
 struct recipe_config {
   grpo_config grpo;
+  sft_config sft;
   loss_config loss_fn;
   policy_config policy;
   data_config data;

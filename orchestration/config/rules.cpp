@@ -82,6 +82,32 @@ class rule_checker {
                                                       std::string(c_.env.name == environment_kind::parity ? "parity" : "another"));
     if (!external && c_.env.external.timeout_s != default_external_timeout_s)
       fail({"env.external.timeout_s", "env.name"}, "is read only with env.name external");
+    if (c_.env.name != environment_kind::arithmetic && c_.env.arithmetic.max_operand != default_arithmetic_max_operand)
+      fail({"env.arithmetic.max_operand", "env.name"}, "is read only with env.name arithmetic");
+    if (c_.env.name != environment_kind::math && c_.env.math.checker != math_checker::answer_line)
+      fail({"env.math.checker", "env.name"}, "is read only with env.name math");
+    if (c_.env.name == environment_kind::math && !c_.data.train_dataset)
+      fail({"env.name", "data.train_dataset"}, "env.name math checks the answers of a dataset's records: set data.train_dataset");
+    const bool text = c_.data.train_dataset || c_.env.name == environment_kind::arithmetic || c_.env.name == environment_kind::math;
+    if (text && c_.runtime.engine == engine_kind::fake)
+      fail({"runtime.engine", c_.data.train_dataset ? "data.train_dataset" : "env.name"},
+           "fake: the fake engines have no tokenizer; text prompts (a dataset, env.name arithmetic or math) need runtime.engine gemma4");
+    if (c_.data.validation_dataset && !c_.data.train_dataset)
+      fail({"data.validation_dataset", "data.train_dataset"}, "a validation dataset goes with a training dataset: set data.train_dataset");
+    warm_up();
+  }
+
+  void warm_up() {
+    const auto& w = c_.sft;
+    if (w.max_num_steps == 0) {
+      if (w.lr != default_sft_lr) fail({"sft.lr", "sft.max_num_steps"}, "configures the warm-up, which sft.max_num_steps 0 leaves out");
+      if (w.batch_size != default_sft_batch_size)
+        fail({"sft.batch_size", "sft.max_num_steps"}, "configures the warm-up, which sft.max_num_steps 0 leaves out");
+      return;
+    }
+    if (c_.env.name == environment_kind::parity && !c_.data.train_dataset)
+      fail({"sft.max_num_steps", "env.name"}, "the warm-up trains on the prompts' answers, which the parity task has none of: "
+                                              "use env.name arithmetic or a data.train_dataset");
   }
 
   void runtime() {
@@ -226,13 +252,13 @@ class rule_checker {
   void validation_and_checkpoints() {
     const auto& g = c_.grpo;
     const bool validates = g.val_period > 0 || g.val_at_start || g.val_at_end;
-    // With no dataset, the parity task validates on held-out prompts of its own (another seed),
-    // which an external environment scores as it scores the training prompts.
-    if (validates && !c_.data.validation_dataset && c_.env.name != environment_kind::parity &&
-        c_.env.name != environment_kind::external)
-      fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset", "env.name"},
-           "validation is on but data.validation_dataset is null; only env.name parity or external validates without "
-           "one (on the parity task's held-out prompts)");
+    // Without a dataset a task validates on held-out prompts of its own (the parity task's of
+    // another seed, which an external environment scores too; the arithmetic task's held-out
+    // problems). A training dataset validates on a dataset of its own.
+    if (validates && !c_.data.validation_dataset && c_.data.train_dataset)
+      fail({"grpo.val_period", "grpo.val_at_start", "grpo.val_at_end", "data.validation_dataset"},
+           "validation is on but data.validation_dataset is null; a run on a training dataset validates on a "
+           "dataset of its own");
     const auto& m = c_.checkpointing.metric_name;
     if (c_.checkpointing.enabled && m && m->starts_with("val:") && !validates)
       fail({"checkpointing.metric_name", "grpo.val_period"},

@@ -27,9 +27,9 @@ void declare_grpo(schema& s) {
   key(s, "grpo.max_num_steps", "Stop after this many steps").integer(1000000).at_least(1)
       .to([](R& r) -> auto& { return r.grpo.max_num_steps; })
       .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(4294967295.0);
-  key(s, "grpo.max_num_epochs", "Stop after this many passes over the training data").integer(1)
+  key(s, "grpo.max_num_epochs", "Stop after this many passes over the training prompts (the run ends at the first of this and grpo.max_num_steps)").integer(1)
       .at_least(1).to([](R& r) -> auto& { return r.grpo.max_num_epochs; })
-      .part_of("data.train_dataset").at_most(4294967295.0);
+      .shown_by("tests/integration/runtime/task_run_test.cpp: a_run_ends_after_max_num_epochs_passes_over_its_dataset").at_most(4294967295.0);
   key(s, "grpo.normalize_rewards", "Divide advantages by the group's reward std").boolean(false)
       .to([](R& r) -> auto& { return r.grpo.normalize_rewards; })
       .shown_by("tests/integration/runtime/recipe_effects_test.cpp: reward_keys_shape_clip_and_filter_what_a_run_trains_on_and_tensorboard_records_every_step; tests/actors/driver/step_rewards_test.cpp: normalised advantages divide by the std of the unshaped rewards and the clips clamp them");
@@ -239,7 +239,7 @@ void declare_policy(schema& s) {
       .to([](R& r) -> auto& { return r.policy.generation.tensor_parallel_size; })
       .not_built_unless([](const R& r) { return r.policy.generation.tensor_parallel_size; }, std::int64_t{1}, "2", "tensor-parallel generation is not built yet (each generator holds the whole model on one device)").at_most(65536);
 
-  key(s, "policy.optimizer.lr", "AdamW learning rate after warm-up").real(1e-6).above(0)
+  key(s, "policy.optimizer.lr", "AdamW learning rate of the RL phase after the scheduler's warm-up (0 freezes the weights: a control run)").real(1e-6).at_least(0)
       .to([](R& r) -> auto& { return r.policy.optimizer.lr; })
       .shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine");
   key(s, "policy.optimizer.weight_decay", "AdamW decoupled weight decay").real(0.01).at_least(0)
@@ -274,26 +274,31 @@ void declare_policy(schema& s) {
 }
 
 void declare_data_env(schema& s) {
-  key(s, "data.train_dataset", "Training prompts: a JSONL file (null: the parity task's synthetic prompts over the model's vocabulary)").string("")
+  key(s, "data.train_dataset", "Training prompts: a JSON-lines file of prompt (or input_ids) and answer records (null: the task's own prompts: parity's over the model's vocabulary, arithmetic's problems)").string("")
       .null_default()
       .to([](R& r) -> auto& { return r.data.train_dataset; })
-      .not_built_unless([](const R& r) { return r.data.train_dataset; }, std::optional<std::string>{}, "prompts.jsonl", "datasets are not built yet (null: the parity task's synthetic prompts)");
-  key(s, "data.validation_dataset", "Validation prompts: a JSONL file (null: the parity task's held-out prompts with env.name parity)")
+      .shown_by("tests/unit/actors/runtime/run_task_test.cpp: a_math_task_scores_each_response_by_its_records_answer_with_the_checker_the_recipe_names");
+  key(s, "data.validation_dataset", "Validation prompts: a JSON-lines file as data.train_dataset (null: the task's held-out prompts; a run with a training dataset that validates needs one)")
       .string("").null_default().to([](R& r) -> auto& { return r.data.validation_dataset; })
-      .not_built_unless([](const R& r) { return r.data.validation_dataset; }, std::optional<std::string>{}, "val.jsonl", "datasets are not built yet (null: the parity task's held-out prompts)");
+      .shown_by("tests/unit/actors/runtime/run_task_test.cpp: a_math_task_scores_each_response_by_its_records_answer_with_the_checker_the_recipe_names");
   key(s, "data.max_input_seq_length", "Longest prompt in tokens; longer prompts are skipped").integer(2048)
       .at_least(1).to([](R& r) -> auto& { return r.data.max_input_seq_length; })
       .shown_by("tests/unit/orchestration/config/broken_recipes_test.cpp: each_broken_recipe_is_refused_with_its_exact_located_error; tests/data/recipes/broken/rule_sequence_lengths_exceed_total.yaml").at_most(1 << 24);
-  key(s, "data.shuffle", "Shuffle training prompts each epoch (seeded by grpo.seed)").boolean(true)
+  key(s, "data.shuffle", "Shuffle training prompts each epoch (seeded by grpo.seed and the epoch)").boolean(true)
       .to([](R& r) -> auto& { return r.data.shuffle; })
-      .part_of("data.train_dataset");
-  key(s, "env.name", "Reward environment: parity (the synthetic task of data.train_dataset null: an even last generated token scores 1), external (a process of yours scores each trajectory: env.external.command), arithmetic (built-in demo task) or math (answer checker)")
+      .shown_by("tests/actors/driver/driver_test.cpp: a driver draws its prompts epoch after epoch in a seeded order of each epoch and labels each trajectory with its record and answer; tests/unit/orchestration/data/prompt_order_test.cpp: each_epoch_is_a_permutation_of_its_own_and_no_shuffle_keeps_file_order");
+  key(s, "env.name", "Reward environment: parity (the synthetic task of data.train_dataset null: an even last generated token scores 1), arithmetic (the built-in a+b= task: the exact sum scores 1), math (a dataset's answers, checked by env.math.checker) or external (a process of yours scores each trajectory: env.external.command)")
       .choice<environment_kind>({{"parity", environment_kind::parity}, {"arithmetic", environment_kind::arithmetic},
                                  {"math", environment_kind::math}, {"external", environment_kind::external}},
                                 "parity", [](R& r) -> auto& { return r.env.name; })
-      .not_built_when([](const R& r) { return r.env.name == environment_kind::arithmetic || r.env.name == environment_kind::math; },
-                      "math", "the parity and external environments are built; arithmetic and math are not built yet")
-      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit");
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit; tests/integration/runtime/task_run_test.cpp: an_arithmetic_run_warms_up_then_validates_on_held_out_problems_scored_by_their_sums");
+  key(s, "env.arithmetic.max_operand", "env.name arithmetic: the problems are a+b= for a and b in [0, max_operand]")
+      .integer(default_arithmetic_max_operand).at_least(1).at_most(999).to([](R& r) -> auto& { return r.env.arithmetic.max_operand; })
+      .shown_by("tests/integration/runtime/task_run_test.cpp: an_arithmetic_run_warms_up_then_validates_on_held_out_problems_scored_by_their_sums");
+  key(s, "env.math.checker", "env.name math: answer_line (DAPO: the last \"Answer:\" line of the response's last 300 characters, normalised) or strict_boxed (the last \\boxed{} of its last 100 characters, as given)")
+      .choice<math_checker>({{"answer_line", math_checker::answer_line}, {"strict_boxed", math_checker::strict_boxed}},
+                            "answer_line", [](R& r) -> auto& { return r.env.math.checker; })
+      .shown_by("tests/unit/actors/runtime/run_task_test.cpp: a_math_task_scores_each_response_by_its_records_answer_with_the_checker_the_recipe_names");
   key(s, "env.external.command", "env.name external: the reward process, run as /bin/sh -c COMMAND in the directory tandem runs in; JSON lines on its stdin and stdout, one trajectory and one {\"reward\": R} per line (tools/external_reward_example.py)")
       .string("").null_default().to([](R& r) -> auto& { return r.env.external.command; })
       .shown_by("tests/integration/runtime/gemma4_run_test.cpp: an_external_environment_that_scores_parity_gives_the_parity_runs_metrics_bit_for_bit");
@@ -303,6 +308,18 @@ void declare_data_env(schema& s) {
   key(s, "env.num_workers", "Threads scoring trajectories").integer(4).at_least(1).at_most(256)
       .to([](R& r) -> auto& { return r.env.num_workers; })
       .shown_by("tests/actors/environment/environment_test.cpp: a pool scores every trajectory in job order whatever the split over its workers");
+}
+
+void declare_sft(schema& s) {
+  key(s, "sft.max_num_steps", "Supervised warm-up steps before the RL phase: next-token cross-entropy on the training prompts' answers (0: none)")
+      .integer(0).at_least(0).at_most(1 << 24).to([](R& r) -> auto& { return r.sft.max_num_steps; })
+      .shown_by("tests/integration/runtime/task_run_test.cpp: an_arithmetic_run_warms_up_then_validates_on_held_out_problems_scored_by_their_sums");
+  key(s, "sft.lr", "The warm-up's AdamW learning rate (policy.optimizer.lr is the RL phase's)").real(default_sft_lr).above(0)
+      .to([](R& r) -> auto& { return r.sft.lr; })
+      .shown_by("tests/actors/policy_worker/policy_worker_test.cpp: each objective trains at its own learning rate and a rate of 0 leaves the weights as they are");
+  key(s, "sft.batch_size", "Examples per warm-up step").integer(default_sft_batch_size).at_least(1).at_most(1 << 20)
+      .to([](R& r) -> auto& { return r.sft.batch_size; })
+      .shown_by("tests/integration/runtime/task_run_test.cpp: an_arithmetic_run_warms_up_then_validates_on_held_out_problems_scored_by_their_sums");
 }
 
 void declare_checkpoint_logger(schema& s) {
@@ -397,6 +414,7 @@ schema build() {
   declare_loss(s);
   declare_policy(s);
   declare_data_env(s);
+  declare_sft(s);
   declare_checkpoint_logger(s);
   declare_cluster(s);
   declare_runtime(s);

@@ -1,7 +1,7 @@
 // The one wire format of the control plane: encode a message (messages.hpp) into one ZeroMQ frame
 // and decode a frame back, refusing anything malformed with a reason and a byte offset.
 //
-// Wire format, protocol version 6. One frame per message; the ROUTER socket's routing-id frame is
+// Wire format, protocol version 7. One frame per message; the ROUTER socket's routing-id frame is
 // added and removed by the socket layer, never by the codec.
 //
 //   offset  size  field

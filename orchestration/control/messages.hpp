@@ -46,8 +46,9 @@ namespace tandem::control {
 /// the rank keeps them; logprob_result and train_request carry per-sequence values only). Version 6:
 /// the jobs and answers are plain/'s structs, the actors' own (a generate request carries each
 /// request whole; a train result its metrics as fields, not named values; a manifest entry's dtype
-/// is checked as an enum).
-inline constexpr std::uint16_t protocol_version = 6;
+/// is checked as an enum). Version 7: a train request names its objective (the policy-gradient
+/// loss or the supervised warm-up's cross-entropy).
+inline constexpr std::uint16_t protocol_version = 7;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.

@@ -44,6 +44,9 @@ int plot_command(const args& a, std::ostream& out, std::ostream& err);
 int tokenize_command(const args& a, std::istream& in, std::ostream& out, std::ostream& err);
 /// `tandem dataset check FILE`: a prompt dataset read as a run reads it (dataset_command.cpp).
 int dataset_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem init --config FILE --out DIR [--seed N] [--tokenizer DIR]`: a checkpoint directory
+/// with Gemma 4's random initialisation (init_command.cpp).
+int init_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

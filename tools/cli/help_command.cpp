@@ -44,6 +44,8 @@ commands:
                                      a JSON list of ids on stdin as text
   dataset check FILE                 read a prompt dataset (JSON lines) as a run will; count its
                                      records or name the first bad line
+  init --config FILE --out DIR [--seed N] [--tokenizer DIR]
+                                     a new checkpoint directory with random weights (Gemma 4's init)
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -204,6 +206,19 @@ this format from a Hugging Face dataset file (parquet, JSON lines or JSON).
 exit status: 0 every record is good, 1 refused (the file, line and fault on stderr), 2 usage error
 )";
 
+constexpr const char* init_help = R"(usage: tandem init --config FILE --out DIR [--seed N] [--tokenizer DIR]
+
+Writes a new checkpoint directory DIR for the Gemma 4 config.json FILE (or a directory holding
+one), with the random weights a model starts from: every matrix and embedding from
+N(0, initializer_range^2) (0.02 when the config has none), every norm scale, layer_scalar and
+router scale 1, in float32. The weights are a pure function of the config and --seed (default 1).
+DIR gets the config as given, the generation_config.json beside it (else one with its bos, eos
+and pad ids) and, with --tokenizer, that directory's tokenizer.json, tokenizer_config.json and
+special_tokens_map.json. DIR must not exist; it appears whole or not at all.
+
+exit status: 0 written, 1 refused (DIR exists, a bad config, a write failed), 2 usage error
+)";
+
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
        tandem validate --minimize RECIPE
        tandem validate --schema
@@ -337,6 +352,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "plot") out << plot_help;
   else if (a[0] == "tokenize") out << tokenize_help;
   else if (a[0] == "dataset") out << dataset_help;
+  else if (a[0] == "init") out << init_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

@@ -7,6 +7,7 @@
 
 #include "actors/controller/controller.hpp"
 #include "actors/runtime/engine_factory.hpp"
+#include "actors/runtime/run_task.hpp"
 #include "actors/runtime/run_keys.hpp"
 #include "gpu/core/printable.h"
 #include "orchestration/config/not_built.h"
@@ -60,6 +61,12 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
       err << (at.is_default() ? asked.file : at.to_string()) << ": error: " << checkpoint.error().message() << "\n";
       return exit_refused;
     }
+  }
+  // The prompt sets and the reward, as the controller's RL loop will build them: a bad dataset
+  // line, a missing tokenizer.json or a task not built fails here, before any member starts.
+  if (auto task = load_run_task(c); !task) {
+    err << asked.file << ": error: " << task.error().message() << "\n";
+    return exit_refused;
   }
   controller_options o;
   o.plan = topology::plan_placement(c);

@@ -184,23 +184,35 @@ result<ops::pg_loss_metrics> fake_train_engine::train_micro_batch(const train_mi
   return metrics;
 }
 
-result<double> fake_train_engine::train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) {
+result<double> fake_train_engine::train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+                                                      std::int64_t global_tokens) {
   if (auto s = check_trainable("train_cross_entropy"); !s) return s;
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
+  if (!mask.empty() && mask.size() != batch.tokens.size())
+    return fail(status_code::invalid_argument, "train_cross_entropy: the mask holds " + std::to_string(mask.size()) +
+                                                   " values for " + std::to_string(batch.tokens.size()) + " tokens");
   auto lp = logprobs(batch, {});
   if (!lp) return lp.error();
   double loss = 0;
-  for (float v : *lp) loss -= v;  // token 0 of each sequence contributes 0
+  for (std::size_t t = 0; t < lp->size(); ++t)  // token 0 of each sequence contributes 0
+    loss -= (mask.empty() ? 1.0 : static_cast<double>(mask[t])) * static_cast<double>((*lp)[t]);
   loss /= static_cast<double>(global_tokens);
   chunked_xxh3_stream h = stream_from(fake_mix64(weight_hash() ^ 0x5f7a11ce5eedull));
   hash_values(h, batch.tokens);
   hash_values(h, batch.offsets);
+  if (!mask.empty()) hash_values(h, std::vector<float>(mask.begin(), mask.end()));
   const std::uint64_t seed = h.digest();
   ensure_gradients();
   const auto scale = static_cast<float>(1.0 + loss);
   for (std::size_t i = 0; i < gradients_.size(); ++i) gradients_[i] += scale * signed_unit(fake_mix64(seed + i));
   ++micro_batches_;
   return loss;
+}
+
+status fake_train_engine::set_learning_rate(double lr) {
+  if (auto s = check_learning_rate("fake_train_engine", lr); !s) return s;
+  train_.adamw.lr = lr;
+  return status::ok();
 }
 
 void fake_train_engine::ensure_gradients() {

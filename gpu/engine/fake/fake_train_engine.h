@@ -58,7 +58,10 @@ class fake_train_engine final : public train_engine {
   /// The mean of -logprobs() over predicted tokens (scaled by their share of global_tokens); the
   /// gradient is a pseudo-random direction named by the weights and the batch, as in
   /// train_micro_batch.
-  result<double> train_cross_entropy(const packed_sequences& batch, std::int64_t global_tokens) override;
+  using train_engine::train_cross_entropy;
+  result<double> train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+                                     std::int64_t global_tokens) override;
+  status set_learning_rate(double lr) override;
   result<optimizer_result> optimizer_step() override;
   void zero_gradients() override;
   void abandon_step() override;

@@ -5,6 +5,9 @@
 #define CAF_SUITE driver
 #include "actors/driver/driver.hpp"
 
+#include <set>
+
+#include "orchestration/data/prompt_order.h"
 #include "support/actor_fixture.hpp"
 
 using namespace tandem;
@@ -109,6 +112,96 @@ CAF_TEST(the rewards are the parity reward of the fake environment on the last t
     sum += out.report->rewards[i];
   }
   CAF_CHECK_EQUAL(out.report->reward_mean, sum / 4);
+}
+
+CAF_TEST(a driver draws its prompts epoch after epoch in a seeded order of each epoch and labels each trajectory with its record and answer) {
+  // Five prompts, two a step: steps 0-4 draw ten prompts, two whole epochs, each one a
+  // permutation of the five; every trajectory is scored knowing its prompt's record and answer.
+  std::vector<std::vector<std::int32_t>> prompts = {{5, 6}, {7, 8}, {9, 10}, {11, 12}, {13, 14}};
+  auto seen = std::make_shared<std::vector<std::pair<std::uint64_t, std::string>>>();
+  hooks.scoring = [seen] {
+    return scoring_function([seen](const trajectory& t) -> caf::expected<env_feedback> {
+      seen->emplace_back(t.record, t.answer);
+      return env_feedback{static_cast<double>(t.sample_index), true, std::nullopt};
+    });
+  };
+  hooks.driver = [prompts](driver_config& dc) {
+    dc.prompts = prompts;
+    dc.answers = {"a0", "a1", "a2", "a3", "a4"};
+    dc.shuffle = true;
+  };
+  start({refit_mode::colocated, 1});
+  handshake();
+  std::vector<std::uint64_t> drawn;
+  for (int step = 0; step < 5; ++step) {
+    auto out = run_step();
+    CAF_REQUIRE(out.report.has_value());
+    for (const auto& t : out.report->trajectories) {
+      CAF_CHECK(t.prompt == prompts[t.record]);
+      CAF_CHECK_EQUAL(t.answer, "a" + std::to_string(t.record));
+      if (t.sample_index == 0) drawn.push_back(t.record);
+    }
+  }
+  CAF_REQUIRE_EQUAL(drawn.size(), 10u);
+  for (const auto& [record, answer] : *seen) CAF_CHECK_EQUAL(answer, "a" + std::to_string(record));
+  data::prompt_order order(5, true, 11);  // the driver's seed in these tests
+  for (std::size_t i = 0; i < drawn.size(); ++i) CAF_CHECK_EQUAL(drawn[i], order.at(i));
+  for (const std::size_t epoch : {0u, 5u}) {
+    std::set<std::uint64_t> one(drawn.begin() + epoch, drawn.begin() + epoch + 5);
+    CAF_CHECK_EQUAL(one.size(), 5u);
+  }
+  CAF_CHECK((std::vector<std::uint64_t>(drawn.begin(), drawn.begin() + 5) != std::vector<std::uint64_t>(drawn.begin() + 5, drawn.end())));
+}
+
+CAF_TEST(a warm up step trains the examples targets with the cross entropy objective and makes the new version live) {
+  hooks.driver = [](driver_config& dc) {
+    dc.sft_examples = {{{5, 6, 7}, {8, 1}}, {{9, 10}, {11, 12, 1}}, {{13}, {14, 1}}};
+    dc.sft_batch = 2;
+  };
+  start({refit_mode::colocated, 1});
+  handshake();
+  auto h = self->request(driver, caf::infinite, sft_step_atom_v);
+  expect((sft_step_atom), from(self).to(driver));
+  expect((logprobs_atom, logprobs_job), from(driver).to(policy));
+  expect((logprobs_result), from(policy).to(driver));
+  expect((train_atom, train_job), from(driver).to(policy));
+  expect((train_report), from(policy).to(driver));
+  expect((refit_atom, weight_version), from(driver).to(coordinator).with(_, weight_version{1}));
+  sched.run();
+  h.receive(
+      [&](step_report& r) {
+        CAF_CHECK(r.supervised);
+        CAF_CHECK_EQUAL(r.trained_to, 1u);
+        CAF_REQUIRE_EQUAL(r.trajectories.size(), 2u);
+        CAF_CHECK(r.trajectories[0].prompt == (std::vector<std::int32_t>{5, 6, 7}));
+        CAF_CHECK(r.trajectories[0].tokens == (std::vector<std::int32_t>{8, 1}));
+        CAF_CHECK_EQUAL(r.train_tokens, 5);  // the two targets' tokens: 2 + 3
+        CAF_CHECK(r.loss > 0.0);             // the fake engine's mean -logprob of the targets
+        CAF_CHECK_EQUAL(r.metrics.token_count, 0);  // no policy-gradient loss ran
+      },
+      [&](caf::error& e) { CAF_FAIL("the warm-up step failed: " << text_of(e)); });
+  CAF_CHECK_EQUAL(rollout_versions(), (std::vector<weight_version>{1}));
+  // The next warm-up step takes the third example, then wraps to the first; an RL step follows.
+  auto next = self->request(driver, caf::infinite, sft_step_atom_v);
+  sched.run();
+  next.receive([&](step_report& r) { CAF_CHECK(r.trajectories[0].prompt == (std::vector<std::int32_t>{13})); },
+               [&](caf::error& e) { CAF_FAIL("the second warm-up step failed: " << text_of(e)); });
+  auto rl = run_step();
+  CAF_REQUIRE(rl.report.has_value());
+  CAF_CHECK(!rl.report->supervised);
+  CAF_CHECK_EQUAL(rl.report->trained_to, 3u);
+}
+
+CAF_TEST(a warm up step without examples is refused naming why) {
+  start({refit_mode::colocated, 1});
+  handshake();
+  auto h = self->request(driver, caf::infinite, sft_step_atom_v);
+  sched.run();
+  h.receive([](step_report&) { CAF_FAIL("a warm-up step without examples ran"); },
+            [](caf::error& e) {
+              CAF_CHECK(is_tandem_error(e, tandem_errc::invalid_config));
+              CAF_CHECK_NOT_EQUAL(text_of(e).find("no warm-up examples"), std::string::npos);
+            });
 }
 
 /// Dynamic sampling over rounds of 2 prompts x 2 samples, wanting 4 samples a step: the scoring

@@ -57,6 +57,36 @@ CAF_TEST(a train job with several optimizer steps steps the optimizer that often
   CAF_CHECK_EQUAL(r.value->version, 1u);
 }
 
+CAF_TEST(each objective trains at its own learning rate and a rate of 0 leaves the weights as they are) {
+  // The recipe's rates reach a rank as policy_worker_config::lr: here the RL phase's is 0 (a
+  // control run) and the warm-up's 0.5.
+  auto engine = std::make_shared<gpu::fake_train_engine>(tiny_model());
+  policy_worker_config c;
+  c.name = "policy-lr";
+  c.engine = engine;
+  c.execution = engine_execution::inline_calls;
+  c.lr = policy_worker_config::learning_rates{0.0, 0.5};
+  auto worker = spawn_policy_worker(sys, c);
+  sched.run();
+  const auto start = engine->weight_hash();
+  CAF_REQUIRE(ask<logprobs_result>(worker, logprobs_atom_v, one_sequence_logprobs(0)).value.has_value());
+  auto rl = ask<train_report>(worker, train_atom_v, one_sequence_train(0));
+  CAF_REQUIRE(rl.value.has_value());
+  CAF_CHECK_EQUAL(rl.value->optimizer.lr, 0.0);
+  CAF_CHECK_EQUAL(engine->weight_hash(), start);  // lr 0: not one weight moved
+  CAF_CHECK_EQUAL(rl.value->version, 1u);         // the step still counts
+  CAF_REQUIRE(ask<logprobs_result>(worker, logprobs_atom_v, one_sequence_logprobs(1, 1)).value.has_value());
+  auto sft = one_sequence_train(1, 1);
+  sft.objective = train_objective::cross_entropy;
+  auto warm = ask<train_report>(worker, train_atom_v, sft);
+  CAF_REQUIRE(warm.value.has_value());
+  CAF_CHECK_EQUAL(warm.value->optimizer.lr, 0.5);
+  CAF_CHECK_NOT_EQUAL(engine->weight_hash(), start);
+  CAF_CHECK_EQUAL(warm.value->metrics.token_count, 0);  // no policy-gradient loss ran
+  CAF_CHECK(warm.value->loss > 0.0);                    // the targets' cross-entropy
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 CAF_TEST(a train job without its logprob pass is refused with wrong_state and changes nothing) {
   const auto before = trainer->weight_hash();
   auto r = ask<train_report>(policy, train_atom_v, one_sequence_train(0));

@@ -42,7 +42,7 @@ constexpr std::chrono::milliseconds generous{30000};
 
 inline const std::string harness_binary = TANDEM_CONTROLLER_HARNESS;
 inline const std::string tandem_binary = TANDEM_EXECUTABLE;
-inline const std::string dedicated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu-dedicated.yaml";
+inline const std::string dedicated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-fake-cpu-dedicated.yaml";
 
 /// Orphaned descendants (members of a killed controller) become this process's children.
 inline void become_subreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }

@@ -26,7 +26,7 @@ namespace runtime_test {
 
 using json = nlohmann::json;
 
-inline const std::string colocated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml";
+inline const std::string colocated_recipe = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-fake-cpu.yaml";
 
 /// A `tandem run` of `recipe` writing its logs under `logs`, with the fake engines and `extra`
 /// overrides.

@@ -2,8 +2,8 @@
 // model that runtime.fake_weight_mb, grpo.seed and the sequence length set; the Gemma 4 CPU
 // engines over the checkpoint of policy.model_name with the generator's options and KV budget
 // from the recipe; the parity task's prompts over the engines' vocabulary and its reward; and it
-// refuses, naming the key, what is not built (gemma4 on cuda, a dataset, the arithmetic and math
-// environments) or cannot work (a name that is no directory, a checkpoint without weights).
+// refuses, naming the key, what is not built (gemma4 on cuda) or cannot work (a name that is no
+// directory, a checkpoint without weights). Datasets and text tasks: run_task_test.cpp.
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>
@@ -322,25 +322,6 @@ BOOST_AUTO_TEST_CASE(the_validation_prompts_are_max_val_samples_parity_prompts_o
   const auto gemma4 = tandem::validation_prompts(gemma4_recipe({"grpo.seed=9", "grpo.max_val_samples=7"}));
   BOOST_TEST_REQUIRE(bool(gemma4), refusal(gemma4));
   BOOST_TEST((*gemma4 == tg::parity_prompts(9 ^ validate, 7, 256, 3)));
-  // A dataset, or another environment without one, is refused as not built.
-  const auto dataset = tandem::validation_prompts(recipe_of({"data.validation_dataset=val.jsonl"}));
-  BOOST_TEST_REQUIRE(!dataset);
-  BOOST_TEST((dataset.error().code() == tg::status_code::unsupported));
-  BOOST_TEST(dataset.error().message() == "data.validation_dataset: val.jsonl: datasets are not built yet (null with "
-                                          "env.name parity: the parity task's held-out prompts)");
-  const auto math = tandem::validation_prompts(recipe_of({"env.name=math"}));
-  BOOST_TEST_REQUIRE(!math);
-  BOOST_TEST(math.error().message().starts_with("env.name: math: validation without data.validation_dataset uses the "
-                                                "parity task's held-out prompts"),
-             math.error().message());
-}
-
-BOOST_AUTO_TEST_CASE(a_dataset_path_is_refused_as_not_built_naming_the_key_and_the_path) {
-  const auto prompts = tandem::training_prompts(recipe_of({"data.train_dataset=prompts.jsonl"}));
-  BOOST_TEST_REQUIRE(!prompts);
-  BOOST_TEST((prompts.error().code() == tg::status_code::unsupported));
-  BOOST_TEST(prompts.error().message() ==
-             "data.train_dataset: prompts.jsonl: datasets are not built yet (null: the parity task's synthetic prompts)");
 }
 
 BOOST_AUTO_TEST_CASE(env_parity_scores_the_parity_reward_of_the_generated_tokens) {
@@ -357,14 +338,15 @@ BOOST_AUTO_TEST_CASE(env_parity_scores_the_parity_reward_of_the_generated_tokens
   BOOST_TEST(bool(tandem::reward_for(recipe_of({}))));  // parity is the default
 }
 
-BOOST_AUTO_TEST_CASE(env_math_and_arithmetic_are_refused_as_not_built_naming_the_key) {
+BOOST_AUTO_TEST_CASE(env_math_and_arithmetic_have_no_token_reward_here_their_text_scoring_is_the_run_tasks) {
   for (const std::string name : {"math", "arithmetic"}) {
-    const auto reward = tandem::reward_for(recipe_of({"env.name=" + name}));
+    auto recipe = recipe_of({});  // the rules refuse these on the fake engines: set past them
+    recipe.env.name = name == "math" ? tc::environment_kind::math : tc::environment_kind::arithmetic;
+    const auto reward = tandem::reward_for(recipe);
     BOOST_TEST_REQUIRE(!reward, name);
-    BOOST_TEST((reward.error().code() == tg::status_code::unsupported));
+    BOOST_TEST((reward.error().code() == tg::status_code::invalid_argument));
     BOOST_TEST(reward.error().message() == "env.name: " + name +
-                                               ": the parity and external environments are built; arithmetic and math "
-                                               "are not built yet");
+                                               ": a text task, scored over the model's tokenizer (load_run_task, run_task.hpp)");
   }
 }
 

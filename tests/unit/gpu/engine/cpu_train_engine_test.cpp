@@ -107,7 +107,11 @@ BOOST_AUTO_TEST_CASE(two_data_parallel_ranks_stay_bitwise_identical_and_agree_wi
   const auto* b = static_cast<const float*>(single->weights().view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
   double worst = 0;
   for (std::int64_t i = 0; i < r0->layout().total_elements; ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-  BOOST_TEST(worst < 1e-5, "two ranks vs one: max |difference| " << worst);
+  // Not bitwise: one rank accumulates seq_b's gradient onto seq_a's inside the weight-gradient
+  // GEMM, the group adds two finished gradients, so the sums round differently, and AdamW divides
+  // each update by its gradient's own size, so a rounding difference in a near-zero gradient moves
+  // its weight by a visible fraction of lr (1e-3). Far below lr, the ranks agree with one rank.
+  BOOST_TEST(worst < 1e-4, "two ranks vs one: max |difference| " << worst);
 }
 
 BOOST_AUTO_TEST_CASE(a_rank_whose_micro_batch_fails_abandons_the_step_so_its_peer_refuses_it_at_once) {

@@ -13,7 +13,7 @@ namespace tc = tandem::control;
 namespace {
 
 tandem::config::recipe_config recipe(const std::vector<std::string>& overrides) {
-  auto r = tandem::config::resolve_recipe(std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml", overrides);
+  auto r = tandem::config::resolve_recipe(std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-fake-cpu.yaml", overrides);
   BOOST_TEST_REQUIRE(r.errors.empty(), tandem::config::to_string(r.errors));
   return r.recipe->config;
 }

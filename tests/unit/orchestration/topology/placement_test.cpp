@@ -120,8 +120,8 @@ BOOST_AUTO_TEST_CASE(the_control_endpoint_is_tcp_to_the_controller_host_and_port
 
 BOOST_AUTO_TEST_CASE(the_data_parallel_size_counts_the_training_devices) {
   BOOST_TEST(tt::plan_placement(resolve_text("cluster:\n  num_nodes: 2\n")).sizes.data_parallel_size == 16);
-  BOOST_TEST(tt::plan_placement(resolve_shipped("tiny-cpu.yaml")).sizes.data_parallel_size == 2);
-  BOOST_TEST(tt::plan_placement(resolve_shipped("tiny-cpu-dedicated.yaml")).sizes.data_parallel_size == 2);
+  BOOST_TEST(tt::plan_placement(resolve_shipped("tiny-fake-cpu.yaml")).sizes.data_parallel_size == 2);
+  BOOST_TEST(tt::plan_placement(resolve_shipped("tiny-fake-cpu-dedicated.yaml")).sizes.data_parallel_size == 2);
   BOOST_TEST(tt::plan_placement(resolve_shipped("dapo-gemma4-12b-3n8g-dedicated.yaml")).sizes.data_parallel_size == 16);
   BOOST_TEST(tt::plan_placement(resolve_shipped("dapo-gemma4-31b-6n8g-dedicated.yaml")).sizes.data_parallel_size == 32);
   BOOST_TEST(tt::plan_placement(resolve_shipped("dapo-gemma4-31b-4n8g-colocated.yaml")).sizes.data_parallel_size == 32);

@@ -33,8 +33,8 @@ namespace {
 
 /// A fresh folder under the system temp directory, removed with its contents at scope exit.
 
-const std::string tiny = "configs/recipes/tiny-cpu.yaml";
-const std::string tiny_abs = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml";
+const std::string tiny = "configs/recipes/tiny-fake-cpu.yaml";
+const std::string tiny_abs = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-fake-cpu.yaml";
 
 /// A rendered YAML line: "key: value", padded to 48 columns, then "  # comment".
 std::string commented(const std::string& line, const std::string& comment) {
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_command_or_option_is_a_usage_error_naming_it) {
   cli_result r = cli({"frob"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.out == "");
-  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, help, --version)\n");
+  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, init, help, --version)\n");
   r = cli({"validate", "--frob", tiny});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem validate: unknown option '--frob' (options: --minimize, --schema)\n");
@@ -116,16 +116,16 @@ BOOST_AUTO_TEST_CASE(an_unknown_command_or_option_is_a_usage_error_naming_it) {
 }
 
 BOOST_AUTO_TEST_CASE(validate_prints_yaml_whose_values_name_their_origin) {
-  const cli_result r = cli({"validate", "configs/recipes/tiny-cpu-dedicated.yaml"});
+  const cli_result r = cli({"validate", "configs/recipes/tiny-fake-cpu-dedicated.yaml"});
   BOOST_TEST(r.code == 0);
   BOOST_TEST(r.err == tiny + ":12:23: note: policy.logprob_chunk_size: 64 configures the Gemma 4 engines; runtime.engine: fake ignores it\n");  // the fake engines ignore it: said, not silent
-  BOOST_TEST(r.out.starts_with("# tandem recipe configs/recipes/tiny-cpu-dedicated.yaml, resolved (inherits " + tiny +
+  BOOST_TEST(r.out.starts_with("# tandem recipe configs/recipes/tiny-fake-cpu-dedicated.yaml, resolved (inherits " + tiny +
                                ")\n# a comment names where a value was set; values without one are schema defaults\n"
                                "grpo:\n" + commented("  num_prompts_per_step: 4", tiny + ":5:25")));
   BOOST_TEST(r.out.find("\n  max_num_epochs: 1\n") != std::string::npos);  // a schema default: no comment
-  BOOST_TEST(r.out.find(commented("      enabled: false", "configs/recipes/tiny-cpu-dedicated.yaml:7:16")) !=
+  BOOST_TEST(r.out.find(commented("      enabled: false", "configs/recipes/tiny-fake-cpu-dedicated.yaml:7:16")) !=
              std::string::npos);
-  BOOST_TEST(r.out.find(commented("  gpus_per_node: 4", "configs/recipes/tiny-cpu-dedicated.yaml:11:18")) !=
+  BOOST_TEST(r.out.find(commented("  gpus_per_node: 4", "configs/recipes/tiny-fake-cpu-dedicated.yaml:11:18")) !=
              std::string::npos);
 }
 
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(a_model_that_is_not_a_preset_is_refused_at_policy_model_nam
   const std::string expected = recipe + ":3:15: error: policy.model_name: 'no-such-model' is not a directory with a "
                                "config.json, a preset in " + (tandem::cli::config_dir() / "models").string() +
                                " (gemma-4-12B, gemma-4-26B-A4B, gemma-4-31B, gemma-4-E2B, gemma-4-E4B, tiny-all, "
-                               "tiny-dense, tiny-e), or a model in the Hugging Face cache (";
+                               "tiny-arithmetic, tiny-dense, tiny-e), or a model in the Hugging Face cache (";
   const cli_result r = cli({"validate", recipe});
   BOOST_TEST(r.code == 1);
   BOOST_TEST(r.out == "");
@@ -278,7 +278,7 @@ BOOST_AUTO_TEST_CASE(a_sequence_longer_than_the_model_positions_is_refused) {
       dir.write("model/config.json", changed);
       const std::string model = "policy.model_name=" + (dir.path() / "model").string();
       const cli_result r = cli({"validate", tiny, model});
-      if (positions == 48) {  // tiny-cpu.yaml asks for 64 tokens
+      if (positions == 48) {  // tiny-fake-cpu.yaml asks for 64 tokens
         BOOST_TEST(r.code == 1);
         BOOST_TEST(r.out == "");
         BOOST_TEST(r.err == tiny + ":11:30: error: policy.max_total_sequence_length: 64 exceeds the model's "
@@ -290,6 +290,35 @@ BOOST_AUTO_TEST_CASE(a_sequence_longer_than_the_model_positions_is_refused) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(init_writes_a_loadable_checkpoint_that_is_a_pure_function_of_config_and_seed_and_never_overwrites) {
+  const temp_dir dir;
+  const std::string config = std::string(TANDEM_SOURCE_DIR) + "/configs/models/tiny-arithmetic";
+  const auto a = dir.path() / "a", b = dir.path() / "b", c = dir.path() / "c";
+  auto r = cli({"init", "--config", config, "--out", a.string(), "--seed", "7", "--tokenizer", config});
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(r.out.find("248260 parameters (seed 7") != std::string::npos, r.out);
+  for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+    BOOST_TEST(std::filesystem::is_regular_file(a / f), f);
+  BOOST_TEST(cli({"inspect", "--model", a.string()}).code == 0);  // every header and name checked as a load does
+  BOOST_TEST_REQUIRE(cli({"init", "--config", config, "--out", b.string(), "--seed", "7"}).code == 0);
+  BOOST_TEST_REQUIRE(cli({"init", "--config", config, "--out", c.string(), "--seed", "8"}).code == 0);
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p / "model.safetensors", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  BOOST_TEST((bytes(a) == bytes(b)));
+  BOOST_TEST((bytes(a) != bytes(c)));
+  BOOST_TEST(!std::filesystem::exists(b / "tokenizer.json"));
+  // The committed model is this command's output for seed 1.
+  const auto d = dir.path() / "d";
+  BOOST_TEST_REQUIRE(cli({"init", "--config", config, "--out", d.string()}).code == 0);
+  BOOST_TEST((bytes(d) == bytes(config)));
+  r = cli({"init", "--config", config, "--out", a.string()});
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(r.err == "tandem init: --out " + a.string() + ": already exists (init writes a new directory)\n");
+  BOOST_TEST(cli({"init", "--config", config}).code == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

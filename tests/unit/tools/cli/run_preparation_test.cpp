@@ -18,7 +18,7 @@ using tandem::test::temp_dir;
 
 namespace {
 
-const std::string tiny = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-cpu.yaml";
+const std::string tiny = std::string(TANDEM_SOURCE_DIR) + "/configs/recipes/tiny-fake-cpu.yaml";
 
 tandem::config::resolved_recipe resolved(const fs::path& log_dir) {
   auto r = tandem::config::resolve_recipe(tiny, {"logger.log_dir=" + log_dir.string()});

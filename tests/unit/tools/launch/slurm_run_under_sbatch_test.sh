@@ -17,11 +17,11 @@ STUB
 chmod +x "$work/bin/scontrol"
 out="$(cd "$source_dir" && PATH="$work/bin:$PATH" SLURM_JOB_NODELIST="node-[a-b]" SLURM_JOB_ID=42 \
   SLURM_SUBMIT_DIR="$source_dir" TANDEM_JOB_DIR="$work/job" TANDEM="$tandem_binary" TANDEM_LAUNCH_DRY_RUN=1 \
-  bash "$work/spool/job42/slurm_script" configs/recipes/tiny-cpu.yaml runtime.engine=fake cluster.num_nodes=2 --fresh 2>&1)" || {
+  bash "$work/spool/job42/slurm_script" configs/recipes/tiny-fake-cpu.yaml runtime.engine=fake cluster.num_nodes=2 --fresh 2>&1)" || {
   echo "the launcher failed under sbatch:"; echo "$out"; exit 1; }
 fail() { echo "FAIL: $1"; echo "--- launcher output:"; echo "$out"; exit 1; }
 grep -q "keys $work/job/run.keys --world 4" <<<"$out" || fail "no keys for a world of 2 nodes x 2 devices"
-grep -q "srun --nodes=1 --ntasks=1 --nodelist=node-a .* run $source_dir/configs/recipes/tiny-cpu.yaml runtime.engine=fake cluster.num_nodes=2 --fresh cluster.controller_host=" <<<"$out" ||
+grep -q "srun --nodes=1 --ntasks=1 --nodelist=node-a .* run $source_dir/configs/recipes/tiny-fake-cpu.yaml runtime.engine=fake cluster.num_nodes=2 --fresh cluster.controller_host=" <<<"$out" ||
   fail "the controller does not run the submit directory's recipe on the first node"
 grep -q -- "--ntasks=4 --ntasks-per-node=2" <<<"$out" || fail "not one member per device"
 grep -q "TANDEM_CONTROLLER=tcp://.*:29650" <<<"$out" || fail "the members do not dial the recipe's port"
