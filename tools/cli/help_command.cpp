@@ -280,9 +280,13 @@ naming the file and the reason.
 
 runtime.engine=gemma4 (the default) runs the Gemma 4 engines on cluster.backend cpu (float32;
 cuda is not built yet): every member loads the checkpoint policy.model_name resolves to (the
-run's recipe names that directory), and the parity task's prompts over its vocabulary are
-scored by env.name: parity. runtime.engine=fake runs the whole runtime with deterministic fake
-engines (a fake model of runtime.fake_weight_mb MiB, the same task over its 64 tokens).
+run's recipe names that directory). The prompts are data.train_dataset's records (through the
+checkpoint's tokenizer.json) or the task's own (env.name parity: synthetic prompts over the
+vocabulary; arithmetic: a+b= problems), scored by env.name; sft.max_num_steps > 0 runs a
+supervised warm-up on their answers first. The dataset, the tokenizer and the task are checked
+before any member starts. runtime.engine=fake runs the whole runtime with deterministic fake
+engines (a fake model of runtime.fake_weight_mb MiB, the parity task over its 64 tokens). The run
+ends saying where its metrics are.
 
 exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";

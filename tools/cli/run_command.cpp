@@ -115,6 +115,10 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
     return exit_refused;
   }
   lines.out("tandem run: " + result.message);
+  // Where the run's results are. Final weights wait for checkpoints (not built yet): say so.
+  const std::string dir = prepared->recipe.config.logger.log_dir;
+  lines.out("tandem run: metrics in " + dir + "/metrics.jsonl (samples in generations.jsonl); plot them with `tandem plot " +
+            dir + "`; final weights are not saved yet (checkpointing is not built)");
   return exit_ok;
 }
 
