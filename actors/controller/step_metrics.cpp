@@ -23,12 +23,28 @@ void flatten(const json& j, const std::string& prefix, std::vector<records::tagg
   }
 }
 
+json refit_json(const refit_report& x) {
+  return {{"mode", to_string(x.mode)}, {"buckets", x.buckets}, {"bytes", x.bytes}, {"checksums", x.checksums},
+          {"dropped_acks", x.dropped_acks}};
+}
+
+json traffic_json(const socket_thread::traffic_counts& t) {
+  return {{"sent", t.sent_bytes}, {"received", t.received_bytes}, {"heartbeats", t.heartbeat_bytes}};
+}
+
 }  // namespace
 
 std::string digest_hex(std::uint64_t digest) {
   char text[19];
   std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(digest));
   return text;
+}
+
+/// Every policy rank's weights digest after the step.
+json digests_json(const step_report& r) {
+  json digests = json::array();
+  for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
+  return digests;
 }
 
 json step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
@@ -50,8 +66,6 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
   const double trajectories = static_cast<double>(std::max<std::size_t>(r.trajectories.size(), 1));
   json events = json::array();
   for (const auto& e : r.events) events.push_back({{"sequence", e.sequence}, {"step", e.step + 1}, {"event", e.what}});
-  json digests = json::array();
-  for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
   const auto& p = r.phase_seconds;
   return json{{"step", r.step + 1},
               {"train/loss", r.loss},
@@ -95,20 +109,13 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"trained_to", r.trained_to},
               {"trajectories", r.trajectories.size()},
               {"micro_batches", r.micro_batches},
-              {"refit", {{"mode", to_string(r.refit.mode)},
-                         {"buckets", r.refit.buckets},
-                         {"bytes", r.refit.bytes},
-                         {"checksums", r.refit.checksums},
-                         {"dropped_acks", r.refit.dropped_acks}}},
-              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
-                                 {"heartbeats", traffic.heartbeat_bytes}}},
-              {"weights_digests", digests},
+              {"refit", refit_json(r.refit)},
+              {"control_bytes", traffic_json(traffic)},
+              {"weights_digests", digests_json(r)},
               {"events", events}};
 }
 
 json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
-  json digests = json::array();
-  for (const auto d : r.weights_digests) digests.push_back(digest_hex(d));
   const auto& p = r.phase_seconds;
   return json{{"step", r.step + 1},
               {"sft/loss", r.loss},
@@ -119,14 +126,9 @@ json sft_step_record(const step_report& r, const socket_thread::traffic_counts& 
               {"timing/sft/transfer_and_update_weights", p.refit},
               {"timing/sft/total_step_time", seconds},
               {"trained_to", r.trained_to},
-              {"refit", {{"mode", to_string(r.refit.mode)},
-                         {"buckets", r.refit.buckets},
-                         {"bytes", r.refit.bytes},
-                         {"checksums", r.refit.checksums},
-                         {"dropped_acks", r.refit.dropped_acks}}},
-              {"control_bytes", {{"sent", traffic.sent_bytes}, {"received", traffic.received_bytes},
-                                 {"heartbeats", traffic.heartbeat_bytes}}},
-              {"weights_digests", digests}};
+              {"refit", refit_json(r.refit)},
+              {"control_bytes", traffic_json(traffic)},
+              {"weights_digests", digests_json(r)}};
 }
 
 void add_validation_metrics(json& record, const validation_report& v) {
