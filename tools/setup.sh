@@ -6,7 +6,8 @@ set -euo pipefail
 
 # gnuplot-nox: `tandem plot` draws its PNGs with it (pngcairo terminal), and its test runs it.
 packages=(cmake ninja-build g++ pkg-config libcaf-dev libzmq3-dev cppzmq-dev libyaml-cpp-dev
-          libboost-test-dev nlohmann-json3-dev libopenblas-openmp-dev libxxhash-dev gnuplot-nox)
+          libboost-test-dev nlohmann-json3-dev libopenblas-openmp-dev libxxhash-dev libsentencepiece-dev
+          gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,6 +7,7 @@
 
 #include "actors/runtime/engine_factory.hpp"
 #include "gpu/model/config.h"
+#include "orchestration/data/chat_format.h"
 #include "orchestration/data/prompt_dataset.h"
 #include "orchestration/environments/arithmetic_task.h"
 #include "orchestration/environments/math_answer.h"
@@ -19,22 +20,21 @@ using config::environment_kind;
 using tokenizer_ptr = std::shared_ptr<const tokenizer::tokenizer>;
 
 gpu::status refused(const std::string& what) { return {gpu::status_code::invalid_argument, what}; }
-gpu::status not_built(const std::string& what) { return {gpu::status_code::unsupported, what}; }
 
 bool text_task(const config::recipe_config& r) {
   return r.data.train_dataset || r.env.name == environment_kind::arithmetic || r.env.name == environment_kind::math;
 }
 
-/// The checkpoint directory's tokenizer.json; `why` says what needs it.
+/// The checkpoint directory's tokenizer (tokenizer.json, else tokenizer.model); `why` says what needs it.
 gpu::result<tokenizer_ptr> model_tokenizer(const config::recipe_config& r, const std::string& why) {
   if (r.runtime.engine != config::engine_kind::gemma4)
     return refused(why + " needs the model's tokenizer: runtime.engine gemma4 (the fake engines have none)");
-  const std::filesystem::path file = std::filesystem::path(r.policy.model_name) / "tokenizer.json";
+  const std::filesystem::path dir(r.policy.model_name);
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec))
-    return refused("policy.model_name: " + r.policy.model_name + " has no tokenizer.json, which " + why +
-                   " needs (reading tokenizer.model is not built yet)");
-  auto t = tokenizer::tokenizer::load(file);
+  if (!std::filesystem::is_regular_file(dir / "tokenizer.json", ec) && !std::filesystem::is_regular_file(dir / "tokenizer.model", ec))
+    return refused("policy.model_name: " + r.policy.model_name + " has neither tokenizer.json nor tokenizer.model, which " +
+                   why + " needs");
+  auto t = tokenizer::tokenizer::load_model(dir);
   if (!t) return refused("policy.model_name: " + t.error().message);
   return std::make_shared<const tokenizer::tokenizer>(std::move(t.value()));
 }
@@ -74,14 +74,16 @@ gpu::result<prompt_set> dataset_set(const config::recipe_config& r, const char* 
       ids = std::move(e.value());
     } else if (x.input_ids) {
       ids = std::move(*x.input_ids);
-      for (const auto id : ids)
-        if (id < 0 || id >= vocab)
-          return refused(where + ": input_ids holds " + std::to_string(id) + ", outside the model's vocabulary of " +
-                         std::to_string(vocab) + " tokens");
     } else {
-      return not_built(where + ": a \"messages\" record needs Gemma 4's chat format, which is not built yet; give the "
-                               "record as \"prompt\" text or \"input_ids\"");
+      auto e = data::chat_ids(t, x.messages, data::chat_options{});
+      if (!e) return refused(where + ": " + e.error().message);
+      ids = std::move(e.value());
     }
+    // A tokenizer larger than the model's embedding, or a pre-tokenized id beyond it, is caught here.
+    for (const auto id : ids)
+      if (id < 0 || id >= vocab)
+        return refused(where + ": " + (x.input_ids ? std::string("input_ids holds ") : std::string("the prompt's tokens hold ")) +
+                       std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(vocab) + " tokens");
     add_prompt(set, std::move(ids), std::move(x.answer), r.data.max_input_seq_length);
   }
   if (set.tokens.empty())

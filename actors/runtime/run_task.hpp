@@ -7,14 +7,15 @@
 //   data.train_dataset null, env.name arithmetic: the arithmetic task's training problems, its
 //                      held-out problems as the validation set (orchestration/environments/arithmetic_task.h)
 //   data.train_dataset FILE: its records (orchestration/data/prompt_dataset.h): `prompt` text through
-//                      the model's tokenizer.json with the tokenizer's template (Gemma's adds <bos>),
-//                      `input_ids` as they are; `messages` refused (the chat format is not built)
+//                      the model's tokenizer with the tokenizer's template (Gemma's adds <bos>),
+//                      `messages` in Gemma 4's chat format with its generation prompt, thinking off
+//                      (orchestration/data/chat_format.h), `input_ids` as they are
 //   data.validation_dataset FILE: likewise; null with a dataset: no validation set (a recipe that
 //                      validates is refused by the rules)
 //   records longer than data.max_input_seq_length tokens are left out and counted
 //
-// Text tasks (arithmetic, math, datasets) need the checkpoint directory's tokenizer.json
-// (runtime.engine gemma4). A response is the text of its generated tokens, special tokens left
+// Text tasks (arithmetic, math, datasets) need the checkpoint directory's tokenizer.json or
+// tokenizer.model (runtime.engine gemma4). A response is the text of its generated tokens, special tokens left
 // out; one holding an id the tokenizer has no text for is scored 0 (it cannot be an answer).
 //   env.name arithmetic: 1 when that text, stripped, is the answer exactly; else 0
 //   env.name math:       env.math.checker's verdict (answer_line or strict_boxed): 1 or 0
@@ -52,8 +53,8 @@ struct run_task {
 };
 
 /// The run's task. Errors name the recipe key and, for a dataset, the file and line:
-/// invalid_argument for a bad record, a missing tokenizer.json or a set with no prompt short
-/// enough; unsupported for what is not built (chat records).
+/// invalid_argument for a bad record, a missing tokenizer or a set with no prompt short
+/// enough.
 gpu::result<run_task> load_run_task(const config::recipe_config& recipe);
 
 /// "12 of 9744 training prompts are longer than data.max_input_seq_length (16 tokens) and left out"

@@ -1,6 +1,7 @@
-// A Hugging Face tokenizer.json, read natively: the ids equal transformers' fast tokenizer's for
-// the components it supports (tokenizer_spec.h lists them; anything else is refused when the file
-// is read, never ignored).
+// A checkpoint's tokenizer: its Hugging Face tokenizer.json, read natively, or, for checkpoints
+// that ship only a SentencePiece tokenizer.model, that (sentencepiece_model.h). The ids equal
+// transformers' tokenizer's for the components it supports (tokenizer_spec.h lists them; anything
+// else is refused when the file is read, never ignored).
 //
 //   encode: text --added tokens (raw)--> pieces --normalizer--> --added tokens (normalized)-->
 //           --Split pre-tokenizer--> words --BPE--> ids  [--template: <bos> ... when asked]
@@ -22,6 +23,7 @@
 
 #include "orchestration/tokenizer/added_tokens.h"
 #include "orchestration/tokenizer/bpe_model.h"
+#include "orchestration/tokenizer/sentencepiece_model.h"
 #include "orchestration/tokenizer/tokenizer_error.h"
 #include "orchestration/tokenizer/tokenizer_spec.h"
 
@@ -29,6 +31,10 @@ namespace tandem::tokenizer {
 
 class tokenizer {
  public:
+  /// The tokenizer of a checkpoint directory: its tokenizer.json, else its tokenizer.model (with
+  /// tokenizer_config.json's add_bos_token / add_eos_token when it says them; <bos> otherwise).
+  /// A file is read as what its name says (a .model file as SentencePiece, any other as JSON).
+  static tokenizer_result<tokenizer> load_model(const std::filesystem::path& dir_or_file);
   /// The tokenizer of the tokenizer.json at `file`.
   static tokenizer_result<tokenizer> load(const std::filesystem::path& file);
   /// The tokenizer of tokenizer.json text; `where` names it in errors.
@@ -45,10 +51,16 @@ class tokenizer {
   /// The text of an id, if it has one.
   std::optional<std::string> id_to_token(std::int32_t id) const;
   /// One more than the largest id.
-  std::int32_t vocab_size() const { return static_cast<std::int32_t>(tokens_.size()); }
+  std::int32_t vocab_size() const;
+  /// Which file it was read from: "tokenizer.json" or "tokenizer.model".
+  const char* format() const { return spm_ ? "tokenizer.model" : "tokenizer.json"; }
 
  private:
   tokenizer(tokenizer_spec spec, bpe_model model);
+  tokenizer(std::shared_ptr<const sentencepiece_model> spm, bool add_bos, bool add_eos);
+
+  std::shared_ptr<const sentencepiece_model> spm_;  // set: a tokenizer.model, the rest unused
+  bool spm_bos_ = true, spm_eos_ = false;
 
   tokenizer_spec spec_;
   bpe_model model_;

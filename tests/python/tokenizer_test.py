@@ -6,7 +6,9 @@ tokenizer.json in the shape of Gemma's. transformers' fast tokenizer over the sa
 give the committed corpus ids (so the fixture and the installed reference agree), and `tandem
 tokenize` must give transformers' ids, and decode them back to the text, for every corpus line and
 for a few hundred seeded random strings drawn from ASCII, whitespace runs, Latin-1, CJK, emoji,
-combining marks, control characters and the fixture's special and added tokens.
+combining marks, control characters and the fixture's special and added tokens. `tandem tokenize
+--chat` must give the recorded renderings of transformers' apply_chat_template with Google's Gemma 4
+template (tests/data/tokenizer/chat/, from tools/reference/chat_format.py record), text and ids.
 
 Usage: tokenizer_test.py TANDEM [unittest arguments...]
 Exit:  0 every check passed, 1 a check failed, 2 usage error.
@@ -30,7 +32,8 @@ ALPHABET = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
             + list("\u65e5\u672c\u8a9e\u4e2d\u6587\ud55c")
             + ["\U0001F600", "\U0001F44D\U0001F3FD", "\U0001F1EB\U0001F1F7", "\u2764\ufe0f"]
             + ["e\u0301", "\u0000", "\u0007", "\u007f"]
-            + ["<bos>", "<eos>", "<|turn>", "<turn|>", "<start_of_image>", "[multimodal]", "<unk>", "<0x41>"])
+            + ["<bos>", "<eos>", "<|turn>", "<turn|>", "<start_of_image>", "[multimodal]", "<unk>", "<0x41>"]
+            + ["<|channel>", "<channel|>", "<|think|>"])
 
 
 def tandem(args, stdin):
@@ -68,6 +71,19 @@ class TokenizerTest(unittest.TestCase):
     def test_every_corpus_line_gives_transformers_ids(self):
         for line in self.corpus:
             self.check(line["text"])
+
+    def test_tokenize_chat_gives_the_recorded_renderings_of_transformers_apply_chat_template(self):
+        # tests/data/tokenizer/chat/renderings.jsonl: tools/reference/chat_format.py record.
+        with open(os.path.join(FIXTURE, "chat", "renderings.jsonl"), encoding="utf-8") as f:
+            renderings = [json.loads(line) for line in f]
+        self.assertGreaterEqual(len(renderings), 30)
+        for x in renderings:
+            flags = ["--chat"] + (["--thinking"] if x["enable_thinking"] else []) + (
+                [] if x["add_generation_prompt"] else ["--no-generation-prompt"])
+            stdin = json.dumps({"messages": x["messages"]}).encode()
+            self.assertEqual(tandem(flags + ["--text"], stdin).decode("utf-8"), x["text"], repr(x["messages"]))
+            self.assertEqual(json.loads(tandem(flags, stdin)), x["ids"], repr(x["messages"]))
+            self.assertEqual(self.hf(x["text"], add_special_tokens=False)["input_ids"], x["ids"])
 
     def test_random_strings_give_transformers_ids(self):
         rng = random.Random(20261202)

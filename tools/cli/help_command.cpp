@@ -40,8 +40,11 @@ commands:
   plot RUN_DIR [-o FILE.png] [--metrics NAME,...]
                                      a PNG of the reward, accuracy, loss and error metrics (gnuplot)
   tokenize --model DIR [--special]   stdin's text as token ids (JSON), with DIR's tokenizer.json
+                                     (or tokenizer.model)
   tokenize --model DIR --decode [--skip-special]
                                      a JSON list of ids on stdin as text
+  tokenize --model DIR --chat [--thinking] [--no-generation-prompt] [--text]
+                                     a conversation on stdin in Gemma 4's chat format, as ids
   dataset check FILE                 read a prompt dataset (JSON lines) as a run will; count its
                                      records or name the first bad line
   init --config FILE --out DIR [--seed N] [--tokenizer DIR]
@@ -181,17 +184,31 @@ or failing; the reason on stderr), 2 usage error
 
 constexpr const char* tokenize_help = R"(usage: tandem tokenize --model DIR [--special]
        tandem tokenize --model DIR --decode [--skip-special]
+       tandem tokenize --model DIR --chat [--thinking] [--no-generation-prompt] [--text]
 
-Reads the Hugging Face tokenizer.json of DIR (a checkpoint directory, or the file itself) and
-encodes all of stdin (UTF-8) into a JSON list of token ids, or with --decode reads a JSON list of
-ids from stdin and prints their text. The ids equal transformers' fast tokenizer's: added and
-special tokens are matched in the text first, then the normalizer, the Split pre-tokenizer and the
-BPE model (merges by rank, byte fallback, the unknown token) run. --special wraps the ids in the
-post-processor's template (<bos> first for Gemma); --skip-special leaves special tokens out of the
-text. A tokenizer.json component tandem does not implement is refused by name, never ignored.
+Reads the tokenizer of DIR (a checkpoint directory, or the file itself): its Hugging Face
+tokenizer.json, or, when it has none, its SentencePiece tokenizer.model. Encodes all of stdin
+(UTF-8) into a JSON list of token ids, or with --decode reads a JSON list of ids from stdin and
+prints their text. The ids equal transformers' tokenizer's: added and special tokens are matched
+in the text first, then the normalizer, the Split pre-tokenizer and the BPE model (merges by rank,
+byte fallback, the unknown token) run. --special wraps the ids in the post-processor's template
+(<bos> first for Gemma; for a tokenizer.model, tokenizer_config.json's add_bos_token and
+add_eos_token); --skip-special leaves special tokens out of the text. A tokenizer.json component
+tandem does not implement is refused by name, never ignored.
 
-exit status: 0 done, 1 refused (no tokenizer.json, an unsupported component, text that is not
-UTF-8, an unknown id; the reason on stderr), 2 usage error
+--chat reads a conversation instead (a JSON list of {"role": system|user|assistant|model,
+"content": text}, or an object with "messages") and prints the ids of its rendering in Gemma 4's
+chat format: <bos>, a system turn when the first message is the system's (or with --thinking, which
+opens it with <|think|>), <|turn>ROLE\n...<turn|>\n per message (assistant becomes model; a model
+turn's <|channel>...<channel|> thoughts are left out), and the generation prompt <|turn>model\n
+(with the empty thought channel <|channel>thought\n<channel|> unless --thinking), which
+--no-generation-prompt leaves off. --text prints the rendered text instead of the ids. Tool calls
+and images are not part of the format. tools/reference/chat_format.py check compares it with a
+checkpoint's own chat template through transformers.
+
+exit status: 0 done, 1 refused (no tokenizer, an unsupported component, text that is not UTF-8,
+an unknown id, a bad conversation, a tokenizer without Gemma 4's chat tokens; the reason on
+stderr), 2 usage error
 )";
 
 constexpr const char* dataset_help = R"(usage: tandem dataset check FILE
@@ -281,9 +298,10 @@ naming the file and the reason.
 runtime.engine=gemma4 (the default) runs the Gemma 4 engines on cluster.backend cpu (float32;
 cuda is not built yet): every member loads the checkpoint policy.model_name resolves to (the
 run's recipe names that directory). The prompts are data.train_dataset's records (through the
-checkpoint's tokenizer.json) or the task's own (env.name parity: synthetic prompts over the
-vocabulary; arithmetic: a+b= problems), scored by env.name; sft.max_num_steps > 0 runs a
-supervised warm-up on their answers first. The dataset, the tokenizer and the task are checked
+checkpoint's tokenizer.json or tokenizer.model; "messages" records in Gemma 4's chat format, see
+`tandem help tokenize`) or the task's own (env.name parity: synthetic prompts over the vocabulary;
+arithmetic: a+b= problems), scored by env.name; sft.max_num_steps > 0 runs a supervised warm-up
+on their answers first. The dataset, the tokenizer and the task are checked
 before any member starts. runtime.engine=fake runs the whole runtime with deterministic fake
 engines (a fake model of runtime.fake_weight_mb MiB, the parity task over its 64 tokens). The run
 ends saying where its metrics are.

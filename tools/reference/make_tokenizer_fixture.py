@@ -21,6 +21,7 @@ from tokenizers.trainers import BpeTrainer
 
 SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>"]
 ADDED = ["<start_of_image>", "[multimodal]"]  # non-special added tokens: matched before the model
+CHAT = ["<|channel>", "<channel|>", "<|think|>"]  # the rest of Gemma 4's chat tokens, after the others' ids
 
 TRAINING = [
     "What is 17 + 25? Answer: 42",
@@ -78,6 +79,7 @@ def main() -> int:
     tok.train_from_iterator([t.replace(" ", "\u2581") for t in TRAINING], trainer=trainer)
     tok.add_tokens(ADDED)
     tok.add_special_tokens(SPECIAL)
+    tok.add_special_tokens(CHAT)
     bos = tok.token_to_id("<bos>")
     tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
     tok.save(str(out / "tokenizer.json"))

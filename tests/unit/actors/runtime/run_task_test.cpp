@@ -30,10 +30,10 @@ std::string refusal(const tandem::gpu::result<T>& r) {
 }
 
 /// A model directory (config.json only: the controller reads no weights) whose vocabulary holds
-/// the tokenizer fixture's 550 ids, with that tokenizer.json.
+/// the tokenizer fixture's 553 ids, with that tokenizer.json.
 fs::path math_model(const tandem::test::temp_dir& dir) {
   auto config = nlohmann::json::parse(*tandem::gpu::read_text_file(source / "configs/models/tiny-arithmetic/config.json"));
-  config["vocab_size"] = 600;
+  config["vocab_size"] = 600;  // more than the fixture tokenizer's 553 ids
   config["vocab_size_per_layer_input"] = 600;
   const fs::path model = dir.path() / "model";
   fs::create_directories(model);
@@ -104,7 +104,28 @@ BOOST_AUTO_TEST_CASE(a_math_task_scores_each_response_by_its_records_answer_with
   BOOST_TEST(task->score(odd)->reward == 0.0);
 }
 
-BOOST_AUTO_TEST_CASE(a_bad_record_a_chat_record_or_a_missing_tokenizer_is_refused_naming_the_key_the_file_and_the_line) {
+BOOST_AUTO_TEST_CASE(a_messages_record_becomes_the_ids_of_its_gemma_4_chat_rendering_with_the_generation_prompt) {
+  tandem::test::temp_dir dir;
+  const fs::path model = math_model(dir);
+  const auto train = dir.write("chat.jsonl",
+                               "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                               "{\"role\": \"user\", \"content\": \"7*6?\"}], \"answer\": \"42\"}\n");
+  const auto recipe = tandem::test::small_recipe({"runtime.engine=gemma4", "policy.model_name=" + model.string(),
+                                                  "env.name=math", "data.train_dataset=" + train,
+                                                  "data.max_input_seq_length=64", "policy.max_total_sequence_length=80"});
+  const auto task = tandem::load_run_task(recipe);
+  BOOST_TEST_REQUIRE(bool(task), refusal(task));
+  const auto t = *tandem::tokenizer::tokenizer::load(model / "tokenizer.json");
+  const auto expected = t.encode("<bos><|turn>system\nBe brief.<turn|>\n<|turn>user\n7*6?<turn|>\n"
+                                 "<|turn>model\n<|channel>thought\n<channel|>");
+  BOOST_TEST_REQUIRE(task->training.tokens.size() == 1u);
+  BOOST_TEST(task->training.tokens[0] == *expected, boost::test_tools::per_element());
+  BOOST_TEST(task->training.tokens[0].front() == 2);  // one <bos>, from the rendering
+  BOOST_TEST(task->training.tokens[0][1] != 2);
+  BOOST_TEST(task->training.answers == std::vector<std::string>{"42"}, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_record_an_id_outside_the_model_or_a_missing_tokenizer_is_refused_naming_the_key_the_file_and_the_line) {
   tandem::test::temp_dir dir;
   const fs::path model = math_model(dir);
   const auto bad = dir.write("bad.jsonl", "{\"prompt\": \"fine\", \"answer\": \"1\"}\n{\"prompt\": \"no answer\"}\n");
@@ -117,22 +138,24 @@ BOOST_AUTO_TEST_CASE(a_bad_record_a_chat_record_or_a_missing_tokenizer_is_refuse
   const auto b = tandem::load_run_task(recipe(bad, model));
   BOOST_TEST_REQUIRE(!b);
   BOOST_TEST(b.error().message().starts_with("data.train_dataset: " + bad + ":2: "), b.error().message());
-  const auto c = tandem::load_run_task(recipe(chat, model));
-  BOOST_TEST_REQUIRE(!c);
-  BOOST_TEST((c.error().code() == tandem::gpu::status_code::unsupported));
-  BOOST_TEST(c.error().message() == "data.train_dataset: " + chat +
-                                        ":1: a \"messages\" record needs Gemma 4's chat format, which is not built yet; "
-                                        "give the record as \"prompt\" text or \"input_ids\"");
   const auto i = tandem::load_run_task(recipe(ids, model));
   BOOST_TEST_REQUIRE(!i);
   BOOST_TEST(i.error().message() == "data.train_dataset: " + ids +
                                         ":1: input_ids holds 600, outside the model's vocabulary of 600 tokens");
+  // A model smaller than its tokenizer: the chat tokens (ids 550 to 552) fall outside it.
+  auto config = nlohmann::json::parse(*tandem::gpu::read_text_file(model / "config.json"));
+  config["vocab_size"] = 550;
+  config["vocab_size_per_layer_input"] = 550;
+  std::ofstream(model / "config.json") << config.dump(2);
+  const auto c = tandem::load_run_task(recipe(chat, model));
+  BOOST_TEST_REQUIRE(!c);
+  BOOST_TEST(c.error().message() == "data.train_dataset: " + chat +
+                                        ":1: the prompt's tokens hold 550, outside the model's vocabulary of 550 tokens");
   fs::remove(model / "tokenizer.json");
   const auto none = tandem::load_run_task(recipe(bad, model));
   BOOST_TEST_REQUIRE(!none);
   BOOST_TEST(none.error().message() == "policy.model_name: " + model.string() +
-                                           " has no tokenizer.json, which data.train_dataset needs (reading "
-                                           "tokenizer.model is not built yet)");
+                                           " has neither tokenizer.json nor tokenizer.model, which data.train_dataset needs");
 }
 
 BOOST_AUTO_TEST_CASE(the_arithmetic_task_holds_out_its_validation_problems_and_warms_up_on_answers_ending_in_eos) {
