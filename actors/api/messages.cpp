@@ -68,6 +68,12 @@ std::string to_string(const train_report& x) {
          std::to_string(x.optimizer_steps) + " optimizer steps, loss " + fmt(x.loss) + ")";
 }
 
+std::string to_string(const save_job& x) { return "save_job(" + v(x.version) + ", " + x.directory + ")"; }
+
+std::string to_string(const save_report& x) {
+  return "save_report(" + x.worker + ", " + v(x.version) + ", " + x.directory + ")";
+}
+
 std::string to_string(const manifest_reply& x) {
   return "manifest_reply(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.manifest.size()) + " tensors)";
 }

@@ -27,6 +27,7 @@
 #include "gpu/ops/pg_loss.h"
 #include "orchestration/rl/dynamic_sampling.h"
 #include "plain/generation.h"
+#include "plain/saving.h"
 #include "plain/training.h"
 
 namespace tandem {
@@ -98,6 +99,8 @@ using plain::optimizer_share;
 using plain::train_job;
 using plain::train_objective;
 using plain::train_report;
+using plain::save_job;
+using plain::save_report;
 
 /// The policy's refit manifest, sent once at the handshake.
 struct manifest_reply {
@@ -284,6 +287,8 @@ std::string to_string(const logprobs_job& x);
 std::string to_string(const logprobs_result& x);
 std::string to_string(const train_job& x);
 std::string to_string(const train_report& x);
+std::string to_string(const save_job& x);
+std::string to_string(const save_report& x);
 std::string to_string(const manifest_reply& x);
 std::string to_string(const stream_job& x);
 std::string to_string(const stream_report& x);

@@ -29,6 +29,11 @@ using policy_actor = caf::typed_actor<
     /// differs from the plan's), engine_failure (an export or the transport failed; after a failed
     /// export the closing told the receivers).
     caf::replies_to<stream_atom, stream_job>::with<stream_report>,
+    /// Saves the current weights (and optimizer state) into job.directory through the engine's
+    /// save() (plain/saving.h), replacing what is there; the answer names it, complete.
+    /// Errors: stale_version (job.version is not current), wrong_state (busy), engine_failure
+    /// (the save failed, naming the file and the reason; nothing partial is left at the name).
+    caf::replies_to<save_atom, save_job>::with<save_report>,
     /// The current weight version.
     caf::replies_to<version_atom>::with<weight_version>>;
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include <caf/all.hpp>
@@ -205,6 +206,27 @@ void validate_first(loop_ptr self, weight_version live) {
 
 // ---- stepping -----------------------------------------------------------------------------------
 
+/// After the last step: policy rank 0 saves its weights (its engine's save(): a Hugging Face
+/// checkpoint directory for the Gemma 4 engines) into RUN_DIR/final_weights, then the loop ends
+/// with `summary` and where they are; a failed save fails the run, naming the reason.
+void save_final_weights(loop_ptr self, const std::string& summary) {
+  auto& st = self->state;
+  std::error_code ec;
+  const auto dir = std::filesystem::absolute(std::filesystem::path(st.s.recipe.logger.log_dir) / "final_weights", ec);
+  if (ec) return finish(self, false, "saving the final weights: " + st.s.recipe.logger.log_dir + ": " + ec.message());
+  const policy_actor rank = st.s.policy.front();
+  auto failed = [self](caf::error& e) { finish(self, false, "saving the final weights: " + error_text(e)); };
+  self->request(rank, caf::infinite, version_atom_v)
+      .then(
+          [self, rank, dir, summary, failed](weight_version v) {
+            self->request(rank, caf::infinite, save_atom_v, save_job{v, dir.string()})
+                .then([self, summary](save_report& r) { finish(self, true, summary + "; final weights (v" + std::to_string(r.version) +
+                                                                                ") in " + r.directory); },
+                      failed);
+          },
+          failed);
+}
+
 void next_step(loop_ptr self) {
   auto& st = self->state;
   const std::int64_t total = st.sft_steps + st.steps;
@@ -218,7 +240,7 @@ void next_step(loop_ptr self) {
                     static_cast<long long>(st.steps), seconds);
     else
       std::snprintf(text, sizeof text, "%lld steps done in %.1f s", static_cast<long long>(st.done), seconds);
-    return finish(self, true, text);
+    return save_final_weights(self, text);
   }
   const bool warm_up = st.done < st.sft_steps;
   const auto before = st.s.socket ? st.s.socket->traffic() : socket_thread::traffic_counts{};

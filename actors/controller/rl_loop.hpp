@@ -14,7 +14,9 @@
 //               grpo.val_at_end; validating(0)'s record is step 0's, validation metrics only)
 //               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG;
 //               a step's metrics record follows all its trajectories)
-//               --the last step--> (rl_done, true, summary)
+//               --the last step--> saving: policy rank 0 saves its weights into
+//               RUN_DIR/final_weights (save_job) --saved--> (rl_done, true, summary and where
+//               they are) | --failed--> (rl_done, false, why)
 //               --a record that cannot be written (or controller.log failed)--> (rl_done, false,
 //               "cannot write DIR/generations.jsonl: No space left on device"); the file keeps
 //               only whole records (orchestration/records/record_file.h)

@@ -12,6 +12,7 @@
 //     manifest_check    --> rollout check     --> manifest_result (ok or the first difference)
 //     logprob_request   --> policy logprobs   --> logprob_result    | error(logprob_request)
 //     train_request     --> policy train      --> train_result (with the weights digest) | error(train_request)
+//     save_request      --> policy save       --> save_result (the directory, complete) | error(save_request)
 //     refit_begin       --> colocated: rollout bump -> refit_ack(bumped)
 //                           policy root: policy stream -> refit_ack(sent)
 //                           rollout worker: rollout stream -> refit_ack(staged)

@@ -1,6 +1,7 @@
 // The policy worker (policy_worker.hpp): a train_engine behind the policy_actor interface.
 #include "actors/policy_worker/policy_worker.hpp"
 
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -215,6 +216,28 @@ struct policy_worker_state {
     return rp;
   }
 
+  caf::result<save_report> save(const save_job& job) {
+    if (busy_with) return busy("save");
+    if (auto e = refused_if_damaged("save")) return *e;
+    if (job.version != version) return stale("save", job.version);
+    if (job.directory.empty())
+      return tandem_error(tandem_errc::invalid_config, where("save of v" + std::to_string(version) + ": no directory given"));
+    auto rp = self->make_response_promise<save_report>();
+    busy_with = "save";
+    auto engine = config.engine;
+    const std::filesystem::path dir(job.directory);
+    runner.run(self, [engine, dir] { return engine->save(dir); },
+               [this, rp, job](gpu::status s) mutable {
+                 busy_with = nullptr;
+                 if (!s) {
+                   rp.deliver(engine_error(where("save of v" + std::to_string(job.version) + " into " + job.directory), s));
+                   return;
+                 }
+                 rp.deliver(save_report{config.name, job.version, job.directory});
+               });
+    return rp;
+  }
+
   caf::result<stream_report> stream(const stream_job& job) {
     if (busy_with) return busy("stream");
     const std::string what = "stream of v" + std::to_string(job.version);
@@ -287,6 +310,7 @@ policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_
         return manifest_reply{self->state.config.name, self->state.version, self->state.manifest};
       },
       [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
+      [self](save_atom, const save_job& job) { return self->state.save(job); },
       [self](version_atom) { return self->state.version; },
   };
 }

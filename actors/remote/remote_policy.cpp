@@ -25,6 +25,7 @@ struct remote_policy_state {
   pending<logprobs_result> logprobs;
   pending<train_report> train;
   pending<stream_report> stream;
+  pending<save_report> save;
   stream_job streaming;
   std::uint64_t requests = 0;  // numbers the logprob and train requests (their step field)
 
@@ -55,6 +56,11 @@ struct remote_policy_state {
       r.worker = target.name;
       version = r.version;
       take(train).deliver(std::move(r));
+    } else if (const auto* x = std::get_if<control::save_result>(&m)) {
+      if (!save) return unexpected(m);
+      save_report r = x->report;
+      r.worker = target.name;
+      take(save).deliver(std::move(r));
     } else if (const auto* x = std::get_if<control::refit_ack>(&m)) {
       if (!stream || x->weight_version != streaming.version) return unexpected(m);
       if (!x->ok) {
@@ -68,6 +74,7 @@ struct remote_policy_state {
       if (request == control::message_kind::logprob_request && logprobs) return void(take(logprobs).deliver(err));
       if (request == control::message_kind::train_request && train) return void(take(train).deliver(err));
       if (request == control::message_kind::refit_begin && stream) return void(take(stream).deliver(err));
+      if (request == control::message_kind::save_request && save) return void(take(save).deliver(err));
       log_line("tandem controller: " + target.name + " reported an error: " + x->text);
     } else {
       unexpected(m);
@@ -114,6 +121,13 @@ remote_policy_actor::behavior_type remote_policy(remote_policy_actor::stateful_p
         m.checksums = job.checksums;
         st.send(m);
         return *st.stream;
+      },
+      [self](save_atom, save_job& job) -> caf::result<save_report> {
+        auto& st = self->state;
+        if (st.save) return st.busy("save");
+        st.save = self->make_response_promise<save_report>();
+        st.send(control::save_request{++st.requests, std::move(job)});
+        return *st.save;
       },
       [self](version_atom) { return self->state.version; },
       [self](rmt_in_atom, const control::message& m) { self->state.on_message(m); },

@@ -68,6 +68,8 @@ template <class F, is<logprob_request> M> void fields(F& f, M& m) { f("step", m.
 template <class F, is<logprob_result> M> void fields(F& f, M& m) { f("step", m.step); f("result", m.result); }
 template <class F, is<train_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
 template <class F, is<train_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
+template <class F, is<save_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
+template <class F, is<save_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
 template <class F, is<refit_begin> M>
 void fields(F& f, M& m) {
   f("weight_version", m.weight_version); f("bucket_count", m.bucket_count); f("bucket_bytes", m.bucket_bytes);
@@ -421,7 +423,9 @@ std::size_t max_frame_bytes_of(message_kind kind) {
     case message_kind::goodbye:
     case message_kind::manifest_result:
     case message_kind::refit_commit:
-    case message_kind::refit_abort: return 1 * MiB;
+    case message_kind::refit_abort:
+    case message_kind::save_request:
+    case message_kind::save_result: return 1 * MiB;
     case message_kind::welcome:
     case message_kind::peer_table:
     case message_kind::train_result:
@@ -558,5 +562,7 @@ template codec_result<frame> encode<refit_ack>(const refit_ack&, std::size_t);
 template codec_result<frame> encode<error>(const error&, std::size_t);
 template codec_result<frame> encode<shutdown>(const shutdown&, std::size_t);
 template codec_result<frame> encode<goodbye>(const goodbye&, std::size_t);
+template codec_result<frame> encode<save_request>(const save_request&, std::size_t);
+template codec_result<frame> encode<save_result>(const save_result&, std::size_t);
 
 }  // namespace tandem::control

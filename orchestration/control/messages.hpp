@@ -33,6 +33,7 @@
 
 #include "plain/generation.h"
 #include "plain/manifest.h"
+#include "plain/saving.h"
 #include "plain/training.h"
 
 namespace tandem::control {
@@ -47,8 +48,9 @@ namespace tandem::control {
 /// the jobs and answers are plain/'s structs, the actors' own (a generate request carries each
 /// request whole; a train result its metrics as fields, not named values; a manifest entry's dtype
 /// is checked as an enum). Version 7: a train request names its objective (the policy-gradient
-/// loss or the supervised warm-up's cross-entropy).
-inline constexpr std::uint16_t protocol_version = 7;
+/// loss or the supervised warm-up's cross-entropy). Version 8: save_request and save_result (a
+/// policy rank saves its weights where the controller says).
+inline constexpr std::uint16_t protocol_version = 8;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -74,10 +76,12 @@ enum class message_kind : std::uint16_t {
   error = 19,            ///< either way, whenever a request fails or a frame is refused; no reply
   shutdown = 20,         ///< controller -> member, at the end of a run or on a fatal error; reply: goodbye
   goodbye = 21,          ///< member -> controller, last message before the member exits; no reply
+  save_request = 22,     ///< controller -> policy worker (data-parallel rank 0), at the end of a run; reply: save_result
+  save_result = 23,      ///< policy worker -> controller, once the weights are saved; no reply
 };
 
 /// Number of kinds; codes run from 1 to kind_count.
-inline constexpr std::uint16_t kind_count = 21;
+inline constexpr std::uint16_t kind_count = 23;
 
 /// The kind's name as written in the enum ("generate_request"); "unknown" for other values.
 constexpr std::string_view to_string(message_kind k) {
@@ -103,6 +107,8 @@ constexpr std::string_view to_string(message_kind k) {
     case message_kind::error: return "error";
     case message_kind::shutdown: return "shutdown";
     case message_kind::goodbye: return "goodbye";
+    case message_kind::save_request: return "save_request";
+    case message_kind::save_result: return "save_result";
   }
   return "unknown";
 }
@@ -136,6 +142,8 @@ using plain::manifest_entry;
 using plain::packed_sequences;
 using plain::rng_coordinates;
 using plain::sampling_params;
+using plain::save_job;
+using plain::save_report;
 using plain::train_job;
 using plain::train_report;
 
@@ -362,11 +370,27 @@ struct goodbye {
   bool operator==(const goodbye&) const = default;
 };
 
+/// controller -> policy worker, save the weights (plain/saving.h). Reply: save_result.
+struct save_request {
+  static constexpr message_kind kind = message_kind::save_request;
+  std::uint64_t step = 0;  ///< the request's number (echoed)
+  save_job job;
+  bool operator==(const save_request&) const = default;
+};
+
+/// policy worker -> controller, the weights are saved, complete. No reply.
+struct save_result {
+  static constexpr message_kind kind = message_kind::save_result;
+  std::uint64_t step = 0;  ///< the request's
+  save_report report;
+  bool operator==(const save_result&) const = default;
+};
+
 /// Any message. Alternative i has kind code i + 1 (checked below).
 using message = std::variant<hello, welcome, heartbeat, data_endpoint, peer_table, manifest, manifest_check,
                              manifest_result, generate_request, generate_result, logprob_request, logprob_result,
                              train_request, train_result, refit_begin, refit_ack, refit_commit, refit_abort, error,
-                             shutdown, goodbye>;
+                             shutdown, goodbye, save_request, save_result>;
 
 /// The kind of a message.
 inline message_kind kind_of(const message& m) {

@@ -45,7 +45,8 @@ std::string joined(const std::vector<std::string>& names) {
 }  // namespace
 
 const std::vector<std::string>& run_record_names() {
-  static const std::vector<std::string> names = {"recipe.yaml", "metrics.jsonl", "generations.jsonl", "controller.log"};
+  static const std::vector<std::string> names = {"recipe.yaml", "metrics.jsonl", "generations.jsonl", "controller.log",
+                                                 "metrics.png", "final_weights"};
   return names;
 }
 

@@ -31,7 +31,7 @@ struct run_directory {
 };
 
 /// The names whose presence marks a directory as holding a run's records: recipe.yaml,
-/// metrics.jsonl, generations.jsonl, controller.log.
+/// metrics.jsonl, generations.jsonl, controller.log, metrics.png, final_weights.
 const std::vector<std::string>& run_record_names();
 
 /// Those of run_record_names() present in `dir` (any kind of entry), in that order.

@@ -2,7 +2,8 @@
 # The default recipe's CI variant (configs/recipes/tiny-cpu-ci.yaml) end to end: 40 warm-up steps
 # and 10 GRPO steps of the tiny arithmetic model, then gates on its metrics. The warm-up's
 # cross-entropy falls; validation runs right after the warm-up (step 40) and every 5th RL step
-# (45, 50); the trainer scores every sampled token exactly as the generator did. Usage: TEST TANDEM_BINARY.
+# (45, 50); the trainer scores every sampled token exactly as the generator did; the run ends with
+# its final weights saved and its metrics plotted. Usage: TEST TANDEM_BINARY.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../.." && pwd)"
 tandem="$1"
@@ -30,3 +31,9 @@ PY
   'max(train/token_mult_prob_error) == 1' 'max(train/gen_kl_error) == 0' \
   'min(train/reward) >= 0' 'max(train/reward) <= 1' 'max(train/max_gen_tokens_per_sample) <= 5' \
   'min(validation/accuracy) >= 0' 'max(validation/accuracy) <= 1'
+# The run ends saying where its results are: the final weights (a checkpoint directory tandem
+# reads back) and the plot of its metrics.
+grep -q "final weights (v50) in $work/run/final_weights" "$work/out.txt" && grep -q "tandem run: final weights in $work/run/final_weights; metrics in" "$work/out.txt" || { cat "$work/out.txt"; echo "FAILED: no final weights line" >&2; exit 1; }
+grep -q "plotted in $work/run/metrics.png" "$work/out.txt" || { cat "$work/out.txt"; echo "FAILED: no plot line" >&2; exit 1; }
+test -s "$work/run/metrics.png" || { echo "FAILED: no metrics.png" >&2; exit 1; }
+"$tandem" inspect --model "$work/run/final_weights" >"$work/inspect.txt" 2>&1 || { cat "$work/inspect.txt"; echo "FAILED: the final weights do not read back" >&2; exit 1; }

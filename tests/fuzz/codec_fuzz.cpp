@@ -66,6 +66,8 @@ tc::message seed(tc::message_kind k) {
     case K::error: return tc::error{7, "member 2 missed heartbeats", 2, 13};
     case K::shutdown: return tc::shutdown{"done"};
     case K::goodbye: return tc::goodbye{1, "shutdown"};
+    case K::save_request: return tc::save_request{9, {4, "/runs/r/final_weights"}};
+    case K::save_result: return tc::save_result{9, {"policy-0", 4, "/runs/r/final_weights"}};
   }
   fail("no seed for kind", std::to_string(static_cast<int>(k)));
 }

@@ -286,11 +286,12 @@ trajectory to generations.jsonl. A member that dies or hangs (no
 heartbeat for runtime.heartbeat_timeout_ms) ends the run, naming it.
 
 logger.log_dir is the run's directory: everything the run writes goes there (metrics.jsonl,
-generations.jsonl, recipe.yaml: the resolved recipe, controller.log: this command's lines). It is
-made, with its parents, and checked before any member starts: a path that is not a directory or
-where no file can be created fails the run, naming the path and the reason. A directory that
-holds another run's records (recipe.yaml, metrics.jsonl, generations.jsonl or controller.log) is
-refused; --fresh leaves it as it is and runs in the first free sibling, LOG_DIR.2, LOG_DIR.3, ...
+generations.jsonl, recipe.yaml: the resolved recipe, controller.log: this command's lines, and at
+the end final_weights: policy rank 0's last weights as a checkpoint directory, and metrics.png).
+It is made, with its parents, and checked before any member starts: a path that is not a
+directory or where no file can be created fails the run, naming the path and the reason. A
+directory that holds another run's records (recipe.yaml, metrics.jsonl, generations.jsonl,
+controller.log, metrics.png or final_weights) is refused; --fresh leaves it as it is and runs in the first free sibling, LOG_DIR.2, LOG_DIR.3, ...
 (the first lines say which). Every record is written whole or not at all: a record that cannot
 be written (a full disk, a file-size limit, an I/O error) is cut off the file and fails the run,
 naming the file and the reason.
@@ -303,8 +304,11 @@ checkpoint's tokenizer.json or tokenizer.model; "messages" records in Gemma 4's 
 arithmetic: a+b= problems), scored by env.name; sft.max_num_steps > 0 runs a supervised warm-up
 on their answers first. The dataset, the tokenizer and the task are checked
 before any member starts. runtime.engine=fake runs the whole runtime with deterministic fake
-engines (a fake model of runtime.fake_weight_mb MiB, the parity task over its 64 tokens). The run
-ends saying where its metrics are.
+engines (a fake model of runtime.fake_weight_mb MiB, the parity task over its 64 tokens). After
+the last step policy rank 0 saves its weights into LOG_DIR/final_weights (with the Gemma 4 engines
+a Hugging Face checkpoint directory; a failed save fails the
+run), the metrics are plotted into LOG_DIR/metrics.png (gnuplot; a run without it says so), and
+the run ends saying where both are.
 
 exit status: 0 every step done, 1 the recipe was refused or the run failed, 2 usage error
 )";

@@ -3,6 +3,7 @@
 // --no-spawn) into its run directory (logger.log_dir; --fresh: a new sibling when it holds a run).
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 #include "actors/controller/controller.hpp"
@@ -114,11 +115,17 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
     lines.err("tandem run: failed: " + (result.ok ? lost->message : result.message));
     return exit_refused;
   }
-  lines.out("tandem run: " + result.message);
-  // Where the run's results are. Final weights wait for checkpoints (not built yet): say so.
+  lines.out("tandem run: " + result.message);  // with where the final weights are
+  // Where the run's results are: its metrics, and their plot (tandem plot), drawn now.
   const std::string dir = prepared->recipe.config.logger.log_dir;
-  lines.out("tandem run: metrics in " + dir + "/metrics.jsonl (samples in generations.jsonl); plot them with `tandem plot " +
-            dir + "`; final weights are not saved yet (checkpointing is not built)");
+  std::ostringstream plotted, why;
+  const std::string png = (std::filesystem::path(dir) / "metrics.png").string();
+  const bool drawn = plot_command({dir, "-o", png}, plotted, why) == exit_ok;
+  std::string reason = why.str();
+  while (!reason.empty() && reason.back() == '\n') reason.pop_back();
+  lines.out("tandem run: final weights in " + (std::filesystem::path(dir) / "final_weights").string() +
+            "; metrics in " + dir + "/metrics.jsonl (samples in generations.jsonl), " +
+            (drawn ? "plotted in " + png : "not plotted (" + reason + "); `tandem plot " + dir + "` draws them"));
   return exit_ok;
 }
 

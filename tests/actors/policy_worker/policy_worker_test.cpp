@@ -5,6 +5,10 @@
 #define CAF_SUITE policy_worker
 #include "actors/policy_worker/policy_worker.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "support/actor_fixture.hpp"
 
 using namespace tandem;
@@ -203,6 +207,29 @@ CAF_TEST(logprobs carry the version that computed them and nothing per token and
   auto m = ask<manifest_reply>(policy, manifest_atom_v);
   CAF_REQUIRE(m.value.has_value());
   CAF_CHECK(m.value->manifest == trainer->manifest());
+}
+
+CAF_TEST(a save writes the current version where it is asked and refuses another version or names a failed write) {
+  const auto dir = std::filesystem::temp_directory_path() / ("tandem-policy-save-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  auto stale = ask<save_report>(policy, save_atom_v, save_job{2, (dir / "w").string()});
+  CAF_REQUIRE(!stale.value.has_value());
+  CAF_CHECK(is_tandem_error(stale.error, tandem_errc::stale_version));
+  CAF_CHECK_EQUAL(text_of(stale.error), "policy-0: save for v2 refused: the current version is v0");
+  CAF_CHECK(!std::filesystem::exists(dir / "w"));
+  auto saved = ask<save_report>(policy, save_atom_v, save_job{0, (dir / "w").string()});
+  CAF_REQUIRE(saved.value.has_value());
+  CAF_CHECK_EQUAL(saved.value->worker, "policy-0");
+  CAF_CHECK_EQUAL(saved.value->version, 0u);
+  CAF_CHECK_EQUAL(saved.value->directory, (dir / "w").string());
+  CAF_CHECK(std::filesystem::is_regular_file(dir / "w" / "weights.bin"));
+  trainer->fail_next(gpu::fake_train_operation::save);
+  auto failed = ask<save_report>(policy, save_atom_v, save_job{0, (dir / "v").string()});
+  CAF_REQUIRE(!failed.value.has_value());
+  CAF_CHECK(is_tandem_error(failed.error, tandem_errc::engine_failure));
+  CAF_CHECK_NOT_EQUAL(text_of(failed.error).find("policy-0: save of v0 into " + (dir / "v").string() + ": "), std::string::npos);
+  CAF_CHECK(!std::filesystem::exists(dir / "v"));
+  std::filesystem::remove_all(dir);
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()

@@ -107,6 +107,7 @@ policy_actor::behavior_type scripted_policy(root_behaviour how) {
                                                                "stream's closing told the receivers");
         return stream_report{"policy-0", job.version, job.bucket_count, 256};
       },
+      [refuse](save_atom, save_job&) -> caf::result<save_report> { return refuse("save"); },
       [](version_atom) { return weight_version{1}; },
   };
 }

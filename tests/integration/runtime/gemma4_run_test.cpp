@@ -42,6 +42,7 @@ struct finished_run {
   std::vector<json> metrics, generations;
   tandem::config::recipe_config recipe;  ///< recipe.yaml: the recipe as the members received it
   std::string output;
+  std::uint64_t final_digest = 0;  ///< of RUN_DIR/final_weights, loaded as a policy rank loads a checkpoint
 };
 
 /// Runs `recipe` (with `overrides`) for `steps` steps into a fresh directory; requires exit 0.
@@ -60,6 +61,12 @@ finished_run run_recipe(const std::string& recipe, std::size_t steps, const std:
   auto r = tandem::config::resolve_resolved_text(read_text(dir.path() / "recipe.yaml"), "recipe.yaml");
   BOOST_TEST_REQUIRE(r.errors.empty(), tandem::config::to_string(r.errors));
   out.recipe = r.recipe->config;
+  // The weights the run ended with, saved by policy rank 0 as a checkpoint directory.
+  auto saved = out.recipe;
+  saved.policy.model_name = (dir.path() / "final_weights").string();
+  auto engines = tandem::make_engines(saved, true, false, nullptr);
+  BOOST_TEST_REQUIRE(bool(engines), refusal(engines));
+  out.final_digest = engines->weights_digest();
   return out;
 }
 
@@ -122,6 +129,10 @@ BOOST_AUTO_TEST_CASE(a_colocated_gemma4_run_trains_every_step_with_identical_pol
       previous = digest(digests[0]);
     }
   }
+  // The run ends by saving its last weights and saying where they are.
+  BOOST_TEST(run.final_digest == previous, "the final weights are not the last step's");
+  BOOST_TEST(run.output.find("final weights (v" + std::to_string(steps) + ") in ") != std::string::npos, run.output);
+  BOOST_TEST(run.output.find("/final_weights") != std::string::npos, run.output);
 
   // Every trajectory: a parity prompt over the checkpoint's vocabulary, the newest version, the
   // parity reward of its last token, a stop only at the model's eos id.

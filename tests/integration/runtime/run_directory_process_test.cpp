@@ -74,15 +74,16 @@ BOOST_AUTO_TEST_CASE(a_second_run_into_the_same_directory_is_refused_naming_fres
   child_process first(run_args(colocated_recipe, logs, two_steps));
   BOOST_TEST_REQUIRE(first.exit_code(std::chrono::milliseconds(120000)) == 0, first.output());
   const auto before = files_of(logs);
-  for (const char* name : {"recipe.yaml", "metrics.jsonl", "generations.jsonl", "controller.log"})
+  for (const char* name : {"recipe.yaml", "metrics.jsonl", "generations.jsonl", "controller.log", "metrics.png"})
     BOOST_TEST_REQUIRE(before.count(name) == 1u, name << " is missing from the run directory");
+  BOOST_TEST_REQUIRE(fs::is_directory(logs / "final_weights"));
   BOOST_TEST(records(logs / "metrics.jsonl").size() == 2u);
 
   child_process second(run_args(colocated_recipe, logs, two_steps));
   BOOST_TEST(second.exit_code() == 1, second.output());
   BOOST_TEST(second.err().find("tandem run: " + logs.string() +
                                " holds the records of another run (recipe.yaml, metrics.jsonl, generations.jsonl, "
-                               "controller.log); pass --fresh to start this run in a new directory, or set "
+                               "controller.log, metrics.png, final_weights); pass --fresh to start this run in a new directory, or set "
                                "logger.log_dir\n") != std::string::npos,
              second.output());
   BOOST_TEST(second.out().find("spawned member") == std::string::npos, second.output());
