@@ -1,7 +1,6 @@
 // A SentencePiece tokenizer.model (sentencepiece_model.h).
 #include "orchestration/tokenizer/sentencepiece_model.h"
 
-#include <cstdio>
 
 #include <sentencepiece_processor.h>
 
@@ -34,12 +33,7 @@ tokenizer_result<std::shared_ptr<const sentencepiece_model>> sentencepiece_model
 }
 
 tokenizer_result<std::vector<std::int32_t>> sentencepiece_model::encode(std::string_view text, bool add_bos) const {
-  if (const auto bad = first_invalid_utf8(text)) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[*bad])));
-    return tokenizer_error{tokenizer_errc::invalid_input, "the text is not UTF-8: byte " + std::to_string(*bad) + " (" + byte +
-                                                              ") starts no valid sequence"};
-  }
+  if (auto bad = utf8_refusal(text)) return tokenizer_error{tokenizer_errc::invalid_input, std::move(*bad)};
   std::vector<std::int32_t> ids;
   if (add_bos && sp_->bos_id() >= 0) ids.push_back(sp_->bos_id());
   std::vector<int> part;

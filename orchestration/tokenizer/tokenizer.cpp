@@ -2,7 +2,6 @@
 #include "orchestration/tokenizer/tokenizer.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -94,12 +93,7 @@ tokenizer_result<std::vector<std::int32_t>> tokenizer::encode(std::string_view t
     if (ids && add_special_tokens && spm_eos_ && spm_->eos_id() >= 0) ids->push_back(spm_->eos_id());
     return ids;
   }
-  if (const auto bad = first_invalid_utf8(text)) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[*bad])));
-    return tokenizer_error{tokenizer_errc::invalid_input, "the text is not UTF-8: byte " + std::to_string(*bad) + " (" + byte +
-                                                              ") starts no valid sequence"};
-  }
+  if (auto bad = utf8_refusal(text)) return tokenizer_error{tokenizer_errc::invalid_input, std::move(*bad)};
   std::vector<std::int32_t> ids;
   for (const text_piece& raw : raw_added_.split(text)) {
     if (raw.token) {

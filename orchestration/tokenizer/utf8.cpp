@@ -2,8 +2,17 @@
 #include "orchestration/tokenizer/utf8.h"
 
 #include <cstdint>
+#include <cstdio>
 
 namespace tandem::tokenizer {
+
+std::optional<std::string> utf8_refusal(std::string_view text) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return std::nullopt;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned>(static_cast<unsigned char>(text[*bad])));
+  return "the text is not UTF-8: byte " + std::to_string(*bad) + " (" + byte + ") starts no valid sequence";
+}
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
   const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(text[i]); };

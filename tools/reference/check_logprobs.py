@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""transformers loads a checkpoint directory tandem wrote (a run's final_weights, `tandem convert`,
+`tandem init`) as it is and gives tandem's logprobs.
+
+Loads DIR with transformers' AutoModelForCausalLM (float32, eager attention, no conversion), scores
+a few seeded random sequences over the model's vocabulary, and compares each token's logprob with
+`TANDEM logprobs --model DIR` on the same sequences (tandem's CPU engine, float32).
+
+Usage: check_logprobs.py --model DIR --tandem BIN [--device cpu|cuda] [--sequences N] [--length L]
+       check_logprobs.py --model DIR --tandem BIN --save FILE   tandem's side only (no torch):
+                                                                the sequences and their logprobs
+       check_logprobs.py --model DIR --against FILE [--device]  transformers against a saved FILE
+                                                                (a machine without tandem's build)
+Exit:  0 within --tolerance (default 2e-5), 1 beyond it, 2 the environment lacks torch or Gemma 4.
+Needs torch and a transformers with Gemma 4 (the GPU machine's image), except with --save.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+
+def sequences(a):
+    with open(os.path.join(a.model, "config.json")) as f:
+        config = json.load(f)
+    vocab = config.get("text_config", config)["vocab_size"]
+    bos = config.get("bos_token_id", 2)
+    rng = random.Random(20261202)
+    return [[bos] + [rng.randrange(vocab) for _ in range(rng.randint(a.length // 2, a.length))] for _ in range(a.sequences)]
+
+
+def tandem_logprobs(binary, model, seqs):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(seqs, f)
+        tokens = f.name
+    p = subprocess.run([binary, "logprobs", "--model", model, "--tokens", tokens], capture_output=True, text=True)
+    os.unlink(tokens)
+    if p.returncode != 0:
+        print("tandem logprobs failed (%d): %s" % (p.returncode, p.stderr), file=sys.stderr)
+        return None
+    return json.loads(p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--tandem")
+    ap.add_argument("--save")
+    ap.add_argument("--against")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--sequences", type=int, default=4)
+    ap.add_argument("--length", type=int, default=24)
+    ap.add_argument("--tolerance", type=float, default=2e-5)
+    a = ap.parse_args()
+    if bool(a.tandem) == bool(a.against) or (a.save and not a.tandem):
+        ap.error("give --tandem BIN (with --save FILE for tandem's side only) or --against FILE")
+    if a.against:
+        with open(a.against) as f:
+            saved = json.load(f)
+        seqs, got = saved["sequences"], saved["tandem"]
+    else:
+        seqs = sequences(a)
+        got = tandem_logprobs(a.tandem, a.model, seqs)
+        if got is None:
+            return 1
+        if a.save:
+            with open(a.save, "w") as f:
+                json.dump({"model": a.model, "sequences": seqs, "tandem": got}, f)
+            print("saved tandem's logprobs of %d sequences to %s" % (len(seqs), a.save))
+            return 0
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+    except ImportError as e:
+        print("check_logprobs.py: needs torch and transformers: %s" % e, file=sys.stderr)
+        return 2
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="eager").to(a.device)
+    model.eval()
+    want = []
+    with torch.no_grad():
+        for s in seqs:
+            ids = torch.tensor([s], device=a.device)
+            logits = model(input_ids=ids).logits[0].double()
+            lp = torch.log_softmax(logits, dim=-1)
+            want.append([lp[t, s[t + 1]].item() for t in range(len(s) - 1)])
+
+    worst, total, n = 0.0, 0.0, 0
+    for g, w in zip(got, want):
+        for x, y in zip(g, w):
+            d = abs(x - y)
+            worst, total, n = max(worst, d), total + d, n + 1
+    ok = n == sum(len(w) for w in want) and worst <= a.tolerance
+    print("%s %s: %d tokens of %d sequences, max |dlogprob| %.3g, mean %.3g (transformers %s on %s, tandem CPU float32)"
+          % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, total / max(n, 1), "float32", a.device))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
