@@ -230,8 +230,8 @@ void save_final_weights(loop_ptr self, const std::string& summary) {
 void next_step(loop_ptr self) {
   auto& st = self->state;
   const std::int64_t total = st.sft_steps + st.steps;
-  if (st.stop_requested)
-    return finish(self, true, std::to_string(st.done) + " of " + std::to_string(total) + " steps done; stopped on request");
+  if (st.stop_requested)  // the weights of the last step done are kept too
+    return save_final_weights(self, std::to_string(st.done) + " of " + std::to_string(total) + " steps done; stopped on request");
   if (st.done == total) {
     const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
     char text[160];

@@ -20,7 +20,8 @@
 //               --a record that cannot be written (or controller.log failed)--> (rl_done, false,
 //               "cannot write DIR/generations.jsonl: No space left on device"); the file keeps
 //               only whole records (orchestration/records/record_file.h)
-//   rl_stop --the step in flight ends--> (rl_done, true, "N of M steps done; stopped on request")
+//   rl_stop --the step in flight ends--> saving (as after the last step) --> (rl_done, true, "N of M
+//           steps done; stopped on request; final weights (vN) in DIR")
 //   any failure (handshake, a step, a validation pass: a member's error, a deadline, a lost
 //               member) --> (rl_done, false, why naming the member)
 //

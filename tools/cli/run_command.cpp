@@ -115,7 +115,7 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
     lines.err("tandem run: failed: " + (result.ok ? lost->message : result.message));
     return exit_refused;
   }
-  lines.out("tandem run: " + result.message);  // with where the final weights are
+  lines.out("tandem run: " + result.message);
   // Where the run's results are: its metrics, and their plot (tandem plot), drawn now.
   const std::string dir = prepared->recipe.config.logger.log_dir;
   std::ostringstream plotted, why;

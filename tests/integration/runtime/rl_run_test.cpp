@@ -7,6 +7,7 @@
 #include <csignal>
 #include <fstream>
 #include <map>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <thread>
@@ -123,6 +124,11 @@ BOOST_AUTO_TEST_CASE(sigint_or_sigterm_to_the_controller_finishes_the_step_stops
       const auto steps_log = records(dir.path() / "metrics.jsonl");
       BOOST_TEST(steps_log.size() >= 2u);
       for (std::size_t i = 0; i < steps_log.size(); ++i) BOOST_TEST(steps_log[i]["step"].get<std::size_t>() == i + 1);
+      // The weights of the last step done are saved before the members stop.
+      BOOST_TEST(std::regex_search(run.out() + err, std::regex("steps done; stopped on request; final weights \\(v" +
+                                                   std::to_string(steps_log.size()) + "\\) in ")),
+                 run.output());
+      BOOST_TEST(std::filesystem::is_regular_file(dir.path() / "final_weights" / "weights.bin"));
     }
   }
 }
