@@ -65,6 +65,7 @@ gpu::result<prompt_set> dataset_set(const config::recipe_config& r, const char* 
   if (!records) return refused(std::string(key) + ": " + records.error().message);
   prompt_set set;
   set.source = path;
+  bool chat_checked = false;  // the tokenizer's chat tokens, checked at the first conversation
   for (auto& x : records.value()) {
     const std::string where = std::string(key) + ": " + path + ":" + std::to_string(x.line);
     std::vector<std::int32_t> ids;
@@ -75,6 +76,9 @@ gpu::result<prompt_set> dataset_set(const config::recipe_config& r, const char* 
     } else if (x.input_ids) {
       ids = std::move(*x.input_ids);
     } else {
+      if (!chat_checked)
+        if (auto problem = data::chat_token_problem(t, data::chat_options{})) return refused(where + ": " + *problem);
+      chat_checked = true;
       auto e = data::chat_ids(t, x.messages, data::chat_options{});
       if (!e) return refused(where + ": " + e.error().message);
       ids = std::move(e.value());

@@ -76,13 +76,7 @@ std::span<const std::string_view> chat_tokens(const chat_options& options) {
 
 data_result<std::string> render_chat(std::span<const chat_message> messages, const chat_options& options) {
   if (messages.empty()) return data_error{"a conversation needs at least one message"};
-  for (std::size_t i = 0; i < messages.size(); ++i) {
-    const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant" && role != "model")
-      return data_error{"messages[" + std::to_string(i) + "].role must be system, user, assistant or model, got \"" + role + "\""};
-    if (role == "system" && i != 0)
-      return data_error{"messages[" + std::to_string(i) + "]: a system message must come first"};
-  }
+  if (auto problem = conversation_problem(messages)) return data_error{std::move(*problem)};
   std::string out = "<bos>";
   std::size_t first = 0;
   const bool system = messages[0].role == "system";
@@ -119,18 +113,22 @@ data_result<std::string> render_chat(std::span<const chat_message> messages, con
   return out;
 }
 
-data_result<std::vector<std::int32_t>> chat_ids(const tokenizer::tokenizer& t, std::span<const chat_message> messages,
-                                                const chat_options& options) {
+std::optional<std::string> chat_token_problem(const tokenizer::tokenizer& t, const chat_options& options) {
   for (const std::string_view token : chat_tokens(options)) {
     const auto id = t.token_to_id(token);
     const auto ids = t.encode(token, false);
     if (!id || !ids || *ids != std::vector<std::int32_t>{*id}) {
       std::string all;
       for (const std::string_view x : chat_tokens(options)) all += (all.empty() ? "" : " ") + std::string(x);
-      return data_error{"the tokenizer (" + std::string(t.format()) + ") has no " + std::string(token) +
-                        " token, which Gemma 4's chat format needs (" + all + ")"};
+      return "the tokenizer (" + std::string(t.format()) + ") has no " + std::string(token) +
+             " token, which Gemma 4's chat format needs (" + all + ")";
     }
   }
+  return std::nullopt;
+}
+
+data_result<std::vector<std::int32_t>> chat_ids(const tokenizer::tokenizer& t, std::span<const chat_message> messages,
+                                                const chat_options& options) {
   auto text = render_chat(messages, options);
   if (!text) return text.error();
   auto ids = t.encode(text.value(), false);

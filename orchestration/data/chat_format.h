@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,9 +49,13 @@ std::string without_thoughts(std::string_view text);
 /// checking that a tokenizer knows each as one token.
 std::span<const std::string_view> chat_tokens(const chat_options& options);
 
-/// The ids of `messages` in the format through `t` (the rendering holds its own <bos>). Refused
-/// when `t` does not read one of the format's tokens as a single token of its own (a tokenizer
-/// that is not Gemma 4's), naming it.
+/// Why `t` cannot tokenize the format: it does not read one of the format's tokens as a single
+/// token of its own (a tokenizer that is not Gemma 4's), named; none when it can. Check once per
+/// tokenizer before chat_ids.
+std::optional<std::string> chat_token_problem(const tokenizer::tokenizer& t, const chat_options& options);
+
+/// The ids of `messages` in the format through `t` (the rendering holds its own <bos>), for a
+/// tokenizer chat_token_problem() accepted.
 data_result<std::vector<std::int32_t>> chat_ids(const tokenizer::tokenizer& t, std::span<const chat_message> messages,
                                                 const chat_options& options);
 

@@ -44,12 +44,9 @@ prompt_record record_of(const json& j) {
       const std::string at = "messages[" + std::to_string(i) + "]";
       if (!m.is_object() || !m.contains("role") || !m.contains("content"))
         throw bad_record{at + " must be {\"role\": ..., \"content\": ...}, got " + described(m)};
-      chat_message c{string_field(m["role"], at + ".role"), string_field(m["content"], at + ".content")};
-      if (c.role != "system" && c.role != "user" && c.role != "assistant" && c.role != "model")
-        throw bad_record{at + ".role must be system, user, assistant or model, got \"" + c.role + "\""};
-      if (c.role == "system" && i != 0) throw bad_record{at + ": a system message must come first"};
-      r.messages.push_back(std::move(c));
+      r.messages.push_back({string_field(m["role"], at + ".role"), string_field(m["content"], at + ".content")});
     }
+    if (auto problem = conversation_problem(r.messages)) throw bad_record{std::move(*problem)};
     const std::string& last = r.messages.back().role;
     if (last == "assistant" || last == "model")
       throw bad_record{"the last message is the model's (" + last + "); a prompt ends with the user's turn"};
@@ -81,6 +78,17 @@ bool blank(std::string_view line) {
 }
 
 }  // namespace
+
+std::optional<std::string> conversation_problem(std::span<const chat_message> messages) {
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (role != "system" && role != "user" && role != "assistant" && role != "model")
+      return at + ".role must be system, user, assistant or model, got \"" + role + "\"";
+    if (role == "system" && i != 0) return at + ": a system message must come first";
+  }
+  return std::nullopt;
+}
 
 data_result<std::vector<prompt_record>> parse_prompt_dataset(std::string_view text, const std::string& where) {
   std::vector<prompt_record> out;

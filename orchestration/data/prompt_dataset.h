@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,11 @@ struct prompt_record {
   std::optional<std::vector<std::int32_t>> input_ids;  ///< a pre-tokenized record
   std::string answer;
 };
+
+/// The first fault of a conversation's roles, for the dataset reader and the chat format alike:
+/// "messages[2].role must be system, user, assistant or model, got \"tool\"", "messages[1]: a
+/// system message must come first"; none when every role is good (an empty list included).
+std::optional<std::string> conversation_problem(std::span<const chat_message> messages);
 
 /// The records of `text`; `where` names it in errors (a path).
 data_result<std::vector<prompt_record>> parse_prompt_dataset(std::string_view text, const std::string& where);

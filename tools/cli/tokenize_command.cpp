@@ -92,6 +92,10 @@ int tokenize_command(const args& a, std::istream& in, std::ostream& out, std::os
       out << text.value();
       return exit_ok;
     }
+    if (auto problem = data::chat_token_problem(*t, o)) {
+      err << "tandem tokenize --chat: --model: " << *problem << "\n";
+      return exit_refused;
+    }
     const auto ids = data::chat_ids(*t, *messages, o);
     if (!ids) {
       err << "tandem tokenize --chat: stdin: " << ids.error().message << "\n";
