@@ -20,6 +20,9 @@ using driver_actor = caf::typed_actor<
     /// train step, refit) and reports it (step_report::supervised). Errors as a step's, and
     /// invalid_config when the driver has no warm-up examples.
     caf::replies_to<sft_step_atom>::with<step_report>,
+    /// Where the driver stands between steps, for a checkpoint (driver_snapshot). Errors:
+    /// wrong_state (a step is running).
+    caf::replies_to<snapshot_atom>::with<driver_snapshot>,
     /// The supervisor declared a worker lost: (name, reason). Fails the running step with
     /// peer_lost naming it, and every later step.
     caf::reacts_to<member_lost_atom, std::string, std::string>>;

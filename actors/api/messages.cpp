@@ -68,11 +68,18 @@ std::string to_string(const train_report& x) {
          std::to_string(x.optimizer_steps) + " optimizer steps, loss " + fmt(x.loss) + ")";
 }
 
-std::string to_string(const save_job& x) { return "save_job(" + v(x.version) + ", " + x.directory + ")"; }
+std::string to_string(const save_job& x) {
+  return "save_job(" + v(x.version) + ", " + x.directory +
+         (x.part == save_part::attestation ? ", attestation)" : ", engine state)");
+}
 
 std::string to_string(const save_report& x) {
   return "save_report(" + x.worker + ", " + v(x.version) + ", " + x.directory + ")";
 }
+
+std::string to_string(const load_job& x) { return "load_job(" + v(x.version) + ", " + x.directory + ")"; }
+
+std::string to_string(const load_report& x) { return "load_report(" + x.worker + ", " + v(x.version) + ")"; }
 
 std::string to_string(const manifest_reply& x) {
   return "manifest_reply(" + x.worker + ", " + v(x.version) + ", " + std::to_string(x.manifest.size()) + " tensors)";

@@ -99,7 +99,10 @@ using plain::optimizer_share;
 using plain::train_job;
 using plain::train_objective;
 using plain::train_report;
+using plain::load_job;
+using plain::load_report;
 using plain::save_job;
+using plain::save_part;
 using plain::save_report;
 
 /// The policy's refit manifest, sent once at the handshake.
@@ -253,6 +256,28 @@ struct step_report {
   refit_report refit;
 };
 
+/// Where the driver stands between steps (snapshot_atom): all a resumed run's driver needs to go
+/// on exactly as the uninterrupted one would. Randomness is counter-based (seed, step, round,
+/// prompt, sample), so there is no generator state to keep, and a dynamic-sampling cache never
+/// outlives its step (the surplus of a step's last round is dropped), so none is in flight here.
+struct driver_snapshot {
+  weight_version live = 0;         ///< live on every worker
+  std::uint32_t next_step = 0;     ///< the next step's number (0-based, both phases)
+  std::uint64_t next_prompt = 0;   ///< training prompts drawn so far (the epochs' order is seeded)
+  std::uint64_t next_example = 0;  ///< warm-up examples drawn so far
+  std::uint64_t next_event = 0;    ///< the next trace event's number (metrics.jsonl "events")
+  /// One-step off-policy generation: the next step's batch, generated during the last step with
+  /// the version before `live` (the trajectories in flight).
+  struct batch_ahead {
+    std::uint32_t for_step = 0;
+    weight_version version = 0;
+    std::vector<std::size_t> records;  ///< its prompts' indices in the prompt set
+    std::vector<trajectory> trajectories;
+    double seconds = 0;                ///< how long its generation took
+  };
+  std::optional<batch_ahead> ahead;
+};
+
 // ---- validation (actors/driver/validation.hpp) ------------------------------------------------
 
 /// One validation prompt's greedy response and its raw reward.
@@ -289,6 +314,8 @@ std::string to_string(const train_job& x);
 std::string to_string(const train_report& x);
 std::string to_string(const save_job& x);
 std::string to_string(const save_report& x);
+std::string to_string(const load_job& x);
+std::string to_string(const load_report& x);
 std::string to_string(const manifest_reply& x);
 std::string to_string(const stream_job& x);
 std::string to_string(const stream_report& x);
@@ -318,6 +345,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_ack)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::handshake_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::refit_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::step_report)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::driver_snapshot)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_job)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::stream_report)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(tandem::validation_sample)

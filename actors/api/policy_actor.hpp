@@ -34,6 +34,11 @@ using policy_actor = caf::typed_actor<
     /// Errors: stale_version (job.version is not current), wrong_state (busy), engine_failure
     /// (the save failed, naming the file and the reason; nothing partial is left at the name).
     caf::replies_to<save_atom, save_job>::with<save_report>,
+    /// Loads a checkpoint an engine_state save wrote (a resumed run) through the engine's load(),
+    /// and makes job.version the rank's version; the step batch held is dropped, and a damaged
+    /// rank is whole again. Errors: wrong_state (busy), engine_failure (the load failed, naming
+    /// the file and the reason; the engine is unchanged).
+    caf::replies_to<load_atom, load_job>::with<load_report>,
     /// The current weight version.
     caf::replies_to<version_atom>::with<weight_version>>;
 

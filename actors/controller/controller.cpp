@@ -156,6 +156,7 @@ controller_result run_to_end(const controller_options& o) {
   s.recipe = o.recipe;
   s.steps = o.steps;
   s.records = o.records;
+  s.checkpoints = o.checkpoints;
   s.socket = socket;
   s.listener = caf::actor{self};
   s.report = o.report;

@@ -24,6 +24,7 @@
 #include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
 #include "orchestration/control/codec.hpp"
+#include "actors/controller/checkpoint_state.hpp"
 #include "orchestration/records/run_files.h"
 #include "orchestration/topology/placement.h"
 
@@ -52,6 +53,8 @@ struct controller_options {
   /// before the run: the RL loop appends its records to them, and a record that cannot be written
   /// fails the run. Null files are not written.
   records::run_files records;
+  /// Step checkpoints and the one this run resumes from (checkpoint_state.hpp).
+  checkpoint_plan checkpoints;
   /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
   /// connect on their own. -1: every rank.
   std::int64_t spawn_local = -1;

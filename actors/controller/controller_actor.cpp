@@ -215,6 +215,7 @@ void start_loop(controller_ptr self) {
   ls.step_lines = st.s.step_lines;
   ls.progress = st.s.progress;
   ls.records = st.s.records;
+  ls.checkpoints = st.s.checkpoints;
   st.loop = spawn_rl_loop(self->system(), std::move(ls));
   self->link_to(st.loop);
 }

@@ -46,6 +46,7 @@
 #include "actors/bridge/socket_thread.hpp"
 #include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
+#include "actors/controller/checkpoint_state.hpp"
 #include "orchestration/records/run_files.h"
 #include "orchestration/topology/placement.h"
 
@@ -76,6 +77,8 @@ struct controller_settings {
   std::int64_t steps = 0;
   /// The run's files, for the RL loop's records (null files: not written).
   records::run_files records;
+  /// Step checkpoints and the one this run resumes from (checkpoint_state.hpp).
+  checkpoint_plan checkpoints;
   /// Not started yet: the actor starts it with its bridge's events.
   std::shared_ptr<socket_thread> socket;
   /// Receives ctl_listen and ctl_done.

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/api/fault_points.hpp"
+#include "actors/controller/checkpoint_state.hpp"
 #include "actors/controller/step_line.hpp"
 #include "actors/controller/step_metrics.hpp"
 #include "actors/driver/driver.hpp"
@@ -20,6 +22,9 @@
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
 #include "actors/runtime/run_task.hpp"
+#include "orchestration/records/checkpoint_directory.h"
+#include "orchestration/records/checkpoint_retention.h"
+#include "orchestration/records/whole_file.h"
 #include "orchestration/rl/step_settings.h"
 
 namespace tandem {
@@ -42,6 +47,8 @@ struct rl_loop_state {
   std::chrono::steady_clock::time_point started;
   bool finished = false;
   step_metric_settings metric_settings;
+  std::int64_t checkpointed = -1;  // the step of the newest checkpoint saved or resumed from
+  nlohmann::json last_record;      // the newest step's metrics record (the retention metric's source)
 };
 
 using loop_ptr = caf::stateful_actor<rl_loop_state>*;
@@ -98,6 +105,7 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
         return e;
   json record = r.supervised ? sft_step_record(r, traffic, seconds) : step_record(r, traffic, seconds, st.metric_settings);
   if (validation) add_validation_metrics(record, *validation);
+  st.last_record = record;
   if (files.metrics)
     if (auto e = files.metrics->append(record.dump())) return e;
   if (files.tensorboard)
@@ -227,9 +235,189 @@ void save_final_weights(loop_ptr self, const std::string& summary) {
           failed);
 }
 
+// ---- step checkpoints (checkpointing.*; checkpoint_state.hpp) ---------------------------------
+//
+//   due after step n (n % save_period == 0, or the run's last step) --> snapshot (the driver's)
+//   --> begin: CHECKPOINT_DIR/step_n.partial --> rank 0 writes its engine state into weights/
+//   --> every rank writes its attestation into ranks/ (the two phases' first: each part synced)
+//   --> every digest equal --> state.json and metrics.jsonl --> commit: manifest.json last, the
+//   rename (the second phase) --> retention prunes --> the next step
+//   any failure --> the run fails naming the rank or the path; the previous checkpoint is intact
+
+std::string checkpoint_failure(std::int64_t step, const std::string& why) {
+  return "checkpoint after step " + std::to_string(step) + ": " + why + " (the previous checkpoint is intact)";
+}
+
+/// Steps 3 to 5 of the save, once every rank's part is written.
+void commit_checkpoint_of(loop_ptr self, const driver_snapshot& snap, const std::filesystem::path& partial,
+                          const std::vector<save_report>& parts, std::chrono::steady_clock::time_point t0) {
+  auto& st = self->state;
+  const auto& plan = st.s.checkpoints;
+  const std::int64_t step = st.done;
+  for (const auto& p : parts)
+    if (p.weights_digest != parts.front().weights_digest)
+      return finish(self, false, checkpoint_failure(step, p.worker + " vouched for other weights than " + parts.front().worker +
+                                                          " (data-parallel ranks diverged)"));
+  controller_state cs;
+  cs.step = step;
+  cs.version = snap.live;
+  cs.driver = snap;
+  cs.records = records::sizes_of(st.s.records);
+  cs.recipe = plan.recipe;
+  cs.fingerprint = plan.fingerprint;
+  if (auto e = records::write_whole_file(partial / "state.json", to_json(cs).dump(1) + "\n"))
+    return finish(self, false, checkpoint_failure(step, e->message));
+  // The metrics so far: RUN_DIR/metrics.jsonl's whole records, copied.
+  if (st.s.records.metrics) {
+    std::string text;
+    if (auto e = records::read_prefix(st.s.records.metrics->path(), cs.records.metrics, text))
+      return finish(self, false, checkpoint_failure(step, e->message));
+    if (auto e = records::write_whole_file(partial / "metrics.jsonl", text))
+      return finish(self, false, checkpoint_failure(step, e->message));
+  }
+  const std::optional<double> metric =
+      plan.metric_name.empty() ? std::nullopt : retention_metric(st.last_record, plan.metric_name);
+  json ranks = json::array();
+  for (const auto& p : parts) ranks.push_back(json{{"policy_worker", p.worker}, {"weights_digest", p.weights_digest}});
+  json manifest{{"version", snap.live},
+                {"weights", "weights"},
+                {"weights_digest", parts.front().weights_digest},
+                {"ranks", ranks},
+                {"fingerprint", plan.fingerprint},
+                {"metric_name", plan.metric_name},
+                {"metric", metric ? json(*metric) : json(nullptr)}};
+  reach(fault_point::commit_before, static_cast<std::uint64_t>(step));
+  auto committed = records::commit_checkpoint(partial, step, std::move(manifest));
+  if (!committed) return finish(self, false, checkpoint_failure(step, committed.error().message));
+  reach(fault_point::commit_after, static_cast<std::uint64_t>(step));
+  st.checkpointed = step;
+  // Retention: the newest and the best keep_top_k (checkpoint_retention.h).
+  const auto listing = records::list_checkpoints(plan.directory);
+  std::vector<records::saved_checkpoint> saved;
+  for (const auto& c : listing.complete) {
+    std::optional<double> v;
+    if (const auto it = c.manifest.find("metric"); it != c.manifest.end() && it->is_number()) v = it->get<double>();
+    saved.push_back({c.step, v});
+  }
+  const records::retention_rule rule{plan.keep_top_k, !plan.metric_name.empty(), plan.higher_is_better};
+  std::string removed;
+  for (const std::int64_t gone : records::checkpoints_to_remove(saved, rule)) {
+    if (auto e = records::remove_checkpoint(plan.directory, gone))
+      return finish(self, false, "checkpoint retention: " + e->message);
+    removed += (removed.empty() ? "; removed " : ", ") + records::checkpoint_name(gone);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char took[32];
+  std::snprintf(took, sizeof took, "%.2f s", seconds);
+  say(self, "checkpoint " + records::checkpoint_name(step) + " (v" + std::to_string(snap.live) + ") saved in " +
+                committed->string() + ", " + took + removed);
+  next_step(self);
+}
+
+/// The save (the diagram above), then the next step.
+void save_checkpoint(loop_ptr self) {
+  auto& st = self->state;
+  const std::int64_t step = st.done;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto failed = [self, step](caf::error& e) { finish(self, false, checkpoint_failure(step, error_text(e))); };
+  self->request(st.driver, caf::infinite, snapshot_atom_v)
+      .then(
+          [self, step, t0, failed](driver_snapshot& snap) {
+            auto& st = self->state;
+            auto partial = records::begin_checkpoint(st.s.checkpoints.directory, step);
+            if (!partial) return finish(self, false, checkpoint_failure(step, partial.error().message));
+            std::error_code ec;
+            std::filesystem::create_directory(*partial / "ranks", ec);
+            if (ec)
+              return finish(self, false, checkpoint_failure(step, "cannot create " + (*partial / "ranks").string() + ": " +
+                                                                      ec.message()));
+            const policy_actor root = st.s.policy.front();
+            const save_job state{snap.live, (*partial / "weights").string(), save_part::engine_state};
+            self->request(root, caf::infinite, save_atom_v, state)
+                .then(
+                    [self, snap, dir = *partial, t0, failed](save_report&) {
+                      auto& st = self->state;
+                      auto parts = std::make_shared<std::vector<save_report>>(st.s.policy.size());
+                      auto left = std::make_shared<std::size_t>(st.s.policy.size());
+                      auto first_error = std::make_shared<bool>(false);
+                      for (std::size_t r = 0; r < st.s.policy.size(); ++r) {
+                        const save_job part{snap.live, (dir / "ranks" / ("policy-" + std::to_string(r) + ".json")).string(),
+                                            save_part::attestation};
+                        self->request(st.s.policy[r], caf::infinite, save_atom_v, part)
+                            .then(
+                                [self, snap, dir, t0, parts, left, first_error, r](save_report& x) {
+                                  (*parts)[r] = std::move(x);
+                                  if (--*left == 0 && !*first_error) commit_checkpoint_of(self, snap, dir, *parts, t0);
+                                },
+                                [first_error, failed](caf::error& e) mutable {
+                                  if (*first_error) return;
+                                  *first_error = true;
+                                  failed(e);
+                                });
+                      }
+                    },
+                    failed);
+          },
+          failed);
+}
+
+/// Whether a checkpoint is due now, after st.done steps.
+bool checkpoint_due(const rl_loop_state& st) {
+  const auto& plan = st.s.checkpoints;
+  if (plan.directory.empty() || st.done == 0 || st.done == st.checkpointed) return false;
+  return st.done % plan.save_period == 0 || st.done == st.sft_steps + st.steps;
+}
+
+// ---- resuming -----------------------------------------------------------------------------------
+//
+//   handshake done --resume--> every policy rank loads CHECKPOINT/weights at its version
+//   --every digest equal (and the checkpoint's)--> refit: the version live on every rollout worker
+//   --> "resumed from step_N ..." --> stepping(N + 1)
+
+void resume(loop_ptr self) {
+  auto& st = self->state;
+  const auto& point = *st.s.checkpoints.resume;
+  const weight_version version = point.state.version;
+  const std::string from = point.directory.string();
+  auto failed = [self, from](caf::error& e) { finish(self, false, "resuming from " + from + ": " + error_text(e)); };
+  auto reports = std::make_shared<std::vector<load_report>>(st.s.policy.size());
+  auto left = std::make_shared<std::size_t>(st.s.policy.size());
+  auto first_error = std::make_shared<bool>(false);
+  for (std::size_t r = 0; r < st.s.policy.size(); ++r) {
+    self->request(st.s.policy[r], caf::infinite, load_atom_v, load_job{version, (point.directory / "weights").string()})
+        .then(
+            [self, reports, left, first_error, r, version, from, failed](load_report& x) {
+              (*reports)[r] = std::move(x);
+              if (--*left > 0 || *first_error) return;
+              for (const auto& y : *reports)
+                if (y.weights_digest != reports->front().weights_digest)
+                  return finish(self, false, "resuming from " + from + ": " + y.worker + " loaded other weights than " +
+                                                 reports->front().worker);
+              self->request(self->state.coordinator, caf::infinite, refit_atom_v, version)
+                  .then(
+                      [self, version, from](refit_report&) {
+                        auto& st = self->state;
+                        st.done = st.s.checkpoints.resume->state.step;
+                        st.checkpointed = st.done;
+                        say(self, "resumed from " + from + ": " + std::to_string(st.done) + " of " +
+                                      std::to_string(st.sft_steps + st.steps) + " steps done, v" + std::to_string(version) +
+                                      " live on every policy and rollout worker");
+                        next_step(self);
+                      },
+                      failed);
+            },
+            [first_error, failed](caf::error& e) mutable {
+              if (*first_error) return;
+              *first_error = true;
+              failed(e);
+            });
+  }
+}
+
 void next_step(loop_ptr self) {
   auto& st = self->state;
   const std::int64_t total = st.sft_steps + st.steps;
+  if (checkpoint_due(st)) return save_checkpoint(self);
   if (st.stop_requested)  // the weights of the last step done are kept too
     return save_final_weights(self, std::to_string(st.done) + " of " + std::to_string(total) + " steps done; stopped on request");
   if (st.done == total) {
@@ -343,6 +531,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.prompts_per_round = static_cast<std::size_t>(rl_settings->prompts_per_round);
   dc.dynamic_sampling_settings = rl_settings->dynamic_sampling;
   dc.seed = static_cast<std::uint64_t>(recipe.grpo.seed);
+  if (st.s.checkpoints.resume) dc.resume = st.s.checkpoints.resume->state.driver;
   dc.timeout = timeout;
   dc.on_generation_progress = st.s.progress;
   st.driver = spawn_driver(self->system(), std::move(dc));
@@ -375,6 +564,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
                           std::to_string(h.bucket_bytes) + " bytes (" + std::to_string(h.total_bytes) + " in all), " +
                           to_string(h.mode) + ", v" + std::to_string(h.version) + " live on " +
                           std::to_string(h.rollout_workers.size()) + " rollout workers");
+            if (self->state.s.checkpoints.resume) return resume(self);
             if (self->state.validation && self->state.s.recipe.grpo.val_at_start) return validate_first(self, h.version);
             next_step(self);
           },

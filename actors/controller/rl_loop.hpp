@@ -7,6 +7,8 @@
 //         --any refused--> (rl_done, false, why naming the recipe key)
 //   handshaking --every rollout worker accepted policy rank 0's manifest--> stepping(1)
 //               (grpo.val_at_start: --> validating(0) --> stepping(1))
+//               (resuming from step_N: --> loading: every policy rank loads its weights, one
+//               refit makes them live --> stepping(N + 1); no val_at_start pass)
 //   stepping(n) --step report--> step line, generations.jsonl, metrics.jsonl --> stepping(n + 1)
 //               (a validation pass due after step n: --step report--> step line --> validating(n)
 //               --report--> validation line, the step's records with its validation metrics
@@ -14,6 +16,10 @@
 //               grpo.val_at_end; validating(0)'s record is step 0's, validation metrics only)
 //               (records number steps from 1; a trajectory's rng.step is the 0-based step of its RNG;
 //               a step's metrics record follows all its trajectories)
+//               (checkpointing: after step n's records, when n % save_period == 0 or n is the
+//               last step --> checkpointing(n): the two-phase save into CHECKPOINT_DIR/step_n,
+//               retention --> stepping(n + 1); a failed save ends the run naming the rank or
+//               path, the previous checkpoint intact)
 //               --the last step--> saving: policy rank 0 saves its weights into
 //               RUN_DIR/final_weights (save_job) --saved--> (rl_done, true, summary and where
 //               they are) | --failed--> (rl_done, false, why)
@@ -48,6 +54,7 @@
 #include "actors/bridge/socket_thread.hpp"
 #include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
+#include "actors/controller/checkpoint_state.hpp"
 #include "orchestration/records/run_files.h"
 
 namespace tandem {
@@ -73,6 +80,9 @@ struct rl_loop_settings {
   std::function<void(std::size_t done, std::size_t total)> progress;
   /// The run's files in its directory (created by `tandem run`); a null file is not written.
   records::run_files records;
+  /// Step checkpoints (checkpointing.*) and the one this run resumes from: the members load it
+  /// after the handshake, the driver goes on from its snapshot (checkpoint_state.hpp).
+  checkpoint_plan checkpoints;
 };
 
 /// Spawns the loop, which starts with the handshake at once.

@@ -84,8 +84,34 @@ struct driver_state {
     return {
         [this](step_atom) -> caf::result<step_report> { return start_step(); },
         [this](sft_step_atom) -> caf::result<step_report> { return start_sft_step(); },
+        [this](snapshot_atom) -> caf::result<driver_snapshot> { return snapshot(); },
         [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
     };
+  }
+
+  driver_snapshot snapshot() const {
+    driver_snapshot out{live, next_step, next_prompt, next_example, next_event, std::nullopt};
+    if (ahead && ahead->done)
+      out.ahead = driver_snapshot::batch_ahead{ahead->for_step, ahead->version, ahead->records, ahead->trajectories, ahead->seconds};
+    return out;
+  }
+
+  /// Takes up where `from` (a checkpoint's snapshot) stood.
+  void resume(const driver_snapshot& from) {
+    live = from.live;
+    next_step = from.next_step;
+    next_prompt = from.next_prompt;
+    next_example = from.next_example;
+    next_event = from.next_event;
+    if (!from.ahead) return;
+    ahead.emplace();
+    ahead->serial = next_serial++;
+    ahead->for_step = from.ahead->for_step;
+    ahead->version = from.ahead->version;
+    ahead->records = from.ahead->records;
+    ahead->trajectories = from.ahead->trajectories;
+    ahead->seconds = from.ahead->seconds;
+    ahead->done = true;
   }
 
   /// Marks trajectory `t` (of a round whose prompts are `records`) with its prompt's index in the
@@ -189,6 +215,10 @@ struct driver_state {
         },
         [this, state](sft_step_atom) -> caf::result<step_report> {
           return tandem_error(tandem_errc::wrong_state, "driver: warm-up step refused: step " +
+                                                            std::to_string(step.report.step) + " is " + state);
+        },
+        [this, state](snapshot_atom) -> caf::result<driver_snapshot> {
+          return tandem_error(tandem_errc::wrong_state, "driver: snapshot refused: step " +
                                                             std::to_string(step.report.step) + " is " + state);
         },
         [this](member_lost_atom, const std::string& worker, const std::string& reason) { on_lost(worker, reason); },
@@ -661,8 +691,7 @@ behavior driver(driver_actor::stateful_pointer<driver_state> self, driver_config
   auto& st = self->state;
   st.self = self;
   st.live = config.initial_version;
-  st.next_step = config.first_step;
-  st.next_prompt = static_cast<std::uint64_t>(config.first_step) * config.prompts_per_step;
+  if (config.resume) st.resume(*config.resume);
   st.config = std::move(config);
   return st.idle();
 }

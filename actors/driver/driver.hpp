@@ -24,6 +24,10 @@
 //               it builds its micro-batches itself
 //   refitting:  the refit coordinator makes v + 1 live on every rollout worker
 //
+// Between steps (idle) a snapshot request answers where the driver stands (driver_snapshot: the
+// live version, the next step, the prompts and examples drawn, the batch generated ahead); a
+// driver given that snapshot (driver_config::resume) goes on exactly as this one would.
+//
 // A warm-up step (sft_step) is a step without generating and scoring: its trajectories are the next
 // sft_batch examples (prompt, target), trained on with the cross-entropy of the targets
 // (train_objective::cross_entropy), then refitted, so generation and validation see the new
@@ -100,7 +104,9 @@ struct driver_config {
   std::int64_t train_global_batch_size = 0;
   std::uint64_t seed = 1;                          ///< grpo.seed, for the counter RNG
   weight_version initial_version = 0;              ///< live on every worker before the first step
-  std::uint32_t first_step = 0;                    ///< the first step's number (resuming runs)
+  /// A resumed run: where the checkpoint's driver stood (driver_snapshot); the driver goes on from
+  /// there. None: a new run, from step 0 with initial_version live.
+  std::optional<driver_snapshot> resume;
   std::chrono::milliseconds timeout{std::chrono::minutes(30)};  ///< per request
   /// 1: one-step off-policy (grpo.max_trajectory_age_steps): the next step's batch is generated
   /// with the live version while this step trains, and the refit waits for it; 0: synchronous.

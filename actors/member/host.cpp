@@ -221,6 +221,14 @@ void on_save(host_ptr self, const control::save_request& m) {
             [self](caf::error& e) { reply_error(self, e, K::save_request); });
 }
 
+void on_load(host_ptr self, const control::load_request& m) {
+  auto& st = self->state;
+  if (refuse_without(self, static_cast<bool>(st.policy), "policy rank", K::load_request)) return;
+  self->request(st.policy, caf::infinite, load_atom_v, m.job)
+      .then([self, step = m.step](load_report& r) { send(self, control::load_result{step, std::move(r)}); },
+            [self](caf::error& e) { reply_error(self, e, K::load_request); });
+}
+
 void on_refit_begin(host_ptr self, const control::refit_begin& m) {
   auto& st = self->state;
   const weight_version v = m.weight_version;
@@ -287,6 +295,7 @@ void on_control(host_ptr self, const control::message& m) {
         else if constexpr (std::is_same_v<T, control::logprob_request>) on_logprobs(self, x);
         else if constexpr (std::is_same_v<T, control::train_request>) on_train(self, x);
         else if constexpr (std::is_same_v<T, control::save_request>) on_save(self, x);
+        else if constexpr (std::is_same_v<T, control::load_request>) on_load(self, x);
         else if constexpr (std::is_same_v<T, control::refit_begin>) on_refit_begin(self, x);
         else if constexpr (std::is_same_v<T, control::refit_commit>) on_refit_commit(self, x);
         else if constexpr (std::is_same_v<T, control::refit_abort>) on_refit_abort(self, x);
@@ -313,6 +322,7 @@ bool served_by_host(control::message_kind kind) {
     case K::logprob_request:
     case K::train_request:
     case K::save_request:
+    case K::load_request:
     case K::refit_begin:
     case K::refit_commit:
     case K::refit_abort:

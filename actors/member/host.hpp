@@ -13,6 +13,7 @@
 //     logprob_request   --> policy logprobs   --> logprob_result    | error(logprob_request)
 //     train_request     --> policy train      --> train_result (with the weights digest) | error(train_request)
 //     save_request      --> policy save       --> save_result (the directory, complete) | error(save_request)
+//     load_request      --> policy load       --> load_result (the version, the weights digest) | error(load_request)
 //     refit_begin       --> colocated: rollout bump -> refit_ack(bumped)
 //                           policy root: policy stream -> refit_ack(sent)
 //                           rollout worker: rollout stream -> refit_ack(staged)

@@ -1,6 +1,8 @@
 // The policy worker (policy_worker.hpp): a train_engine behind the policy_actor interface.
 #include "actors/policy_worker/policy_worker.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -8,9 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/api/fault_points.hpp"
 #include "actors/api/refit_stream.hpp"
 #include "actors/policy_worker/step_batch.hpp"
 
@@ -130,6 +136,7 @@ struct policy_worker_state {
                           where("train of step " + std::to_string(job.step) + " refused: no logprobs were computed for it"));
     if (auto bad = check_train_job(job, *batch))
       return tandem_error(tandem_errc::invalid_config, where("train of step " + std::to_string(job.step) + " refused: " + *bad));
+    reach(fault_point::train, std::uint64_t{job.step} + 1);
     auto rp = self->make_response_promise<train_report>();
     busy_with = "train";
     auto kept = std::make_shared<const step_batch>(std::move(*batch));
@@ -225,16 +232,92 @@ struct policy_worker_state {
     auto rp = self->make_response_promise<save_report>();
     busy_with = "save";
     auto engine = config.engine;
-    const std::filesystem::path dir(job.directory);
-    runner.run(self, [engine, dir] { return engine->save(dir); },
-               [this, rp, job](gpu::status s) mutable {
-                 busy_with = nullptr;
-                 if (!s) {
-                   rp.deliver(engine_error(where("save of v" + std::to_string(job.version) + " into " + job.directory), s));
-                   return;
-                 }
-                 rp.deliver(save_report{config.name, job.version, job.directory});
-               });
+    const std::filesystem::path path(job.directory);
+    const bool attestation = job.part == save_part::attestation;
+    // The answer carries the digest of the weights saved (the controller compares the ranks').
+    auto work = [engine, path, attestation, name = config.name, v = job.version]() -> gpu::result<std::uint64_t> {
+      const std::uint64_t digest = engine->weights_digest();
+      if (attestation) {
+        if (gpu::status s = write_attestation(path, name, v, digest); !s) return s;
+        return digest;
+      }
+      reach(fault_point::save_weights_before, v);
+      if (gpu::status s = engine->save(path); !s) return s;
+      reach(fault_point::save_weights_after, v);
+      return digest;
+    };
+    runner.run(self, std::move(work), [this, rp, job](gpu::result<std::uint64_t> r) mutable {
+      busy_with = nullptr;
+      if (!r) {
+        rp.deliver(engine_error(where("save of v" + std::to_string(job.version) + " into " + job.directory), r.error()));
+        return;
+      }
+      rp.deliver(save_report{config.name, job.version, job.directory, *r});
+    });
+    return rp;
+  }
+
+  /// A rank's part of a step checkpoint (plain::save_part::attestation): {"worker", "version",
+  /// "weights_digest"} at `path`, through PATH.tmp, synced, then renamed into place.
+  static gpu::status write_attestation(const std::filesystem::path& path, const std::string& name, std::uint64_t v,
+                                       std::uint64_t digest) {
+    reach(fault_point::rank_part_before, v);
+    const std::string text = "{\"worker\": \"" + name + "\", \"version\": " + std::to_string(v) +
+                             ", \"weights_digest\": " + std::to_string(digest) + "}\n";
+    const std::filesystem::path temp = path.string() + ".tmp";
+    auto failed = [&](const std::string& what) {
+      const int err = errno;
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      return gpu::status(gpu::status_code::io_error, what + ": " + std::strerror(err));
+    };
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return failed("cannot create " + temp.string());
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n == 0) errno = EIO;
+        const auto e = failed("cannot write " + temp.string());
+        ::close(fd);
+        return e;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd) != 0) {
+      const auto e = failed("cannot sync " + temp.string());
+      ::close(fd);
+      return e;
+    }
+    if (::close(fd) != 0) return failed("cannot write " + temp.string());
+    reach(fault_point::rank_part_during, v);
+    if (::rename(temp.c_str(), path.c_str()) != 0) return failed("cannot move " + temp.string() + " into place");
+    reach(fault_point::rank_part_after, v);
+    return gpu::status::ok();
+  }
+
+  caf::result<load_report> load(const load_job& job) {
+    if (busy_with) return busy("load");
+    if (job.directory.empty())
+      return tandem_error(tandem_errc::invalid_config, where("load of v" + std::to_string(job.version) + ": no directory given"));
+    auto rp = self->make_response_promise<load_report>();
+    busy_with = "load";
+    batch.reset();  // a step's batch belongs to the weights it was computed with
+    auto work = [engine = config.engine, dir = std::filesystem::path(job.directory)]() -> gpu::result<std::uint64_t> {
+      if (gpu::status s = engine->load(dir); !s) return s;
+      return engine->weights_digest();
+    };
+    runner.run(self, std::move(work), [this, rp, job](gpu::result<std::uint64_t> r) mutable {
+      busy_with = nullptr;
+      if (!r) {
+        rp.deliver(engine_error(where("load of v" + std::to_string(job.version) + " from " + job.directory), r.error()));
+        return;
+      }
+      version = job.version;
+      damaged.clear();  // the loaded weights are that version's, whatever happened before
+      rp.deliver(load_report{config.name, job.version, *r});
+    });
     return rp;
   }
 
@@ -311,6 +394,7 @@ policy_actor::behavior_type policy_worker(policy_actor::stateful_pointer<policy_
       },
       [self](stream_atom, const stream_job& job) { return self->state.stream(job); },
       [self](save_atom, const save_job& job) { return self->state.save(job); },
+      [self](load_atom, const load_job& job) { return self->state.load(job); },
       [self](version_atom) { return self->state.version; },
   };
 }

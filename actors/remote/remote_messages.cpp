@@ -15,12 +15,15 @@ bool for_policy_proxy(const control::message& m, bool worker_hosts_rollout) {
     case K::logprob_result:
     case K::train_result:
     case K::save_result:
+    case K::load_result:
       return true;
     case K::refit_ack:
       return std::get<control::refit_ack>(m).stage == control::refit_stage::sent;
     case K::error: {
       const auto request = static_cast<K>(std::get<control::error>(m).request);
-      if (request == K::logprob_request || request == K::train_request || request == K::save_request) return true;
+      if (request == K::logprob_request || request == K::train_request || request == K::save_request ||
+          request == K::load_request)
+        return true;
       return request == K::refit_begin && !worker_hosts_rollout;
     }
     default:

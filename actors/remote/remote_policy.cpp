@@ -26,6 +26,7 @@ struct remote_policy_state {
   pending<train_report> train;
   pending<stream_report> stream;
   pending<save_report> save;
+  pending<load_report> load;
   stream_job streaming;
   std::uint64_t requests = 0;  // numbers the logprob and train requests (their step field)
 
@@ -61,6 +62,12 @@ struct remote_policy_state {
       save_report r = x->report;
       r.worker = target.name;
       take(save).deliver(std::move(r));
+    } else if (const auto* x = std::get_if<control::load_result>(&m)) {
+      if (!load) return unexpected(m);
+      load_report r = x->report;
+      r.worker = target.name;
+      version = r.version;
+      take(load).deliver(std::move(r));
     } else if (const auto* x = std::get_if<control::refit_ack>(&m)) {
       if (!stream || x->weight_version != streaming.version) return unexpected(m);
       if (!x->ok) {
@@ -75,6 +82,7 @@ struct remote_policy_state {
       if (request == control::message_kind::train_request && train) return void(take(train).deliver(err));
       if (request == control::message_kind::refit_begin && stream) return void(take(stream).deliver(err));
       if (request == control::message_kind::save_request && save) return void(take(save).deliver(err));
+      if (request == control::message_kind::load_request && load) return void(take(load).deliver(err));
       log_line("tandem controller: " + target.name + " reported an error: " + x->text);
     } else {
       unexpected(m);
@@ -128,6 +136,13 @@ remote_policy_actor::behavior_type remote_policy(remote_policy_actor::stateful_p
         st.save = self->make_response_promise<save_report>();
         st.send(control::save_request{++st.requests, std::move(job)});
         return *st.save;
+      },
+      [self](load_atom, load_job& job) -> caf::result<load_report> {
+        auto& st = self->state;
+        if (st.load) return st.busy("load");
+        st.load = self->make_response_promise<load_report>();
+        st.send(control::load_request{++st.requests, std::move(job)});
+        return *st.load;
       },
       [self](version_atom) { return self->state.version; },
       [self](rmt_in_atom, const control::message& m) { self->state.on_message(m); },

@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
+#include "actors/api/fault_points.hpp"
 #include "actors/api/refit_stream.hpp"
 #include "actors/rollout_worker/generation.hpp"
 
@@ -70,6 +71,7 @@ struct rollout_worker_state {
     if (updating) return refuse(tandem_errc::wrong_state, "generate refused: a refit to " + v(*updating) + " is in progress");
     if (job.version != live)
       return refuse(tandem_errc::stale_version, "generate for " + v(job.version) + " refused: " + v(live) + " is live");
+    if (!job.requests.empty()) reach(fault_point::generate, std::uint64_t{job.requests.front().rng.step} + 1);
     auto rp = self->make_response_promise<generate_result>();
     busy_with = "generate";
     const weight_version version = job.version;

@@ -323,27 +323,28 @@ void declare_sft(schema& s) {
 }
 
 void declare_checkpoint_logger(schema& s) {
-  key(s, "checkpointing.enabled", "Write checkpoints").boolean(false)
+  key(s, "checkpointing.enabled", "Write step checkpoints, and resume from the newest in the run directory").boolean(false)
       .to([](R& r) -> auto& { return r.checkpointing.enabled; })
-      .not_built_unless([](const R& r) { return r.checkpointing.enabled; }, false, "true", "checkpoints are not built yet");
-  key(s, "checkpointing.checkpoint_dir", "Folder holding step_N/ checkpoints").string("results/checkpoints")
+      .shown_by("tests/integration/runtime/checkpoint_resume_test.cpp: a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bitwise_identical_metrics_generations_and_final_weights; tests/integration/runtime/checkpoint_resume_test.cpp: a_resume_with_another_recipe_is_refused_listing_the_differing_keys");
+  key(s, "checkpointing.checkpoint_dir", "Folder holding step_N/ checkpoints (relative: to the run directory)").string("checkpoints")
       .to([](R& r) -> auto& { return r.checkpointing.checkpoint_dir; })
-      .part_of("checkpointing.enabled");
+      .shown_by("tests/integration/runtime/checkpoint_resume_test.cpp: a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bitwise_identical_metrics_generations_and_final_weights");
   key(s, "checkpointing.save_period", "Checkpoint every this many steps (and at the last step)")
       .integer(10).at_least(1).to([](R& r) -> auto& { return r.checkpointing.save_period; })
-      .part_of("checkpointing.enabled").at_most(4294967295.0);
-  key(s, "checkpointing.keep_top_k", "Checkpoints kept, best by metric_name or newest (null: all)")
+      .shown_by("tests/integration/runtime/checkpoint_resume_test.cpp: a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bitwise_identical_metrics_generations_and_final_weights").at_most(4294967295.0);
+  key(s, "checkpointing.keep_top_k", "Checkpoints kept: the newest and the best this many by metric_name (or the newest, without one); null: all")
       .integer(3).nullable().at_least(1).to([](R& r) -> auto& { return r.checkpointing.keep_top_k; })
-      .part_of("checkpointing.enabled").at_most(1 << 20);
-  key(s, "checkpointing.metric_name", "Metric that ranks checkpoints, e.g. val:accuracy (null: newest)")
+      .shown_by("tests/integration/runtime/checkpoint_resume_test.cpp: a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bitwise_identical_metrics_generations_and_final_weights").at_most(1 << 20);
+  key(s, "checkpointing.metric_name", "Metric that ranks checkpoints: a metrics.jsonl key (validation/accuracy) or NeMo-RL's val:accuracy (null: newest)")
       .string("").null_default().to([](R& r) -> auto& { return r.checkpointing.metric_name; })
-      .part_of("checkpointing.enabled");
+      .shown_by("tests/unit/orchestration/records/checkpoint_retention_test.cpp: the_best_two_by_a_rising_and_falling_accuracy_and_the_newest_are_kept_after_every_save");
   key(s, "checkpointing.higher_is_better", "Direction of metric_name").boolean(true)
       .to([](R& r) -> auto& { return r.checkpointing.higher_is_better; })
-      .part_of("checkpointing.enabled");
+      .shown_by("tests/unit/orchestration/records/checkpoint_retention_test.cpp: a_loss_ranks_lower_first_and_ties_go_to_the_newer_step");
   key(s, "checkpointing.save_optimizer", "Include optimizer state (needed to resume exactly)")
       .boolean(true).to([](R& r) -> auto& { return r.checkpointing.save_optimizer; })
-      .part_of("checkpointing.enabled");
+      .not_built_unless([](const R& r) { return r.checkpointing.save_optimizer; }, true, "false",
+                        "checkpoints without the optimizer state are not built: every checkpoint resumes exactly");
   key(s, "logger.log_dir", "Folder for logs and metrics").string("logs")
       .to([](R& r) -> auto& { return r.logger.log_dir; })
       .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks");

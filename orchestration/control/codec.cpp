@@ -70,6 +70,8 @@ template <class F, is<train_request> M> void fields(F& f, M& m) { f("step", m.st
 template <class F, is<train_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
 template <class F, is<save_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
 template <class F, is<save_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
+template <class F, is<load_request> M> void fields(F& f, M& m) { f("step", m.step); f("job", m.job); }
+template <class F, is<load_result> M> void fields(F& f, M& m) { f("step", m.step); f("report", m.report); }
 template <class F, is<refit_begin> M>
 void fields(F& f, M& m) {
   f("weight_version", m.weight_version); f("bucket_count", m.bucket_count); f("bucket_bytes", m.bucket_bytes);
@@ -115,6 +117,7 @@ std::string type_name() {
   else if constexpr (std::same_as<T, plain::dtype>) return "dtype";
   else if constexpr (std::same_as<T, refit_transport>) return "refit_transport";
   else if constexpr (std::same_as<T, refit_stage>) return "refit_stage";
+  else if constexpr (std::same_as<T, plain::save_part>) return "save_part";
   else if constexpr (std::same_as<T, std::string>) return "string";
   else if constexpr (std::same_as<T, std::vector<std::byte>>) return "bytes";
   else if constexpr (is_vector<T>::value) return "vector<" + type_name<typename T::value_type>() + ">";
@@ -425,7 +428,9 @@ std::size_t max_frame_bytes_of(message_kind kind) {
     case message_kind::refit_commit:
     case message_kind::refit_abort:
     case message_kind::save_request:
-    case message_kind::save_result: return 1 * MiB;
+    case message_kind::save_result:
+    case message_kind::load_request:
+    case message_kind::load_result: return 1 * MiB;
     case message_kind::welcome:
     case message_kind::peer_table:
     case message_kind::train_result:
@@ -564,5 +569,7 @@ template codec_result<frame> encode<shutdown>(const shutdown&, std::size_t);
 template codec_result<frame> encode<goodbye>(const goodbye&, std::size_t);
 template codec_result<frame> encode<save_request>(const save_request&, std::size_t);
 template codec_result<frame> encode<save_result>(const save_result&, std::size_t);
+template codec_result<frame> encode<load_request>(const load_request&, std::size_t);
+template codec_result<frame> encode<load_result>(const load_result&, std::size_t);
 
 }  // namespace tandem::control

@@ -49,8 +49,10 @@ namespace tandem::control {
 /// request whole; a train result its metrics as fields, not named values; a manifest entry's dtype
 /// is checked as an enum). Version 7: a train request names its objective (the policy-gradient
 /// loss or the supervised warm-up's cross-entropy). Version 8: save_request and save_result (a
-/// policy rank saves its weights where the controller says).
-inline constexpr std::uint16_t protocol_version = 8;
+/// policy rank saves its weights where the controller says). Version 9: a save names its part
+/// (the engine's state, or a data-parallel rank's attestation of a step checkpoint) and answers
+/// the weights digest; load_request and load_result (a resumed run's ranks load a checkpoint).
+inline constexpr std::uint16_t protocol_version = 9;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -78,10 +80,12 @@ enum class message_kind : std::uint16_t {
   goodbye = 21,          ///< member -> controller, last message before the member exits; no reply
   save_request = 22,     ///< controller -> policy worker (data-parallel rank 0), at the end of a run; reply: save_result
   save_result = 23,      ///< policy worker -> controller, once the weights are saved; no reply
+  load_request = 24,     ///< controller -> every policy worker, when a run resumes from a checkpoint; reply: load_result
+  load_result = 25,      ///< policy worker -> controller, once the checkpoint is loaded; no reply
 };
 
 /// Number of kinds; codes run from 1 to kind_count.
-inline constexpr std::uint16_t kind_count = 23;
+inline constexpr std::uint16_t kind_count = 25;
 
 /// The kind's name as written in the enum ("generate_request"); "unknown" for other values.
 constexpr std::string_view to_string(message_kind k) {
@@ -109,6 +113,8 @@ constexpr std::string_view to_string(message_kind k) {
     case message_kind::goodbye: return "goodbye";
     case message_kind::save_request: return "save_request";
     case message_kind::save_result: return "save_result";
+    case message_kind::load_request: return "load_request";
+    case message_kind::load_result: return "load_result";
   }
   return "unknown";
 }
@@ -142,6 +148,8 @@ using plain::manifest_entry;
 using plain::packed_sequences;
 using plain::rng_coordinates;
 using plain::sampling_params;
+using plain::load_job;
+using plain::load_report;
 using plain::save_job;
 using plain::save_report;
 using plain::train_job;
@@ -386,11 +394,27 @@ struct save_result {
   bool operator==(const save_result&) const = default;
 };
 
+/// controller -> policy worker, load a checkpoint (plain/saving.h). Reply: load_result.
+struct load_request {
+  static constexpr message_kind kind = message_kind::load_request;
+  std::uint64_t step = 0;  ///< the request's number (echoed)
+  load_job job;
+  bool operator==(const load_request&) const = default;
+};
+
+/// policy worker -> controller, the checkpoint is loaded. No reply.
+struct load_result {
+  static constexpr message_kind kind = message_kind::load_result;
+  std::uint64_t step = 0;  ///< the request's
+  load_report report;
+  bool operator==(const load_result&) const = default;
+};
+
 /// Any message. Alternative i has kind code i + 1 (checked below).
 using message = std::variant<hello, welcome, heartbeat, data_endpoint, peer_table, manifest, manifest_check,
                              manifest_result, generate_request, generate_result, logprob_request, logprob_result,
                              train_request, train_result, refit_begin, refit_ack, refit_commit, refit_abort, error,
-                             shutdown, goodbye, save_request, save_result>;
+                             shutdown, goodbye, save_request, save_result, load_request, load_result>;
 
 /// The kind of a message.
 inline message_kind kind_of(const message& m) {

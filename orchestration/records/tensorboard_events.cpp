@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -114,6 +115,63 @@ std::string scalars_event(double wall_time, std::int64_t step, const std::vector
 
 double wall_seconds_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::optional<file_error> tensorboard_events::check_event_end(int fd, const std::filesystem::path& path, std::uint64_t size) {
+  // Each record is uint64 length | uint32 masked CRC of the length | data | uint32 masked CRC of
+  // the data: 16 bytes of framing around its data. The walk reads only headers that lie before
+  // `size` (open_for_cut checked the file holds that much), each length checked against its CRC.
+  const auto not_an_end = [&](const std::string& why) {
+    return file_error{file_errc::cannot_create, path.string() + ": byte " + std::to_string(size) + " " + why};
+  };
+  const auto within = [&](std::uint64_t event) {
+    return event == 0 ? not_an_end("is within the opening event")
+                      : not_an_end("is not the end of an event (it falls within the event at byte " + std::to_string(event) + ")");
+  };
+  constexpr std::uint64_t framing = 8 + 4 + 4;
+  if (size < framing) return within(0);  // the opening event is kept: no cut before its end
+  std::uint64_t at = 0;
+  while (at < size) {
+    if (size - at < framing) return within(at);
+    char header[12];
+    std::size_t got = 0;
+    while (got < sizeof header) {
+      const ssize_t n = ::pread(fd, header + got, sizeof header - got, static_cast<off_t>(at + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return os_file_error(file_errc::cannot_create, "cannot reopen", path.string(), errno);
+      if (n == 0) return os_file_error(file_errc::cannot_create, "cannot reopen", path.string(), EIO);  // shrank meanwhile
+      got += static_cast<std::size_t>(n);
+    }
+    std::uint64_t length = 0;
+    std::uint32_t length_crc = 0;
+    for (int b = 7; b >= 0; --b) length = (length << 8) | static_cast<unsigned char>(header[b]);
+    for (int b = 11; b >= 8; --b) length_crc = (length_crc << 8) | static_cast<unsigned char>(header[b]);
+    if (masked_crc(crc32c(std::string_view(header, 8))) != length_crc)
+      return file_error{file_errc::cannot_create,
+                        path.string() + ": the event at byte " + std::to_string(at) + " has a damaged length (its CRC does not match)"};
+    if (length > size - at - framing) return within(at);
+    at += framing + length;
+  }
+  return std::nullopt;
+}
+
+std::optional<file_error> tensorboard_events::check_reopen(const std::filesystem::path& file, std::uint64_t size) {
+  int fd = -1;
+  if (auto e = open_for_cut(file, size, fd)) return e;
+  auto e = check_event_end(fd, file, size);
+  ::close(fd);
+  return e;
+}
+
+file_result<std::unique_ptr<tensorboard_events>> tensorboard_events::reopen(const std::filesystem::path& file, std::uint64_t size) {
+  int fd = -1;
+  if (auto e = open_for_cut(file, size, fd)) return *e;
+  if (auto e = check_event_end(fd, file, size)) {
+    ::close(fd);
+    return *e;
+  }
+  if (auto e = cut_to(fd, file, size)) return *e;
+  return std::unique_ptr<tensorboard_events>(new tensorboard_events(fd, file, size));
 }
 
 file_result<std::unique_ptr<tensorboard_events>> tensorboard_events::open(const std::filesystem::path& dir,

@@ -14,6 +14,11 @@
 // an infinity is written as it is (TensorBoard shows them), a double beyond float's range becomes
 // an infinity.
 //
+// A resumed run reopens its own events file at the size its checkpoint recorded (reopen): the file
+// is cut back to the end of the last event the checkpoint saw, which must be a whole event at or
+// after the opening one, and later steps are appended after it.
+//
+//   (none) --open: a new file and its first event, or reopen: an existing one cut to an event's end--> open
 //   open --add_scalars, written whole--> open
 //        --add_scalars, short or failed write--> cut back to the last whole event --> failed
 //   failed --add_scalars--> the same error, nothing written
@@ -62,6 +67,23 @@ class tensorboard_events {
   static file_result<std::unique_ptr<tensorboard_events>> open(const std::filesystem::path& dir,
                                                                double wall_time = wall_seconds_now());
 
+  /// Reopens the existing events file `file` of a run being resumed, cut back to its first `size`
+  /// bytes (ftruncate, fsync) so that the next add_scalars follows the last event kept; size() is
+  /// then `size`. It is never created. `size` must end an event, found by walking the records'
+  /// length fields (each checked against its CRC) from the start, and must keep the opening event.
+  /// Errors, each leaving the file unchanged: cannot_create ("cannot reopen PATH: No such file or
+  /// directory", or another OS reason; "PATH holds N bytes, fewer than the M its checkpoint
+  /// recorded"; "PATH: byte M is not the end of an event (it falls within the event at byte A)";
+  /// "PATH: byte M is within the opening event"; "PATH: the event at byte A has a damaged length
+  /// (its CRC does not match)"). cannot_write ("cannot cut PATH back to M bytes: REASON"): the cut
+  /// itself failed (an I/O error), after which the file may be cut.
+  static file_result<std::unique_ptr<tensorboard_events>> reopen(const std::filesystem::path& file, std::uint64_t size);
+
+  /// What reopen(file, size) would refuse, checked without changing the file or keeping it open
+  /// (so that several files can be checked before any is cut); nullopt when it would reopen. The
+  /// same cannot_create errors as reopen.
+  [[nodiscard]] static std::optional<file_error> check_reopen(const std::filesystem::path& file, std::uint64_t size);
+
   tensorboard_events(const tensorboard_events&) = delete;
   tensorboard_events& operator=(const tensorboard_events&) = delete;
 
@@ -79,7 +101,10 @@ class tensorboard_events {
   const std::filesystem::path& path() const { return file_.path(); }
 
  private:
-  tensorboard_events(int fd, std::filesystem::path path) : file_(fd, std::move(path), "event") {}
+  tensorboard_events(int fd, std::filesystem::path path, std::uint64_t size = 0) : file_(fd, std::move(path), "event", size) {}
+  /// Whether the file open on `fd` ends an event after its opening one at byte `size`
+  /// (open_for_cut checked it holds them).
+  static std::optional<file_error> check_event_end(int fd, const std::filesystem::path& path, std::uint64_t size);
 
   record_appender file_;
 };

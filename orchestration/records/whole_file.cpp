@@ -39,4 +39,24 @@ std::optional<file_error> write_whole_file(const std::filesystem::path& path, st
   return std::nullopt;
 }
 
+std::optional<file_error> read_prefix(const std::filesystem::path& path, std::uint64_t bytes, std::string& out) {
+  out.assign(static_cast<std::size_t>(bytes), '\0');
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return os_file_error(file_errc::cannot_create, "cannot read", path.string(), errno);
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n == 0 ? EIO : errno;
+      ::close(fd);
+      return file_error{file_errc::cannot_create, "cannot read " + path.string() + ": " +
+                                                      (n == 0 ? "it holds fewer than " + std::to_string(bytes) + " bytes" : os_reason(err))};
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return std::nullopt;
+}
+
 }  // namespace tandem::records

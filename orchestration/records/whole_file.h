@@ -3,7 +3,9 @@
 #pragma once
 
 #include <filesystem>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "orchestration/records/file_error.h"
@@ -14,5 +16,9 @@ namespace tandem::records {
 /// cannot_create ("cannot create PATH.tmp: REASON"), cannot_write ("cannot write PATH: REASON");
 /// on an error neither PATH nor PATH.tmp is left behind by this call.
 [[nodiscard]] std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text);
+
+/// The first `bytes` bytes of `path` into `out`; nullopt when read. Errors: cannot_create ("cannot
+/// read PATH: REASON", also when the file is shorter than `bytes`).
+[[nodiscard]] std::optional<file_error> read_prefix(const std::filesystem::path& path, std::uint64_t bytes, std::string& out);
 
 }  // namespace tandem::records

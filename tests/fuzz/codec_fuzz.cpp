@@ -67,7 +67,9 @@ tc::message seed(tc::message_kind k) {
     case K::shutdown: return tc::shutdown{"done"};
     case K::goodbye: return tc::goodbye{1, "shutdown"};
     case K::save_request: return tc::save_request{9, {4, "/runs/r/final_weights"}};
-    case K::save_result: return tc::save_result{9, {"policy-0", 4, "/runs/r/final_weights"}};
+    case K::save_result: return tc::save_result{9, {"policy-0", 4, "/runs/r/final_weights", 77}};
+    case K::load_request: return tc::load_request{10, {4, "/runs/r/checkpoints/step_4/weights"}};
+    case K::load_result: return tc::load_result{10, {"policy-1", 4, 77}};
   }
   fail("no seed for kind", std::to_string(static_cast<int>(k)));
 }

@@ -7,6 +7,9 @@ checkpoint under the same name, shape and dtype (float32), with trained values (
 ones, all finite); optimizer.safetensors holds both AdamW moments of every tensor, and its step
 count is the run's optimizer steps; transformers' AutoConfig reads the config; the tokenizer files
 are the starting checkpoint's, byte for byte; and `tandem logprobs` runs on the directory.
+The run also checkpoints at steps 25 and 50 (checkpointing.save_period 25): a step checkpoint's
+weights directory reads back the same way (its optimizer's step count is 25), its manifest lists
+every file at its size, and the last one's weights are the final weights, byte for byte.
 
 Usage: final_weights_test.py TANDEM [unittest arguments...]
 Exit:  0 every check passed, 1 a check failed, 2 usage error.
@@ -34,7 +37,8 @@ class FinalWeightsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.scratch = tempfile.mkdtemp(prefix="tandem-final-weights-")
         cls.run_dir = os.path.join(cls.scratch, "run")
-        p = subprocess.run([TANDEM, "run", "configs/recipes/tiny-cpu-ci.yaml", "logger.log_dir=" + cls.run_dir],
+        p = subprocess.run([TANDEM, "run", "configs/recipes/tiny-cpu-ci.yaml", "logger.log_dir=" + cls.run_dir,
+                            "checkpointing.enabled=true", "checkpointing.save_period=25", "checkpointing.keep_top_k=null"],
                            cwd=ROOT, capture_output=True, text=True)
         if p.returncode != 0:
             raise AssertionError("the run failed (%d):\n%s%s" % (p.returncode, p.stdout, p.stderr))
@@ -91,6 +95,36 @@ class FinalWeightsTest(unittest.TestCase):
         lp = json.loads(p.stdout)
         self.assertEqual([len(x) for x in lp], [3, 2])
         self.assertTrue(all(v is not None and v <= 0 for x in lp for v in x))
+
+    def test_a_step_checkpoint_reads_back_with_its_optimizer_state_and_a_manifest_of_every_file(self):
+        from transformers import AutoConfig
+
+        step = os.path.join(self.run_dir, "checkpoints", "step_25")
+        self.assertIn("checkpoint step_25 (v25) saved in " + step, self.output)
+        with open(os.path.join(step, "manifest.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["format"], "tandem-checkpoint")
+        self.assertEqual(manifest["step"], 25)
+        self.assertEqual(manifest["version"], 25)
+        listed = {e["path"]: e["bytes"] for e in manifest["files"]}
+        for rel in ("weights/model.safetensors", "weights/optimizer.safetensors", "weights/config.json",
+                    "ranks/policy-0.json", "ranks/policy-1.json", "state.json", "metrics.jsonl"):
+            self.assertIn(rel, listed)
+            self.assertEqual(os.path.getsize(os.path.join(step, rel)), listed[rel], rel)
+        start = stnp.load_file(os.path.join(START, "model.safetensors"))
+        weights = stnp.load_file(os.path.join(step, "weights", "model.safetensors"))
+        self.assertEqual(sorted(weights), sorted(start))
+        for name, tensor in start.items():
+            self.assertEqual((weights[name].shape, weights[name].dtype), (tensor.shape, np.float32), name)
+        with safetensors.safe_open(os.path.join(step, "weights", "optimizer.safetensors"), framework="numpy") as f:
+            self.assertEqual(f.metadata()["step"], "25")
+        self.assertEqual(AutoConfig.from_pretrained(os.path.join(step, "weights")).hidden_size,
+                         AutoConfig.from_pretrained(START).hidden_size)
+        with open(os.path.join(step, "state.json")) as f:
+            self.assertEqual(json.load(f)["step"], 25)
+        with open(os.path.join(self.run_dir, "checkpoints", "step_50", "weights", "model.safetensors"), "rb") as a, \
+                open(os.path.join(self.final, "model.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
 
 
 if __name__ == "__main__":

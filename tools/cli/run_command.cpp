@@ -97,9 +97,11 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
   o.recipe_yaml = prepared->recipe_yaml;
   o.recipe = prepared->recipe.config;
   o.records = prepared->files;
+  o.checkpoints = prepared->checkpoints;
   // The terminal (compact step lines, a bar while a step generates) or timestamped lines, and controller.log.
   run_output lines(out, is_terminal(out), err, is_terminal(err), prepared->files.log);
   lines.out(prepared->first_line);
+  for (const auto& note : prepared->notes) lines.out(note);
   o.report = [&lines](const std::string& line) { lines.out(line); };  // on several threads, one call per line
   o.step_lines = [&lines](const step_line& line) { lines.step(line.compact, line.full); };
   o.progress = [&lines](std::size_t done, std::size_t total) { lines.generation(done, total); };

@@ -46,6 +46,7 @@ policy_actor::behavior_type reporting_digests(policy_actor::pointer self, policy
       [=](manifest_atom a) { return self->delegate(rank, a); },
       [=](stream_atom a, stream_job& job) { return self->delegate(rank, a, std::move(job)); },
       [=](save_atom a, save_job& job) { return self->delegate(rank, a, std::move(job)); },
+      [=](load_atom a, load_job& job) { return self->delegate(rank, a, std::move(job)); },
       [=](version_atom a) { return self->delegate(rank, a); },
   };
 }

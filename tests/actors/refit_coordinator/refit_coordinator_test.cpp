@@ -108,6 +108,7 @@ policy_actor::behavior_type scripted_policy(root_behaviour how) {
         return stream_report{"policy-0", job.version, job.bucket_count, 256};
       },
       [refuse](save_atom, save_job&) -> caf::result<save_report> { return refuse("save"); },
+      [refuse](load_atom, load_job&) -> caf::result<load_report> { return refuse("load"); },
       [](version_atom) { return weight_version{1}; },
   };
 }

@@ -170,10 +170,18 @@ tc::message sample(tc::message_kind k) {
     case K::goodbye:
       return tc::goodbye{.rank = 7, .reason = "shutdown requested"};
     case K::save_request:
-      return tc::save_request{.step = 41, .job = {.version = 252, .directory = "/runs/tiny-cpu/final_weights"}};
+      return tc::save_request{.step = 41,
+                              .job = {.version = 252,
+                                      .directory = "/runs/tiny-cpu/checkpoints/step_252.partial/ranks/policy-3.json",
+                                      .part = tandem::plain::save_part::attestation}};
     case K::save_result:
       return tc::save_result{.step = 41,
-                             .report = {.worker = "policy-0", .version = 252, .directory = "/runs/tiny-cpu/final_weights"}};
+                             .report = {.worker = "policy-0", .version = 252, .directory = "/runs/tiny-cpu/final_weights",
+                                        .weights_digest = 0xFEDCBA9876543210ull}};
+    case K::load_request:
+      return tc::load_request{.step = 42, .job = {.version = 250, .directory = "/runs/tiny-cpu/checkpoints/step_250/weights"}};
+    case K::load_result:
+      return tc::load_result{.step = 42, .report = {.worker = "policy-7", .version = 250, .weights_digest = 0x0123456789ABCDEFull}};
   }
   BOOST_FAIL("no sample for kind " << static_cast<int>(k));
   return tc::message{};
@@ -245,11 +253,13 @@ BOOST_AUTO_TEST_CASE(a_shutdown_round_trips_field_for_field) { check_round_trip(
 BOOST_AUTO_TEST_CASE(a_goodbye_round_trips_field_for_field) { check_round_trip(tc::message_kind::goodbye); }
 BOOST_AUTO_TEST_CASE(a_save_request_round_trips_field_for_field) { check_round_trip(tc::message_kind::save_request); }
 BOOST_AUTO_TEST_CASE(a_save_result_round_trips_field_for_field) { check_round_trip(tc::message_kind::save_result); }
+BOOST_AUTO_TEST_CASE(a_load_request_round_trips_field_for_field) { check_round_trip(tc::message_kind::load_request); }
+BOOST_AUTO_TEST_CASE(a_load_result_round_trips_field_for_field) { check_round_trip(tc::message_kind::load_result); }
 
 BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages_round_trip_too) {
   // The cases above cover codes 1 .. kind_count; a new kind without a case fails here.
-  BOOST_TEST(tc::kind_count == 23);
-  BOOST_TEST(std::variant_size_v<tc::message> == 23u);
+  BOOST_TEST(tc::kind_count == 25);
+  BOOST_TEST(std::variant_size_v<tc::message> == 25u);
   for (std::uint16_t code = 1; code <= tc::kind_count; ++code) {
     const auto k = static_cast<tc::message_kind>(code);
     BOOST_TEST_CONTEXT("kind " << tc::to_string(k)) {
@@ -265,7 +275,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 8, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 8)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 9, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 9)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -309,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 8"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 9"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {

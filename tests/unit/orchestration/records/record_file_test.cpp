@@ -1,7 +1,7 @@
 // A record file takes whole lines only: each record is one line in the order appended; a record
 // that does not fit (here: under a file-size limit, as on a full disk) is cut off again, the error
 // names the path and the OS reason, and the file takes no more records; an existing file is never
-// written.
+// written, except by a resumed run reopening its own file, cut back to a record's end.
 #include <boost/test/unit_test.hpp>
 
 #include <sys/resource.h>
@@ -94,6 +94,91 @@ BOOST_AUTO_TEST_CASE(records_appended_from_several_threads_are_each_one_whole_li
     BOOST_TEST_REQUIRE(line.substr(8) == std::string(64, c), line);
   }
   BOOST_TEST(lines == 2000);
+}
+
+BOOST_AUTO_TEST_CASE(reopen_cuts_the_file_back_to_the_checkpoints_size_and_appends_after_it) {
+  const temp_dir dir;
+  const std::string path = dir.write("metrics.jsonl", "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n");
+  auto f = tr::record_file::reopen(path, 22);  // the first two records
+  BOOST_TEST_REQUIRE(static_cast<bool>(f), (f ? std::string() : f.error().message));
+  BOOST_TEST(contents(path) == "{\"step\":1}\n{\"step\":2}\n");
+  BOOST_TEST((*f)->size() == 22u);
+  BOOST_TEST((*f)->path() == path);
+  BOOST_TEST(!(*f)->append(R"({"step":3,"again":true})"));
+  BOOST_TEST(contents(path) == "{\"step\":1}\n{\"step\":2}\n{\"step\":3,\"again\":true}\n");
+  BOOST_TEST((*f)->size() == 46u);
+  BOOST_TEST(!(*f)->failure());
+}
+
+BOOST_AUTO_TEST_CASE(reopen_at_size_zero_empties_the_file_and_at_its_whole_size_keeps_it) {
+  const temp_dir dir;
+  const std::string empty = dir.write("a.jsonl", "{\"step\":1}\n");
+  auto f = tr::record_file::reopen(empty, 0);
+  BOOST_TEST_REQUIRE(static_cast<bool>(f), (f ? std::string() : f.error().message));
+  BOOST_TEST(contents(empty) == "");
+  BOOST_TEST(!(*f)->append("x"));
+  BOOST_TEST(contents(empty) == "x\n");
+  const std::string whole = dir.write("b.jsonl", "{\"step\":1}\n");
+  auto g = tr::record_file::reopen(whole, 11);
+  BOOST_TEST_REQUIRE(static_cast<bool>(g), (g ? std::string() : g.error().message));
+  BOOST_TEST(!(*g)->append("y"));
+  BOOST_TEST(contents(whole) == "{\"step\":1}\ny\n");
+}
+
+BOOST_AUTO_TEST_CASE(reopen_refuses_a_file_shorter_than_the_checkpoints_size_naming_it_and_leaves_it_unchanged) {
+  const temp_dir dir;
+  const std::string path = dir.write("metrics.jsonl", "{\"step\":1}\n");
+  const std::string error = path + " holds 11 bytes, fewer than the 33 its checkpoint recorded";
+  auto f = tr::record_file::reopen(path, 33);
+  BOOST_TEST_REQUIRE(!f);
+  BOOST_TEST((f.error().code == tr::file_errc::cannot_create));
+  BOOST_TEST(f.error().message == error);
+  const auto checked = tr::record_file::check_reopen(path, 33);
+  BOOST_TEST_REQUIRE(static_cast<bool>(checked));
+  BOOST_TEST(checked->message == error);
+  BOOST_TEST(contents(path) == "{\"step\":1}\n");
+}
+
+BOOST_AUTO_TEST_CASE(reopen_refuses_a_size_that_is_not_the_end_of_a_record_naming_it_and_leaves_the_file_unchanged) {
+  const temp_dir dir;
+  const std::string text = "{\"step\":1}\n{\"step\":2}\n";
+  const std::string path = dir.write("generations.jsonl", text);
+  const std::string error = path + ": byte 15 is not the end of a record";
+  auto f = tr::record_file::reopen(path, 15);  // inside the second record
+  BOOST_TEST_REQUIRE(!f);
+  BOOST_TEST((f.error().code == tr::file_errc::cannot_create));
+  BOOST_TEST(f.error().message == error);
+  const auto checked = tr::record_file::check_reopen(path, 15);
+  BOOST_TEST_REQUIRE(static_cast<bool>(checked));
+  BOOST_TEST(checked->message == error);
+  BOOST_TEST(!tr::record_file::check_reopen(path, 11));  // the end of the first record would do
+  BOOST_TEST(contents(path) == text);
+}
+
+BOOST_AUTO_TEST_CASE(reopen_of_a_missing_file_fails_naming_it_and_creates_nothing) {
+  const temp_dir dir;
+  const auto path = dir.path() / "metrics.jsonl";
+  for (const std::uint64_t size : {0u, 11u}) {
+    auto f = tr::record_file::reopen(path, size);
+    BOOST_TEST_REQUIRE(!f);
+    BOOST_TEST((f.error().code == tr::file_errc::cannot_create));
+    BOOST_TEST(f.error().message == "cannot reopen " + path.string() + ": No such file or directory");
+  }
+  BOOST_TEST(!std::filesystem::exists(path));
+}
+
+BOOST_AUTO_TEST_CASE(append_to_keeps_all_the_file_holds_and_appends_after_it) {
+  const temp_dir dir;
+  const std::string path = dir.write("controller.log", "first attempt\n");
+  auto f = tr::record_file::append_to(path);
+  BOOST_TEST_REQUIRE(static_cast<bool>(f), (f ? std::string() : f.error().message));
+  BOOST_TEST((*f)->size() == 14u);
+  BOOST_TEST(!(*f)->append("second attempt"));
+  BOOST_TEST(contents(path) == "first attempt\nsecond attempt\n");
+  auto missing = tr::record_file::append_to(dir.path() / "none.log");
+  BOOST_TEST_REQUIRE(!missing);
+  BOOST_TEST(missing.error().message == "cannot reopen " + (dir.path() / "none.log").string() + ": No such file or directory");
+  BOOST_TEST(!std::filesystem::exists(dir.path() / "none.log"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

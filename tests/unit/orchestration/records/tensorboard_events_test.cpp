@@ -1,7 +1,8 @@
 // A TensorBoard event file is TFRecords of hand-encoded Event protobufs: the CRC-32C is the
 // Castagnoli one, each record is framed with masked CRCs of its length and data, the first event
 // carries the file version, each step is one event holding every scalar, and a record that does
-// not fit is cut off again with an error naming the path and the OS reason. (That TensorBoard
+// not fit is cut off again with an error naming the path and the OS reason; a resumed run reopens
+// its file cut back to a whole event after the opening one, and nowhere else. (That TensorBoard
 // itself reads the files back: tests/python/tensorboard_events_test.py.)
 #include <boost/test/unit_test.hpp>
 
@@ -190,6 +191,99 @@ BOOST_AUTO_TEST_CASE(an_event_past_the_file_size_limit_is_cut_off_named_with_the
   BOOST_TEST(child.report == "path " + path.string() + "\nstep 3: " + error + "\nsize " +
                                  std::to_string(first + 2 * each) + "\nlater: " + error + "\n");
   BOOST_TEST(records_of(contents(path)).size() == 3u, "a partial event remains");
+}
+
+/// An events file of the opening event and steps 1..3, closed; the sizes after each event.
+std::vector<std::uint64_t> three_steps(const std::filesystem::path& dir, std::filesystem::path& path) {
+  auto w = tr::tensorboard_events::open(dir, 1700000000.0);
+  BOOST_TEST_REQUIRE(static_cast<bool>(w), (w ? std::string() : w.error().message));
+  path = (*w)->path();
+  std::vector<std::uint64_t> ends{(*w)->size()};
+  for (int step = 1; step <= 3; ++step) {
+    BOOST_TEST_REQUIRE(!(*w)->add_scalars(step, {{"loss", 1.0 / step}}, 1700000000.0 + step));
+    ends.push_back((*w)->size());
+  }
+  return ends;
+}
+
+BOOST_AUTO_TEST_CASE(reopen_keeps_the_whole_events_before_the_size_and_appends_the_next_steps_after_them) {
+  const temp_dir dir;
+  std::filesystem::path path;
+  const auto ends = three_steps(dir.path(), path);
+  auto w = tr::tensorboard_events::reopen(path, ends[2]);  // the checkpoint after step 2
+  BOOST_TEST_REQUIRE(static_cast<bool>(w), (w ? std::string() : w.error().message));
+  BOOST_TEST((*w)->path() == path);
+  BOOST_TEST((*w)->size() == ends[2]);
+  BOOST_TEST(contents(path).size() == ends[2]);
+  BOOST_TEST(!(*w)->add_scalars(3, {{"loss", 0.125}}, 1700000010.0));
+  BOOST_TEST(contents(path).size() == (*w)->size());
+  const auto records = records_of(contents(path));
+  BOOST_TEST_REQUIRE(records.size() == 4u);
+  BOOST_TEST(records[0] == tr::file_version_event(1700000000.0));
+  BOOST_TEST(records[2] == tr::scalars_event(1700000002.0, 2, {{"loss", 0.5}}));
+  BOOST_TEST(records[3] == tr::scalars_event(1700000010.0, 3, {{"loss", 0.125}}));
+  // Keeping only the opening event, or every event, is a cut at an event's end too.
+  BOOST_TEST(!tr::tensorboard_events::check_reopen(path, ends[0]));
+  BOOST_TEST(!tr::tensorboard_events::check_reopen(path, (*w)->size()));
+}
+
+BOOST_AUTO_TEST_CASE(reopen_refuses_a_size_within_an_event_naming_the_path_and_the_event_and_leaves_the_file_unchanged) {
+  const temp_dir dir;
+  std::filesystem::path path;
+  const auto ends = three_steps(dir.path(), path);
+  const std::string before = contents(path);
+  const std::uint64_t inside = ends[2] + 5;  // inside step 3's header
+  const std::string error = path.string() + ": byte " + std::to_string(inside) +
+                            " is not the end of an event (it falls within the event at byte " + std::to_string(ends[2]) + ")";
+  auto w = tr::tensorboard_events::reopen(path, inside);
+  BOOST_TEST_REQUIRE(!w);
+  BOOST_TEST((w.error().code == tr::file_errc::cannot_create));
+  BOOST_TEST(w.error().message == error);
+  const auto checked = tr::tensorboard_events::check_reopen(path, ends[3] - 1);  // one byte short of step 3's end
+  BOOST_TEST_REQUIRE(static_cast<bool>(checked));
+  BOOST_TEST(checked->message == path.string() + ": byte " + std::to_string(ends[3] - 1) +
+                                     " is not the end of an event (it falls within the event at byte " + std::to_string(ends[2]) + ")");
+  BOOST_TEST(contents(path) == before);
+}
+
+BOOST_AUTO_TEST_CASE(reopen_refuses_to_cut_into_the_opening_event) {
+  const temp_dir dir;
+  std::filesystem::path path;
+  const auto ends = three_steps(dir.path(), path);
+  const std::string before = contents(path);
+  for (const std::uint64_t size : {std::uint64_t{0}, std::uint64_t{12}, ends[0] - 1}) {
+    auto w = tr::tensorboard_events::reopen(path, size);
+    BOOST_TEST_REQUIRE(!w);
+    BOOST_TEST(w.error().message == path.string() + ": byte " + std::to_string(size) + " is within the opening event");
+  }
+  BOOST_TEST(contents(path) == before);
+}
+
+BOOST_AUTO_TEST_CASE(reopen_refuses_a_shorter_missing_or_damaged_file_naming_it) {
+  const temp_dir dir;
+  std::filesystem::path path;
+  const auto ends = three_steps(dir.path(), path);
+  const std::string before = contents(path);
+  auto shorter = tr::tensorboard_events::reopen(path, ends[3] + 1);
+  BOOST_TEST_REQUIRE(!shorter);
+  BOOST_TEST(shorter.error().message == path.string() + " holds " + std::to_string(ends[3]) + " bytes, fewer than the " +
+                                            std::to_string(ends[3] + 1) + " its checkpoint recorded");
+  auto missing = tr::tensorboard_events::reopen(dir.path() / "events.out.tfevents.1.none", ends[1]);
+  BOOST_TEST_REQUIRE(!missing);
+  BOOST_TEST((missing.error().code == tr::file_errc::cannot_create));
+  BOOST_TEST(missing.error().message ==
+             "cannot reopen " + (dir.path() / "events.out.tfevents.1.none").string() + ": No such file or directory");
+  BOOST_TEST(!std::filesystem::exists(dir.path() / "events.out.tfevents.1.none"));
+  BOOST_TEST(contents(path) == before);
+  // A length that its CRC does not vouch for is not walked past.
+  std::string damaged = before;
+  damaged[ends[1]] = static_cast<char>(damaged[ends[1]] ^ 0x01);
+  { std::ofstream(path, std::ios::binary | std::ios::trunc) << damaged; }
+  auto bad = tr::tensorboard_events::reopen(path, ends[3]);
+  BOOST_TEST_REQUIRE(!bad);
+  BOOST_TEST(bad.error().message == path.string() + ": the event at byte " + std::to_string(ends[1]) +
+                                        " has a damaged length (its CRC does not match)");
+  BOOST_TEST(contents(path) == damaged);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

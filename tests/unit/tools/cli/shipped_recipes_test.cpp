@@ -92,7 +92,7 @@ std::vector<std::string> expected_unbuilt(const std::string& name) {
   std::vector<std::string> keys;  // dynamic sampling and validation are built
   if (name.starts_with("dapo-gemma4-12b") || name.starts_with("dapo-gemma4-31b"))
     keys.push_back("policy.offload_optimizer_for_logprob");
-  for (const char* k : {"policy.offload_optimizer_for_generation", "checkpointing.enabled", "cluster.backend", "runtime.engine"})
+  for (const char* k : {"policy.offload_optimizer_for_generation", "cluster.backend", "runtime.engine"})
     keys.push_back(k);
   return keys;
 }
