@@ -2,11 +2,24 @@
 #include "orchestration/records/run_files.h"
 
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "orchestration/records/whole_file.h"
 
 namespace tandem::records {
+namespace {
+
+/// Removes the files a failed call made, and passes its error on.
+file_error removing(const std::vector<std::filesystem::path>& made, file_error e) {
+  for (const auto& p : made) {
+    std::error_code ec;
+    std::filesystem::remove(p, ec);
+  }
+  return e;
+}
+
+}  // namespace
 
 std::optional<file_error> run_files::failure() const {
   for (const auto* f : {&metrics, &generations, &log})
@@ -21,13 +34,7 @@ file_result<run_files> create_run_files(const std::filesystem::path& directory, 
   run_files files;
   files.directory = directory;
   std::vector<std::filesystem::path> made;
-  const auto undo = [&made](file_error e) {
-    for (const auto& p : made) {
-      std::error_code ec;
-      std::filesystem::remove(p, ec);
-    }
-    return e;
-  };
+  const auto undo = [&made](file_error e) { return removing(made, std::move(e)); };
   const auto create = [&](const char* name, std::shared_ptr<record_file>& into) -> std::optional<file_error> {
     auto f = record_file::create(directory / name);
     if (!f) return f.error();
@@ -88,13 +95,7 @@ file_result<run_files> reopen_run_files(const std::filesystem::path& directory, 
   run_files files;
   files.directory = directory;
   std::vector<std::filesystem::path> made;
-  const auto undo = [&made](file_error e) {
-    for (const auto& p : made) {
-      std::error_code ec;
-      std::filesystem::remove(p, ec);
-    }
-    return e;
-  };
+  const auto undo = [&made](file_error e) { return removing(made, std::move(e)); };
   std::error_code ec;
   const bool log_exists = std::filesystem::exists(log, ec) || ec;  // when unsure, append_to says why not
   auto l = log_exists ? record_file::append_to(log) : record_file::create(log);
