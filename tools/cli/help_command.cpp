@@ -296,6 +296,15 @@ controller.log, metrics.png or final_weights) is refused; --fresh leaves it as i
 be written (a full disk, a file-size limit, an I/O error) is cut off the file and fails the run,
 naming the file and the reason.
 
+checkpointing.enabled=true saves a checkpoint after every checkpointing.save_period steps and the
+last into checkpointing.checkpoint_dir (relative: inside the run directory): step_N/ holds the
+weights (a Hugging Face directory, optimizer state beside), every policy rank's part, the
+controller's state and manifest.json, written last; keep_top_k keeps the newest and the best K by
+metric_name. Run the same command again in a directory that holds a complete checkpoint and the
+run resumes from the newest (its first lines say so) and continues exactly as if it had not
+stopped; a recipe that changed other keys than the run's length, logging, checkpointing and
+placement is refused, listing them (--fresh starts a new run instead).
+
 runtime.engine=gemma4 (the default) runs the Gemma 4 engines on cluster.backend cpu (float32;
 cuda is not built yet): every member loads the checkpoint policy.model_name resolves to (the
 run's recipe names that directory). The prompts are data.train_dataset's records (through the
