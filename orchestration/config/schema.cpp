@@ -337,7 +337,7 @@ void declare_checkpoint_logger(schema& s) {
       .shown_by("tests/integration/runtime/checkpoint_resume_test.cpp: a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bitwise_identical_metrics_generations_and_final_weights").at_most(1 << 20);
   key(s, "checkpointing.metric_name", "Metric that ranks checkpoints: a metrics.jsonl key (validation/accuracy) or NeMo-RL's val:accuracy (null: newest)")
       .string("").null_default().to([](R& r) -> auto& { return r.checkpointing.metric_name; })
-      .shown_by("tests/unit/orchestration/records/checkpoint_retention_test.cpp: the_best_two_by_a_rising_and_falling_accuracy_and_the_newest_are_kept_after_every_save");
+      .shown_by("tests/unit/orchestration/records/checkpoint_retention_test.cpp: the_best_two_by_a_rising_and_falling_accuracy_and_the_newest_are_kept_after_every_save; tests/integration/runtime/checkpoint_resume_test.cpp: retention_by_a_metric_keeps_the_newest_checkpoint_and_the_best_by_validation_accuracy");
   key(s, "checkpointing.higher_is_better", "Direction of metric_name").boolean(true)
       .to([](R& r) -> auto& { return r.checkpointing.higher_is_better; })
       .shown_by("tests/unit/orchestration/records/checkpoint_retention_test.cpp: a_loss_ranks_lower_first_and_ties_go_to_the_newer_step");

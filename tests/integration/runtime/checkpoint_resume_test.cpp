@@ -4,11 +4,12 @@
 // with one policy rank instead of two agrees within float32 reduction order; a process killed
 // (SIGKILL) at each fault-injection point, during generation, training, each rank's write and the
 // commit, fails the run (naming the member), the previous checkpoint stays complete, and the same
-// command then resumes and finishes as the uninterrupted run, byte for byte; retention
-// keeps the newest checkpoints; a save into a full filesystem fails naming the path, and the
-// previous checkpoint still resumes.
+// command then resumes and finishes as the uninterrupted run, byte for byte; retention keeps the
+// newest checkpoints, and by a metric the newest and the best; a save into a full filesystem
+// fails naming the path, and the previous checkpoint still resumes.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -173,6 +174,35 @@ BOOST_AUTO_TEST_CASE(a_process_killed_at_each_fault_point_fails_the_run_and_the_
       BOOST_TEST(bytes_of(whole / "generations.jsonl") == bytes_of(logs / "generations.jsonl"));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(retention_by_a_metric_keeps_the_newest_checkpoint_and_the_best_by_validation_accuracy) {
+  tandem::test::temp_dir dir;
+  const fs::path logs = dir.path() / "run";
+  run_ok(gemma4_run(logs, 6, {"checkpointing.save_period=1", "grpo.val_period=1", "checkpointing.keep_top_k=1",
+                              "checkpointing.metric_name=val:accuracy"}));
+  // The best step by validation/accuracy (ties to the newer) and the newest, from the run's own records.
+  const auto recs = records(logs / "metrics.jsonl");
+  BOOST_TEST_REQUIRE(recs.size() == 6u);
+  std::int64_t best = 0;
+  double best_value = -1;
+  for (const auto& r : recs) {
+    const double v = r.at("validation/accuracy").get<double>();
+    if (v >= best_value) {
+      best_value = v;
+      best = r.at("step").get<std::int64_t>();
+    }
+  }
+  std::vector<std::string> expected = {"step_" + std::to_string(best)};
+  if (best != 6) expected.push_back("step_6");
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(logs / "checkpoints")) kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  std::sort(expected.begin(), expected.end());
+  BOOST_TEST(kept == expected, boost::test_tools::per_element());
+  const auto manifest = json::parse(bytes_of(logs / "checkpoints" / expected.front() / "manifest.json"));
+  BOOST_TEST(manifest.at("metric_name").get<std::string>() == "val:accuracy");
+  BOOST_TEST(manifest.at("metric").is_number());
 }
 
 /// A small tmpfs needs a mount namespace (unshare -rm: an unprivileged user namespace); where the
