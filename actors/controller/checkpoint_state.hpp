@@ -4,7 +4,8 @@
 //     weights/               policy rank 0's engine state: a Hugging Face checkpoint directory
 //                            (config.json, tokenizer files, model.safetensors) with
 //                            optimizer.safetensors beside it (AdamW moments by tensor name, step count)
-//     ranks/policy-K.json    every policy rank's attestation: its version and weights digest
+//     ranks/                 every policy rank's attestation (one JSON file named after the
+//                            rank): its version and weights digest
 //     state.json             the controller's state (below)
 //     metrics.jsonl          the run's metrics records so far (a copy of RUN_DIR/metrics.jsonl)
 //     manifest.json          written last (orchestration/records/checkpoint_directory.h): every

@@ -16,6 +16,7 @@
 #include "actors/controller/step_line.hpp"
 #include "actors/controller/step_metrics.hpp"
 #include "actors/driver/driver.hpp"
+#include "actors/driver/fan_out.hpp"
 #include "actors/driver/validation.hpp"
 #include "actors/environment/environment.hpp"
 #include "actors/refit_coordinator/refit_coordinator.hpp"
@@ -47,6 +48,7 @@ struct rl_loop_state {
   std::chrono::steady_clock::time_point started;
   bool finished = false;
   step_metric_settings metric_settings;
+  std::chrono::milliseconds timeout{0};  // runtime.request_timeout_s: each checkpoint part and load
   std::int64_t checkpointed = -1;  // the step of the newest checkpoint saved or resumed from
   nlohmann::json last_record;      // the newest step's metrics record (the retention metric's source)
 };
@@ -244,6 +246,11 @@ void save_final_weights(loop_ptr self, const std::string& summary) {
 //   rename (the second phase) --> retention prunes --> the next step
 //   any failure --> the run fails naming the rank or the path; the previous checkpoint is intact
 
+/// A fan-out's current(): the loop has not ended (it ends at the first failure).
+auto still_running(loop_ptr self) {
+  return [self] { return !self->state.finished; };
+}
+
 std::string checkpoint_failure(std::int64_t step, const std::string& why) {
   return "checkpoint after step " + std::to_string(step) + ": " + why + " (the previous checkpoint is intact)";
 }
@@ -337,24 +344,14 @@ void save_checkpoint(loop_ptr self) {
                 .then(
                     [self, snap, dir = *partial, t0, failed](save_report&) {
                       auto& st = self->state;
-                      auto parts = std::make_shared<std::vector<save_report>>(st.s.policy.size());
-                      auto left = std::make_shared<std::size_t>(st.s.policy.size());
-                      auto first_error = std::make_shared<bool>(false);
-                      for (std::size_t r = 0; r < st.s.policy.size(); ++r) {
-                        const save_job part{snap.live, (dir / "ranks" / ("policy-" + std::to_string(r) + ".json")).string(),
-                                            save_part::attestation};
-                        self->request(st.s.policy[r], caf::infinite, save_atom_v, part)
-                            .then(
-                                [self, snap, dir, t0, parts, left, first_error, r](save_report& x) {
-                                  (*parts)[r] = std::move(x);
-                                  if (--*left == 0 && !*first_error) commit_checkpoint_of(self, snap, dir, *parts, t0);
-                                },
-                                [first_error, failed](caf::error& e) mutable {
-                                  if (*first_error) return;
-                                  *first_error = true;
-                                  failed(e);
-                                });
-                      }
+                      std::vector<save_job> parts;
+                      for (std::size_t r = 0; r < st.s.policy.size(); ++r)
+                        parts.push_back({snap.live, (dir / "ranks" / ("policy-" + std::to_string(r) + ".json")).string(),
+                                         save_part::attestation});
+                      fan_out<save_report>(
+                          self, st.s.policy, std::move(parts), st.timeout, save_atom_v, still_running(self), no_progress{},
+                          [self, snap, dir, t0](std::vector<save_report>& all) { commit_checkpoint_of(self, snap, dir, all, t0); },
+                          [failed](std::size_t, caf::error& e) mutable { failed(e); });
                     },
                     failed);
           },
@@ -380,38 +377,28 @@ void resume(loop_ptr self) {
   const weight_version version = point.state.version;
   const std::string from = point.directory.string();
   auto failed = [self, from](caf::error& e) { finish(self, false, "resuming from " + from + ": " + error_text(e)); };
-  auto reports = std::make_shared<std::vector<load_report>>(st.s.policy.size());
-  auto left = std::make_shared<std::size_t>(st.s.policy.size());
-  auto first_error = std::make_shared<bool>(false);
-  for (std::size_t r = 0; r < st.s.policy.size(); ++r) {
-    self->request(st.s.policy[r], caf::infinite, load_atom_v, load_job{version, (point.directory / "weights").string()})
-        .then(
-            [self, reports, left, first_error, r, version, from, failed](load_report& x) {
-              (*reports)[r] = std::move(x);
-              if (--*left > 0 || *first_error) return;
-              for (const auto& y : *reports)
-                if (y.weights_digest != reports->front().weights_digest)
-                  return finish(self, false, "resuming from " + from + ": " + y.worker + " loaded other weights than " +
-                                                 reports->front().worker);
-              self->request(self->state.coordinator, caf::infinite, refit_atom_v, version)
-                  .then(
-                      [self, version, from](refit_report&) {
-                        auto& st = self->state;
-                        st.done = st.s.checkpoints.resume->state.step;
-                        st.checkpointed = st.done;
-                        say(self, "resumed from " + from + ": " + std::to_string(st.done) + " of " +
-                                      std::to_string(st.sft_steps + st.steps) + " steps done, v" + std::to_string(version) +
-                                      " live on every policy and rollout worker");
-                        next_step(self);
-                      },
-                      failed);
-            },
-            [first_error, failed](caf::error& e) mutable {
-              if (*first_error) return;
-              *first_error = true;
-              failed(e);
-            });
-  }
+  std::vector<load_job> jobs(st.s.policy.size(), load_job{version, (point.directory / "weights").string()});
+  fan_out<load_report>(
+      self, st.s.policy, std::move(jobs), st.timeout, load_atom_v, still_running(self), no_progress{},
+      [self, version, from, failed](std::vector<load_report>& reports) {
+        for (const auto& y : reports)
+          if (y.weights_digest != reports.front().weights_digest)
+            return finish(self, false, "resuming from " + from + ": " + y.worker + " loaded other weights than " +
+                                           reports.front().worker);
+        self->request(self->state.coordinator, caf::infinite, refit_atom_v, version)
+            .then(
+                [self, version, from](refit_report&) {
+                  auto& st = self->state;
+                  st.done = st.s.checkpoints.resume->state.step;
+                  st.checkpointed = st.done;
+                  say(self, "resumed from " + from + ": " + std::to_string(st.done) + " of " +
+                                std::to_string(st.sft_steps + st.steps) + " steps done, v" + std::to_string(version) +
+                                " live on every policy and rollout worker");
+                  next_step(self);
+                },
+                failed);
+      },
+      [failed](std::size_t, caf::error& e) mutable { failed(e); });
 }
 
 void next_step(loop_ptr self) {
@@ -459,6 +446,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   st.steps = st.s.steps > 0 ? st.s.steps : recipe.grpo.max_num_steps;
   st.sft_steps = recipe.sft.max_num_steps;
   const auto timeout = std::chrono::milliseconds(recipe.runtime.request_timeout_s * 1000);
+  st.timeout = timeout;
   // What the run trains on and how it is scored, from the recipe (run_task.hpp; `tandem run`
   // refuses what is not built and bad datasets before any process starts: this is the second line).
   auto task = load_run_task(recipe);

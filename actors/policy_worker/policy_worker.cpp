@@ -1,8 +1,6 @@
 // The policy worker (policy_worker.hpp): a train_engine behind the policy_actor interface.
 #include "actors/policy_worker/policy_worker.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -10,15 +8,13 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/api/error_context.hpp"
 #include "actors/api/fault_points.hpp"
 #include "actors/api/refit_stream.hpp"
 #include "actors/policy_worker/step_batch.hpp"
+#include "orchestration/records/whole_file.h"
 
 namespace tandem {
 namespace {
@@ -264,35 +260,8 @@ struct policy_worker_state {
     reach(fault_point::rank_part_before, v);
     const std::string text = "{\"worker\": \"" + name + "\", \"version\": " + std::to_string(v) +
                              ", \"weights_digest\": " + std::to_string(digest) + "}\n";
-    const std::filesystem::path temp = path.string() + ".tmp";
-    auto failed = [&](const std::string& what) {
-      const int err = errno;
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      return gpu::status(gpu::status_code::io_error, what + ": " + std::strerror(err));
-    };
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return failed("cannot create " + temp.string());
-    std::size_t done = 0;
-    while (done < text.size()) {
-      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        if (n == 0) errno = EIO;
-        const auto e = failed("cannot write " + temp.string());
-        ::close(fd);
-        return e;
-      }
-      done += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0) {
-      const auto e = failed("cannot sync " + temp.string());
-      ::close(fd);
-      return e;
-    }
-    if (::close(fd) != 0) return failed("cannot write " + temp.string());
-    reach(fault_point::rank_part_during, v);
-    if (::rename(temp.c_str(), path.c_str()) != 0) return failed("cannot move " + temp.string() + " into place");
+    if (auto e = records::write_whole_file(path, text, [v] { reach(fault_point::rank_part_during, v); }))
+      return gpu::status(gpu::status_code::io_error, e->message);
     reach(fault_point::rank_part_after, v);
     return gpu::status::ok();
   }

@@ -9,7 +9,8 @@
 
 namespace tandem::records {
 
-std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text) {
+std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text,
+                                           const std::function<void()>& synced) {
   const std::filesystem::path temp = path.string() + ".tmp";
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return os_file_error(file_errc::cannot_create, "cannot create", temp.string(), errno);
@@ -31,6 +32,7 @@ std::optional<file_error> write_whole_file(const std::filesystem::path& path, st
     ::unlink(temp.c_str());
     return os_file_error(file_errc::cannot_write, "cannot write", path.string(), reason);
   }
+  if (synced) synced();
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const int reason = errno;
     ::unlink(temp.c_str());

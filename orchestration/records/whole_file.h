@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,7 +16,10 @@ namespace tandem::records {
 /// Writes `text` to `path` through `path`.tmp and rename(2); nullopt when done. Errors:
 /// cannot_create ("cannot create PATH.tmp: REASON"), cannot_write ("cannot write PATH: REASON");
 /// on an error neither PATH nor PATH.tmp is left behind by this call.
-[[nodiscard]] std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text);
+/// `synced`, when given, runs once the text is in PATH.tmp and synced, just before the rename (a
+/// resumed run's fault-injection tests kill the process there).
+[[nodiscard]] std::optional<file_error> write_whole_file(const std::filesystem::path& path, std::string_view text,
+                                                        const std::function<void()>& synced = {});
 
 /// The first `bytes` bytes of `path` into `out`; nullopt when read. Errors: cannot_create ("cannot
 /// read PATH: REASON", also when the file is shorter than `bytes`).
