@@ -1,4 +1,5 @@
-// AdamW step: argument checks, then dispatch to the CPU kernel by the gradient's dtype.
+// AdamW step: argument checks, then dispatch by the gradient's dtype (the CPU kernel, or the CUDA
+// kernel for a float32 gradient).
 #include "gpu/ops/adamw.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "gpu/ops/cpu/adamw.h"
+#include "gpu/ops/cuda/adamw.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -72,7 +74,7 @@ status adamw_step(const exec_context& ctx, const tensor& param, const tensor& gr
   return dispatch_float(ctx, op, grad, [&](auto zero) {
     cpu::adamw_step<decltype(zero)>(param, grad, exp_avg, exp_avg_sq, hyper, model_copy);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::adamw_step(ctx, storage, param, grad, exp_avg, exp_avg_sq, hyper, model_copy)));
 }
 
 }  // namespace tandem::gpu::ops

@@ -1,5 +1,6 @@
 // Packed causal attention: argument checks (shapes, dtypes, devices, heads, offsets, options) and
-// dispatch to the CPU reference.
+// dispatch to the CPU reference or the CUDA kernels (which cannot read the offsets' values on the
+// host: see gpu/ops/cuda/attention.h).
 #include "gpu/ops/attention.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "gpu/ops/cpu/attention.h"
+#include "gpu/ops/cuda/attention.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 #include "gpu/ops/scratch.h"
@@ -16,9 +18,6 @@ namespace tandem::gpu::ops {
 namespace {
 
 using named = std::pair<const tensor*, const char*>;
-
-/// The lse dtype that goes with the compute dtype: float64 for the reference path, else float32.
-dtype lse_type(dtype compute) { return compute == dtype::float64 ? dtype::float64 : dtype::float32; }
 
 /// Checks q, k, v, the offsets' shape and dtype, and the options; fills dims (num_seqs included).
 status check_inputs(const char* op, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
@@ -79,7 +78,7 @@ status attention_forward(const exec_context& ctx, const tensor& q, const tensor&
   TANDEM_RETURN_IF_ERROR(expect_shape(out, op, "out", {dims.tokens, dims.heads, dims.head_dim}));
   TANDEM_RETURN_IF_ERROR(expect_shape(lse, op, "lse", {dims.tokens, dims.heads}));
   TANDEM_RETURN_IF_ERROR(expect_type(out, op, "out", q.type()));
-  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", lse_type(q.type())));
+  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", statistics_type(q.type())));
   TANDEM_RETURN_IF_ERROR(expect_same_device(out, q, op, "out"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(lse, q, op, "lse"));
   return dispatch_float(ctx, op, q, [&](auto zero) {
@@ -92,12 +91,12 @@ status attention_forward(const exec_context& ctx, const tensor& q, const tensor&
     cpu::attention_forward<T>(q.as<T>(), k.as<T>(), v.as<T>(), cu_seqlens.as<std::int32_t>(), dims, options.scaling,
                               options.sliding_window, out.as<T>(), lse.as<T>(), plan, scratch->data());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::attention_forward(ctx, storage, q, k, v, cu_seqlens, out, lse, options)));
 }
 
 status attention_backward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
                           const tensor& lse, const tensor& dout, const tensor& dq, const tensor& dk, const tensor& dv,
-                          const attention_options& options, bool accumulate_dq) {
+                          const attention_options& options, bool accumulate_dq, const tensor& out) {
   constexpr const char* op = "attention_backward";
   cpu::attention_dims dims{};
   TANDEM_RETURN_IF_ERROR(check_inputs(op, q, k, v, cu_seqlens, options, dims));
@@ -106,12 +105,17 @@ status attention_backward(const exec_context& ctx, const tensor& q, const tensor
   TANDEM_RETURN_IF_ERROR(expect_shape(dq, op, "dq", {dims.tokens, dims.heads, dims.head_dim}));
   TANDEM_RETURN_IF_ERROR(expect_shape(dk, op, "dk", {dims.tokens, dims.kv_heads, dims.head_dim}));
   TANDEM_RETURN_IF_ERROR(expect_shape(dv, op, "dv", {dims.tokens, dims.kv_heads, dims.head_dim}));
-  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", lse_type(q.type())));
+  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", statistics_type(q.type())));
   for (const auto& [t, name] : {named{&dout, "dout"}, named{&dq, "dq"}, named{&dk, "dk"}, named{&dv, "dv"}})
     TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, q.type()));
   for (const auto& [t, name] :
        {named{&lse, "lse"}, named{&dout, "dout"}, named{&dq, "dq"}, named{&dk, "dk"}, named{&dv, "dv"}})
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, q, op, name));
+  if (!out.empty()) {  // optional: the forward's output (the CPU path recomputes D instead)
+    TANDEM_RETURN_IF_ERROR(expect_shape(out, op, "out", {dims.tokens, dims.heads, dims.head_dim}));
+    TANDEM_RETURN_IF_ERROR(expect_type(out, op, "out", q.type()));
+    TANDEM_RETURN_IF_ERROR(expect_same_device(out, q, op, "out"));
+  }
   return dispatch_float(ctx, op, q, [&](auto zero) {
     using T = decltype(zero);
     TANDEM_RETURN_IF_ERROR(check_offsets(op, cu_seqlens, dims.tokens));
@@ -123,7 +127,8 @@ status attention_backward(const exec_context& ctx, const tensor& q, const tensor
                                options.sliding_window, lse.as<T>(), dout.as<T>(), dq.as<T>(), dk.as<T>(), dv.as<T>(),
                                accumulate_dq, plan, scratch->data());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::attention_backward(ctx, storage, q, k, v, cu_seqlens, lse, dout, dq, dk, dv, options,
+                                             accumulate_dq, out)));
 }
 
 }  // namespace tandem::gpu::ops

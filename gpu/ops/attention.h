@@ -49,11 +49,15 @@ status attention_forward(const exec_context& ctx, const tensor& q, const tensor&
 ///   dq   F32 [T, H, d]   written, or accumulated (+=) with accumulate_dq
 ///   dk   F32 [T, G, d]   ACCUMULATED (+=): a k shared by several layers sums its consumers' gradients
 ///   dv   F32 [T, G, d]   ACCUMULATED (+=), likewise
+///   out  F32 [T, H, d]   optional (a default tensor{}: none): the forward's output, q's dtype and shape; when
+///                        given, the backward's row term D_i = dO_i · o_i comes from it instead of
+///                        a recomputation of the forward. The CPU path ignores it (it always
+///                        recomputes); CUDA uses it on its tensor-core path (bfloat16, d 256 / 512).
 /// lse is treated as a saved intermediate, not an output: no gradient flows into it. Gradients of
 /// query heads sharing a kv head are summed into that kv head. On failure dq, dk and dv
 /// are unspecified; the inputs are untouched.
 status attention_backward(const exec_context& ctx, const tensor& q, const tensor& k, const tensor& v, const tensor& cu_seqlens,
                           const tensor& lse, const tensor& dout, const tensor& dq, const tensor& dk, const tensor& dv,
-                          const attention_options& options = {}, bool accumulate_dq = false);
+                          const attention_options& options = {}, bool accumulate_dq = false, const tensor& out = tensor{});
 
 }  // namespace tandem::gpu::ops

@@ -1,7 +1,8 @@
-// Element-wise arithmetic: checks and dispatch to the CPU kernels.
+// Element-wise arithmetic: checks and dispatch to the CPU and CUDA kernels.
 #include "gpu/ops/elementwise.h"
 
 #include "gpu/ops/cpu/elementwise.h"
+#include "gpu/ops/cuda/elementwise.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -31,7 +32,7 @@ status add_forward(const exec_context& ctx, const tensor& a, const tensor& b, co
     using T = decltype(zero);
     cpu::add_forward<T>(a.as<T>(), b.as<T>(), a.numel(), y.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::add_forward(ctx, storage, a, b, y)));
 }
 
 status scale_forward(const exec_context& ctx, const tensor& x, double s, const tensor& y) {
@@ -42,7 +43,7 @@ status scale_forward(const exec_context& ctx, const tensor& x, double s, const t
     using T = decltype(zero);
     cpu::scale_forward<T>(x.as<T>(), static_cast<T>(s), x.numel(), y.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::scale_forward(ctx, storage, x, s, y)));
 }
 
 status scale_by_forward(const exec_context& ctx, const tensor& x, const tensor& s, const tensor& y) {
@@ -54,7 +55,7 @@ status scale_by_forward(const exec_context& ctx, const tensor& x, const tensor& 
     using T = decltype(zero);
     cpu::scale_forward<T>(x.as<T>(), *s.as<T>(), x.numel(), y.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::scale_by_forward(ctx, storage, x, s, y)));
 }
 
 status scale_by_backward(const exec_context& ctx, const tensor& x, const tensor& s, const tensor& dy, const tensor& dx, const tensor& ds) {
@@ -69,7 +70,7 @@ status scale_by_backward(const exec_context& ctx, const tensor& x, const tensor&
     if (!ds.empty()) *ds.as<T>() += static_cast<T>(cpu::dot<T>(x.as<T>(), dy.as<T>(), x.numel()));
     if (!dx.empty()) cpu::scale_forward<T>(dy.as<T>(), *s.as<T>(), x.numel(), dx.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::scale_by_backward(ctx, storage, x, s, dy, dx, ds)));
 }
 
 }  // namespace tandem::gpu::ops

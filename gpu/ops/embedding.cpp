@@ -1,10 +1,12 @@
-// Embedding lookup: checks (shapes, dtypes, devices, id range) and dispatch to the CPU kernels.
+// Embedding lookup: checks (shapes, dtypes, devices, id range) and dispatch to the CPU and CUDA
+// kernels (on CUDA the id range is checked on the device, gpu/ops/cuda/embedding.h).
 #include "gpu/ops/embedding.h"
 
 #include <string>
 #include <string_view>
 
 #include "gpu/ops/cpu/embedding.h"
+#include "gpu/ops/cuda/embedding.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -52,7 +54,7 @@ status embedding_forward(const exec_context& ctx, const tensor& ids, const tenso
     cpu::embedding_forward<T>(ids.as<std::int32_t>(), tokens, table.as<T>(), table_width, column_begin, width,
                               static_cast<T>(scale), out.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::embedding_forward(ctx, storage, ids, table, scale, out, column_begin)));
 }
 
 status embedding_backward(const exec_context& ctx, const tensor& ids, const tensor& dout, double scale, const tensor& d_table,
@@ -79,7 +81,8 @@ status embedding_backward(const exec_context& ctx, const tensor& ids, const tens
     cpu::embedding_backward<T>(ids.as<std::int32_t>(), tokens, dout.as<T>(), width, static_cast<T>(scale),
                                padding_id ? *padding_id : -1, d_table.as<T>(), table_width, column_begin);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::embedding_backward(ctx, storage, ids, dout, scale, d_table, padding_id ? *padding_id : -1,
+                                              column_begin)));
 }
 
 }  // namespace tandem::gpu::ops

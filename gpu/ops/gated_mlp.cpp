@@ -1,4 +1,4 @@
-// The gated GELU activation: checks and dispatch to the CPU kernels.
+// The gated GELU activation: checks and dispatch to the CPU and CUDA kernels.
 #include "gpu/ops/gated_mlp.h"
 
 #include <initializer_list>
@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gpu/ops/cpu/gated_mlp.h"
+#include "gpu/ops/cuda/gated_mlp.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -34,7 +35,7 @@ status gelu_tanh_forward(const exec_context& ctx, const tensor& x, const tensor&
     using T = decltype(zero);
     cpu::gelu_tanh_forward<T>(x.as<T>(), x.numel(), y.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gelu_tanh_forward(ctx, storage, x, y)));
 }
 
 status gelu_tanh_backward(const exec_context& ctx, const tensor& x, const tensor& dy, const tensor& dx, bool accumulate_dx) {
@@ -47,7 +48,7 @@ status gelu_tanh_backward(const exec_context& ctx, const tensor& x, const tensor
     using T = decltype(zero);
     cpu::gelu_tanh_backward<T>(x.as<T>(), dy.as<T>(), x.numel(), dx.as<T>(), accumulate_dx);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gelu_tanh_backward(ctx, storage, x, dy, dx, accumulate_dx)));
 }
 
 status gated_gelu_forward(const exec_context& ctx, const tensor& gate, const tensor& up, const tensor& h) {
@@ -61,7 +62,7 @@ status gated_gelu_forward(const exec_context& ctx, const tensor& gate, const ten
     using T = decltype(zero);
     cpu::gated_gelu_forward<T>(gate.as<T>(), up.as<T>(), width, n, width, h.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gated_gelu_forward(ctx, storage, gate, up, h)));
 }
 
 status gated_gelu_backward(const exec_context& ctx, const tensor& gate, const tensor& up, const tensor& dh, const tensor& dgate,
@@ -79,7 +80,7 @@ status gated_gelu_backward(const exec_context& ctx, const tensor& gate, const te
     cpu::gated_gelu_backward<T>(gate.as<T>(), up.as<T>(), width, dh.as<T>(), n, width, dgate.as<T>(), dup.as<T>(),
                                 width);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gated_gelu_backward(ctx, storage, gate, up, dh, dgate, dup)));
 }
 
 status gated_gelu_fused_forward(const exec_context& ctx, const tensor& gate_up, const tensor& h) {
@@ -95,7 +96,7 @@ status gated_gelu_fused_forward(const exec_context& ctx, const tensor& gate_up, 
     const T* gu = gate_up.as<T>();
     cpu::gated_gelu_forward<T>(gu, gu + width, 2 * width, n, width, h.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gated_gelu_fused_forward(ctx, storage, gate_up, h)));
 }
 
 status gated_gelu_fused_backward(const exec_context& ctx, const tensor& gate_up, const tensor& dh, const tensor& dgate_up) {
@@ -113,7 +114,7 @@ status gated_gelu_fused_backward(const exec_context& ctx, const tensor& gate_up,
     T* dgu = dgate_up.as<T>();
     cpu::gated_gelu_backward<T>(gu, gu + width, 2 * width, dh.as<T>(), n, width, dgu, dgu + width, 2 * width);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::gated_gelu_fused_backward(ctx, storage, gate_up, dh, dgate_up)));
 }
 
 }  // namespace tandem::gpu::ops

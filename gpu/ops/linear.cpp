@@ -1,9 +1,10 @@
-// Linear layers: checks and dispatch to GEMM.
+// Linear layers: checks and dispatch to GEMM (OpenBLAS on the CPU, cuBLASLt on CUDA).
 #include "gpu/ops/linear.h"
 
 #include <utility>
 
 #include "gpu/ops/cpu/gemm.h"
+#include "gpu/ops/cuda/linear.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -24,7 +25,7 @@ status linear_forward(const exec_context& ctx, const tensor& x, const tensor& w,
     using T = decltype(zero);
     cpu::gemm<T>(false, true, n, out, in, T(1), x.as<T>(), in, w.as<T>(), in, accumulate ? T(1) : T(0), y.as<T>(), out);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::linear_forward(ctx, storage, x, w, y, accumulate)));
 }
 
 status linear_backward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& dy, const tensor& dx, const tensor& dw,
@@ -50,7 +51,7 @@ status linear_backward(const exec_context& ctx, const tensor& x, const tensor& w
                    dx.as<T>(), in);
     if (!dw.empty()) cpu::gemm<T>(true, false, out, in, n, T(1), dy.as<T>(), out, x.as<T>(), in, T(1), dw.as<T>(), in);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::linear_backward(ctx, storage, x, w, dy, dx, dw, accumulate_dx)));
 }
 
 }  // namespace tandem::gpu::ops

@@ -1,5 +1,5 @@
 // Scoring: checks of the sampling parameters, shapes, dtypes, devices and target ids, then the
-// CPU kernels (gpu/ops/cpu/logprobs.h).
+// CPU kernels (gpu/ops/cpu/logprobs.h) or the CUDA kernels (gpu/ops/cuda/logprobs.h).
 #include "gpu/ops/logprobs.h"
 
 #include <cmath>
@@ -8,12 +8,19 @@
 #include <string>
 
 #include "gpu/ops/cpu/logprobs.h"
+#include "gpu/ops/cuda/logprobs.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops {
 namespace {
 
+/// The dtype a per-row output (logprobs, entropy, dlogprobs) must have: the logits' dtype, or
+/// float32 next to bfloat16 logits (the CUDA backend's statistics dtype); on the CPU the two agree.
+dtype row_type(const tensor& logits, const tensor& out) {
+  const dtype statistics = statistics_type(logits.type());
+  return out.type() == statistics ? statistics : logits.type();
+}
 
 /// Shapes, dtypes and devices shared by the forward and the backward.
 status check_rows(const char* op, const tensor& logits, const tensor& targets) {
@@ -61,11 +68,11 @@ status logprobs_forward(const exec_context& ctx, const tensor& logits, const ten
   TANDEM_RETURN_IF_ERROR(check_rows(op, logits, targets));
   const std::int64_t rows = logits.dim(0), v = logits.dim(1);
   TANDEM_RETURN_IF_ERROR(expect_shape(logprobs, op, "logprobs", {rows}));
-  TANDEM_RETURN_IF_ERROR(expect_type(logprobs, op, "logprobs", logits.type()));
+  TANDEM_RETURN_IF_ERROR(expect_type(logprobs, op, "logprobs", row_type(logits, logprobs)));
   TANDEM_RETURN_IF_ERROR(expect_same_device(logprobs, logits, op, "logprobs"));
   if (!entropy.empty()) {
     TANDEM_RETURN_IF_ERROR(expect_shape(entropy, op, "entropy", {rows}));
-    TANDEM_RETURN_IF_ERROR(expect_type(entropy, op, "entropy", logits.type()));
+    TANDEM_RETURN_IF_ERROR(expect_type(entropy, op, "entropy", logprobs.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(entropy, logits, op, "entropy"));
   }
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
@@ -75,7 +82,7 @@ status logprobs_forward(const exec_context& ctx, const tensor& logits, const ten
     return non_finite(op, cpu::logprobs_forward<T>(logits.as<const T>(), targets.as<const std::int32_t>(), rows, v,
                                                    params, logprobs.as<T>(),
                                                    entropy.empty() ? nullptr : entropy.as<T>()));
-  });
+  }, TANDEM_ON_CUDA(cuda::logprobs_forward(ctx, storage, logits, targets, params, logprobs, entropy)));
 }
 
 status logprobs_backward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
@@ -84,7 +91,7 @@ status logprobs_backward(const exec_context& ctx, const tensor& logits, const te
   TANDEM_RETURN_IF_ERROR(check_rows(op, logits, targets));
   const std::int64_t rows = logits.dim(0), v = logits.dim(1);
   TANDEM_RETURN_IF_ERROR(expect_shape(dlogprobs, op, "dlogprobs", {rows}));
-  TANDEM_RETURN_IF_ERROR(expect_type(dlogprobs, op, "dlogprobs", logits.type()));
+  TANDEM_RETURN_IF_ERROR(expect_type(dlogprobs, op, "dlogprobs", row_type(logits, dlogprobs)));
   TANDEM_RETURN_IF_ERROR(expect_same_device(dlogprobs, logits, op, "dlogprobs"));
   TANDEM_RETURN_IF_ERROR(expect_shape(dlogits, op, "dlogits", {rows, v}));
   TANDEM_RETURN_IF_ERROR(expect_type(dlogits, op, "dlogits", logits.type()));
@@ -96,7 +103,7 @@ status logprobs_backward(const exec_context& ctx, const tensor& logits, const te
     return non_finite(op, cpu::logprobs_backward<T>(logits.as<const T>(), targets.as<const std::int32_t>(),
                                                     dlogprobs.as<const T>(), rows, v, params, dlogits.as<T>(),
                                                     accumulate));
-  });
+  }, TANDEM_ON_CUDA(cuda::logprobs_backward(ctx, storage, logits, targets, params, dlogprobs, dlogits, accumulate)));
 }
 
 }  // namespace tandem::gpu::ops

@@ -51,10 +51,12 @@ status check_sampling_params(std::string_view op, const sampling_params& params,
 /// needs no scratch without top-k/top-p (max, then a sum of exponentials) and V int32 indices per
 /// thread with them. Temperature must be > 0. Refuses a target outside [0, V) and a non-finite
 /// logit. On failure, outputs are unspecified and inputs untouched.
-///   logits   F32|F64 [rows, V]
+///   logits   F32|F64 [rows, V] (CUDA: F32|BF16)
 ///   targets  I32 [rows]
-///   logprobs logits' dtype [rows]
-///   entropy  logits' dtype [rows], or empty
+///   logprobs logits' dtype [rows], or F32 with BF16 logits
+///   entropy  logprobs' dtype [rows], or empty
+/// On CUDA the checks that need the logits' or targets' values are not made (they would cost a
+/// stream synchronisation): a target outside [0, V) or a non-finite logit gives NaN for its row.
 status logprobs_forward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                         const tensor& logprobs, const tensor& entropy = {});
 
@@ -63,9 +65,9 @@ status logprobs_forward(const exec_context& ctx, const tensor& logits, const ten
 /// (p_rj = e_j / S), 0 outside P_r; a row whose target is masked out (logprob -infinity) gets 0.
 /// Written, or added to dlogits with `accumulate` (logits may have other consumers).
 /// Same checks as logprobs_forward. On failure, dlogits is unspecified and inputs untouched.
-///   logits    F32|F64 [rows, V]
+///   logits    F32|F64 [rows, V] (CUDA: F32|BF16)
 ///   targets   I32 [rows]
-///   dlogprobs logits' dtype [rows]
+///   dlogprobs logits' dtype [rows], or F32 with BF16 logits
 ///   dlogits   logits' dtype [rows, V]
 status logprobs_backward(const exec_context& ctx, const tensor& logits, const tensor& targets, const sampling_params& params,
                          const tensor& dlogprobs, const tensor& dlogits, bool accumulate = false);

@@ -1,10 +1,11 @@
 // MoE block: argument checks (shapes, dtypes, devices, top-k and expert index ranges), then dispatch
-// to the CPU reference kernels in gpu/ops/cpu/moe.cpp.
+// to the CPU reference kernels in gpu/ops/cpu/moe.cpp or the CUDA kernels in gpu/ops/cuda/moe*.cu.
 #include "gpu/ops/moe.h"
 
 #include <string>
 
 #include "gpu/ops/cpu/moe.h"
+#include "gpu/ops/cuda/moe.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -26,6 +27,13 @@ status expect_operands(std::string_view op, const tensor& x, std::initializer_li
   }
   TANDEM_RETURN_IF_ERROR(expect_type(indices, op, "indices", dtype::int32));
   return expect_same_device(indices, x, op, "indices");
+}
+
+/// inv_rms, a saved statistic: statistics_type(x's dtype) (float32 next to bfloat16), x's device.
+status expect_statistic(std::string_view op, const tensor& x, const tensor& inv_rms) {
+  if (inv_rms.empty()) return status::ok();
+  TANDEM_RETURN_IF_ERROR(expect_type(inv_rms, op, "inv_rms", statistics_type(x.type())));
+  return expect_same_device(inv_rms, x, op, "inv_rms");
 }
 
 /// 1 <= K <= E.
@@ -103,9 +111,9 @@ status moe_router_forward(const exec_context& ctx, const tensor& x, const tensor
                                           {"proj", proj},
                                           {"per_expert_scale", per_expert_scale},
                                           {"weights", weights},
-                                          {"renormalized", renormalized},
-                                          {"inv_rms", inv_rms}},
+                                          {"renormalized", renormalized}},
                                          indices));
+  TANDEM_RETURN_IF_ERROR(expect_statistic(op, x, inv_rms));
   TANDEM_RETURN_IF_ERROR(expect_top_k(op, d.top_k, d.experts));
   TANDEM_RETURN_IF_ERROR(require(eps >= 0, op, "eps must not be negative, got " + std::to_string(eps)));
   return dispatch_float(ctx, op, x, [&](auto zero) {
@@ -114,7 +122,8 @@ status moe_router_forward(const exec_context& ctx, const tensor& x, const tensor
                                weights.as<T>(), indices.as<std::int32_t>(), optional<T>(renormalized),
                                optional<T>(inv_rms));
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::moe_router_forward(ctx, storage, x, router_scale, proj, per_expert_scale, weights, indices,
+                                             renormalized, inv_rms, eps)));
 }
 
 status moe_router_backward(const exec_context& ctx, const tensor& x, const tensor& router_scale, const tensor& proj,
@@ -139,13 +148,13 @@ status moe_router_backward(const exec_context& ctx, const tensor& x, const tenso
                                           {"proj", proj},
                                           {"per_expert_scale", per_expert_scale},
                                           {"renormalized", renormalized},
-                                          {"inv_rms", inv_rms},
                                           {"dweights", dweights},
                                           {"dx", dx},
                                           {"dproj", dproj},
                                           {"drouter_scale", drouter_scale},
                                           {"dper_expert_scale", dper_expert_scale}},
                                          indices));
+  TANDEM_RETURN_IF_ERROR(expect_statistic(op, x, inv_rms));
   TANDEM_RETURN_IF_ERROR(expect_top_k(op, d.top_k, d.experts));
   TANDEM_RETURN_IF_ERROR(expect_indices_in_range(op, indices, d.experts));
   return dispatch_float(ctx, op, x, [&](auto zero) {
@@ -155,7 +164,9 @@ status moe_router_backward(const exec_context& ctx, const tensor& x, const tenso
                                 optional<T>(dx), accumulate_dx, optional<T>(dproj), optional<T>(drouter_scale),
                                 optional<T>(dper_expert_scale));
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::moe_router_backward(ctx, storage, x, router_scale, proj, per_expert_scale, indices,
+                                              renormalized, inv_rms, dweights, dx, dproj, drouter_scale,
+                                              dper_expert_scale, accumulate_dx)));
 }
 
 status moe_experts_forward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
@@ -172,7 +183,7 @@ status moe_experts_forward(const exec_context& ctx, const tensor& y, const tenso
     cpu::moe_experts_forward<T>(d, y.as<T>(), gate_up.as<T>(), down.as<T>(), weights.as<T>(),
                                 indices.as<std::int32_t>(), out.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::moe_experts_forward(ctx, storage, y, gate_up, down, weights, indices, out)));
 }
 
 status moe_experts_backward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
@@ -204,7 +215,8 @@ status moe_experts_backward(const exec_context& ctx, const tensor& y, const tens
                                  indices.as<std::int32_t>(), dout.as<T>(), optional<T>(dy), accumulate_dy,
                                  optional<T>(dgate_up), optional<T>(ddown), optional<T>(dweights));
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::moe_experts_backward(ctx, storage, y, gate_up, down, weights, indices, dout, dy, dgate_up,
+                                               ddown, dweights, accumulate_dy)));
 }
 
 }  // namespace tandem::gpu::ops

@@ -3,8 +3,11 @@
 // scale) and the experts (gated gelu_tanh MLP per expert, weighted sum over the K routed experts),
 // each with its backward. The top-k choice is treated as constant in the backward.
 //
-// Every floating tensor of one call shares the dtype of the first input (float32, or float64 for the
-// reference); indices are int32. On failure the outputs are unspecified and the inputs untouched.
+// Every floating tensor of one call shares the dtype of the first input (float32 or float64 on the
+// CPU, float32 or bfloat16 on CUDA), except the router's saved inv_rms, which is float32 next to
+// bfloat16 (statistics_type, dispatch.h); indices are int32. On failure the outputs are unspecified
+// and the inputs untouched. The CUDA backend's extra rules (a stream sync per experts call, top-k at
+// most 3072) are in cuda/moe.h.
 #pragma once
 
 #include "gpu/core/exec_context.h"

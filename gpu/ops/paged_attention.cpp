@@ -1,5 +1,6 @@
 // Paged attention: argument checks (shapes, dtypes, devices, offsets, every block a row touches)
-// and dispatch to the CPU kernels.
+// and dispatch to the CPU kernels or the CUDA kernels (which check the device-side offsets,
+// positions and blocks on the device: see gpu/ops/cuda/paged_attention.h).
 #include "gpu/ops/paged_attention.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "gpu/ops/cpu/paged_attention.h"
+#include "gpu/ops/cuda/paged_attention.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 #include "gpu/ops/scratch.h"
@@ -86,7 +88,7 @@ status paged_kv_write(const exec_context& ctx, const tensor& k, const tensor& v,
     cpu::paged_kv_write<T>(k.as<T>(), v.as<T>(), rows.block_table.as<std::int32_t>(), rows.cu_rows.as<std::int32_t>(),
                            rows.positions.as<std::int32_t>(), dims, k_cache.as<T>(), v_cache.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::paged_kv_write(ctx, storage, k, v, rows, k_cache, v_cache)));
 }
 
 status paged_attention_forward(const exec_context& ctx, const tensor& q, const tensor& k_cache, const tensor& v_cache,
@@ -104,7 +106,7 @@ status paged_attention_forward(const exec_context& ctx, const tensor& q, const t
   TANDEM_RETURN_IF_ERROR(expect_shape(out, op, "out", {dims.rows, dims.heads, dims.head_dim}));
   TANDEM_RETURN_IF_ERROR(expect_shape(lse, op, "lse", {dims.rows, dims.heads}));
   TANDEM_RETURN_IF_ERROR(expect_type(out, op, "out", q.type()));
-  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", q.type()));
+  TANDEM_RETURN_IF_ERROR(expect_type(lse, op, "lse", statistics_type(q.type())));
   TANDEM_RETURN_IF_ERROR(expect_same_device(out, q, op, "out"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(lse, q, op, "lse"));
   TANDEM_RETURN_IF_ERROR(require(std::isfinite(options.scaling), op, "scaling must be finite"));
@@ -121,7 +123,7 @@ status paged_attention_forward(const exec_context& ctx, const tensor& q, const t
                                     options.scaling, options.sliding_window, out.as<T>(), lse.as<T>(), plan,
                                     scratch->data());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::paged_attention_forward(ctx, storage, q, k_cache, v_cache, rows, out, lse, options)));
 }
 
 }  // namespace tandem::gpu::ops

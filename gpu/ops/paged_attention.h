@@ -40,9 +40,11 @@ struct paged_rows {
 status paged_kv_write(const exec_context& ctx, const tensor& k, const tensor& v, const paged_rows& rows,
                       const tensor& k_cache, const tensor& v_cache);
 
-/// out [n, H, d] and lse [n, H] (F32, or F64 with F64 q) of q [n, H, d] over the cached keys and
-/// values. Every block a row's visible positions need must be mapped (else invalid_argument naming
-/// the sequence, the position and its logical block); on failure out and lse are unspecified.
+/// out [n, H, d] (q's dtype) and lse [n, H] (F32, or F64 with F64 q: statistics_type) of
+/// q [n, H, d] over the cached keys and values. Every block a row's visible positions need must be
+/// mapped (else invalid_argument naming the sequence, the position and its logical block); on
+/// failure out and lse are unspecified. On CUDA both functions check the block table on the device
+/// and read the verdict back: one stream synchronisation per call (cuda/paged_attention.h).
 /// options.scaling and options.sliding_window as attention_forward's.
 status paged_attention_forward(const exec_context& ctx, const tensor& q, const tensor& k_cache, const tensor& v_cache,
                                const paged_rows& rows, const tensor& out, const tensor& lse,

@@ -1,4 +1,4 @@
-// The PLE combination and layer gate: checks and dispatch to the CPU kernels.
+// The PLE combination and layer gate: checks and dispatch to the CPU and CUDA kernels.
 #include "gpu/ops/per_layer_input.h"
 
 #include <initializer_list>
@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "gpu/ops/cpu/per_layer_input.h"
+#include "gpu/ops/cuda/per_layer_input.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -50,7 +51,7 @@ status ple_combine_forward(const exec_context& ctx, const tensor& c, const tenso
     using T = decltype(zero);
     cpu::ple_combine_forward<T>(c.as<T>(), t.as<T>(), c.numel(), ple.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::ple_combine_forward(ctx, storage, c, t, ple)));
 }
 
 status ple_combine_backward(const exec_context& ctx, const tensor& dple, const tensor& dc, const tensor& dt) {
@@ -64,7 +65,7 @@ status ple_combine_backward(const exec_context& ctx, const tensor& dple, const t
     cpu::ple_combine_backward<T>(dple.as<T>(), dple.numel(), dc.empty() ? nullptr : dc.as<T>(),
                                  dt.empty() ? nullptr : dt.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::ple_combine_backward(ctx, storage, dple, dc, dt)));
 }
 
 status ple_gate_forward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& g) {
@@ -76,7 +77,7 @@ status ple_gate_forward(const exec_context& ctx, const tensor& a, const tensor& 
     const std::int64_t layers = ple.dim(1), p = a.dim(1);
     cpu::ple_gate_forward<T>(a.as<T>(), ple.as<T>() + layer * p, layers * p, a.dim(0), p, g.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::ple_gate_forward(ctx, storage, a, ple, layer, g)));
 }
 
 status ple_gate_backward(const exec_context& ctx, const tensor& a, const tensor& ple, std::int64_t layer, const tensor& dg, const tensor& da,
@@ -91,7 +92,7 @@ status ple_gate_backward(const exec_context& ctx, const tensor& a, const tensor&
     cpu::ple_gate_backward<T>(a.as<T>(), ple.as<T>() + layer * p, layers * p, dg.as<T>(), a.dim(0), p, da.as<T>(),
                               d_ple.as<T>() + layer * p);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::ple_gate_backward(ctx, storage, a, ple, layer, dg, da, d_ple)));
 }
 
 }  // namespace tandem::gpu::ops

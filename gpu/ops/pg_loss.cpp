@@ -1,12 +1,16 @@
-// Policy-gradient loss: argument, setting and value checks, then dispatch to the CPU kernels.
+// Policy-gradient loss: argument, setting and value checks, then dispatch to the CPU kernels or
+// the CUDA kernels (gpu/ops/cuda/pg_loss.h: float32 only).
 #include "gpu/ops/pg_loss.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
+#include "gpu/core/memory.h"
 #include "gpu/ops/cpu/pg_loss.h"
+#include "gpu/ops/cuda/pg_loss.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -87,6 +91,21 @@ status check_values(const char* op, const pg_loss_inputs& in) {
   return status::ok();
 }
 
+/// check_values on host copies of a device batch's offsets and mask (float32): the CUDA forward
+/// found an invalid value, this names it as the CPU does.
+template <class T>
+status check_values_copied(const char* op, const pg_loss_inputs& in) {
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(in.seq_offsets.dim(0)));
+  std::vector<T> mask(static_cast<std::size_t>(in.mask.dim(0)));
+  TANDEM_RETURN_IF_ERROR(copy_to_host(in.seq_offsets.dev(), offsets.data(), in.seq_offsets.data(),
+                                      in.seq_offsets.bytes()));
+  TANDEM_RETURN_IF_ERROR(copy_to_host(in.mask.dev(), mask.data(), in.mask.data(), in.mask.bytes()));
+  pg_loss_inputs host = in;
+  host.seq_offsets = tensor::contiguous(offsets.data(), dtype::int32, std::vector<std::int64_t>{in.seq_offsets.dim(0)});
+  host.mask = tensor::contiguous(mask.data(), in.mask.type(), std::vector<std::int64_t>{in.mask.dim(0)});
+  return check_values<T>(op, host);
+}
+
 }  // namespace
 
 status pg_loss_forward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, const tensor& loss,
@@ -103,7 +122,12 @@ status pg_loss_forward(const exec_context& ctx, const pg_loss_inputs& in, const 
     pg_loss_metrics local;
     cpu::pg_loss_forward<T>(in, settings, loss.as<T>(), metrics ? *metrics : local);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA([&]() -> status {
+    // With metrics the CUDA forward synchronises and reports invalid offsets or mask values.
+    bool bad_values = false;
+    TANDEM_RETURN_IF_ERROR(cuda::pg_loss_forward(ctx, storage, in, settings, loss, metrics, &bad_values));
+    return bad_values ? check_values_copied<float>(op, in) : status::ok();
+  }()));
 }
 
 status pg_loss_backward(const exec_context& ctx, const pg_loss_inputs& in, const pg_loss_settings& settings, double dloss,
@@ -120,7 +144,7 @@ status pg_loss_backward(const exec_context& ctx, const pg_loss_inputs& in, const
     TANDEM_RETURN_IF_ERROR(check_values<T>(op, in));
     cpu::pg_loss_backward<T>(in, settings, dloss, d_lp_cur.as<T>(), accumulate);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::pg_loss_backward(ctx, storage, in, settings, dloss, d_lp_cur, accumulate)));
 }
 
 }  // namespace tandem::gpu::ops

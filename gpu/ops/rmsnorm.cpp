@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gpu/ops/cpu/rmsnorm.h"
+#include "gpu/ops/cuda/rmsnorm.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -19,7 +20,7 @@ status rmsnorm_forward(const exec_context& ctx, const tensor& x, const tensor& w
   TANDEM_RETURN_IF_ERROR(require(eps >= 0, op, "eps must not be negative, got " + number(eps)));
   for (auto [t, name] : {std::pair{&w, "w"}, {&y, "y"}, {&inv_rms, "inv_rms"}}) {
     if (t->empty()) continue;
-    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
+    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, t == &inv_rms ? statistics_type(x.type()) : x.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
   }
   return dispatch_float(ctx, op, x, [&](auto zero) {
@@ -27,7 +28,7 @@ status rmsnorm_forward(const exec_context& ctx, const tensor& x, const tensor& w
     cpu::rmsnorm_forward<T>(x.as<T>(), w.empty() ? nullptr : w.as<T>(), rows, d, static_cast<T>(eps), y.as<T>(),
                             inv_rms.empty() ? nullptr : inv_rms.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::rmsnorm_forward(ctx, storage, x, w, eps, y, inv_rms)));
 }
 
 status rmsnorm_backward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& inv_rms, const tensor& dy, const tensor& dx,
@@ -45,7 +46,7 @@ status rmsnorm_backward(const exec_context& ctx, const tensor& x, const tensor& 
   }
   for (auto [t, name] : {std::pair{&w, "w"}, {&inv_rms, "inv_rms"}, {&dy, "dy"}, {&dx, "dx"}, {&dw, "dw"}}) {
     if (t->empty()) continue;
-    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, x.type()));
+    TANDEM_RETURN_IF_ERROR(expect_type(*t, op, name, t == &inv_rms ? statistics_type(x.type()) : x.type()));
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, x, op, name));
   }
   return dispatch_float(ctx, op, x, [&](auto zero) {
@@ -53,7 +54,7 @@ status rmsnorm_backward(const exec_context& ctx, const tensor& x, const tensor& 
     cpu::rmsnorm_backward<T>(x.as<T>(), w.empty() ? nullptr : w.as<T>(), inv_rms.as<T>(), dy.as<T>(), rows, d,
                              dx.empty() ? nullptr : dx.as<T>(), dw.empty() ? nullptr : dw.as<T>(), accumulate_dx);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::rmsnorm_backward(ctx, storage, x, w, inv_rms, dy, dx, dw, accumulate_dx)));
 }
 
 }  // namespace tandem::gpu::ops

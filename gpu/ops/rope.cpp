@@ -1,4 +1,4 @@
-// RoPE: parameter and argument checks, then dispatch to the CPU kernels.
+// RoPE: parameter and argument checks, then dispatch to the CPU and CUDA kernels.
 #include "gpu/ops/rope.h"
 
 #include <cmath>
@@ -6,8 +6,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "gpu/ops/cpu/rope.h"
+#include "gpu/ops/cuda/rope.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -55,9 +57,15 @@ status rope_inv_freq(const exec_context& ctx, const rope_parameters& p, std::int
   const std::int64_t rotated =
       proportional ? static_cast<std::int64_t>(std::floor(p.partial_rotary_factor * static_cast<double>(head_dim) / 2))
                    : half;
-  cpu::rope_inv_freq(half, head_dim, rotated, static_cast<float>(p.theta),
-                     proportional ? static_cast<float>(p.factor) : 1.0f, inv_freq.as<float>());
-  return status::ok();
+  const float theta = static_cast<float>(p.theta), factor = proportional ? static_cast<float>(p.factor) : 1.0f;
+  if (ctx.dev.is_cpu()) {
+    cpu::rope_inv_freq(half, head_dim, rotated, theta, factor, inv_freq.as<float>());
+    return status::ok();
+  }
+  // CUDA: the same float32 values computed on the host, then copied into the device tensor.
+  std::vector<float> values(static_cast<std::size_t>(half));
+  cpu::rope_inv_freq(half, head_dim, rotated, theta, factor, values.data());
+  return TANDEM_ON_CUDA(cuda::rope_inv_freq(ctx, values.data(), inv_freq))(dtype::float32);
 }
 
 status rope_tables(const exec_context& ctx, const tensor& positions, const tensor& inv_freq, const tensor& cos, const tensor& sin) {
@@ -82,7 +90,7 @@ status rope_tables(const exec_context& ctx, const tensor& positions, const tenso
                                          ", expected >= 0"));
     cpu::rope_tables<T>(pos, n, inv_freq.as<float>(), half, cos.as<T>(), sin.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::rope_tables(ctx, storage, positions, inv_freq, cos, sin)));
 }
 
 status rope_forward(const exec_context& ctx, const tensor& x, const tensor& cos, const tensor& sin, const tensor& y) {
@@ -92,7 +100,7 @@ status rope_forward(const exec_context& ctx, const tensor& x, const tensor& cos,
     using T = decltype(zero);
     cpu::rope_rotate<T>(x.as<T>(), x.dim(0), x.dim(1), x.dim(2), cos.as<T>(), sin.as<T>(), y.as<T>(), false);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::rope_forward(ctx, storage, x, cos, sin, y)));
 }
 
 status rope_backward(const exec_context& ctx, const tensor& dy, const tensor& cos, const tensor& sin, const tensor& dx) {
@@ -102,7 +110,7 @@ status rope_backward(const exec_context& ctx, const tensor& dy, const tensor& co
     using T = decltype(zero);
     cpu::rope_rotate<T>(dy.as<T>(), dy.dim(0), dy.dim(1), dy.dim(2), cos.as<T>(), sin.as<T>(), dx.as<T>(), true);
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::rope_backward(ctx, storage, dy, cos, sin, dx)));
 }
 
 }  // namespace tandem::gpu::ops

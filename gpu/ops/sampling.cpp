@@ -1,11 +1,12 @@
 // Sampling: checks of the parameters, shapes, dtypes, devices and coordinate count, then the CPU
-// kernel (gpu/ops/cpu/sampling.h).
+// kernel (gpu/ops/cpu/sampling.h) or the CUDA kernel (gpu/ops/cuda/sampling.h).
 #include "gpu/ops/sampling.h"
 
 #include <limits>
 #include <string>
 
 #include "gpu/ops/cpu/sampling.h"
+#include "gpu/ops/cuda/sampling.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -22,7 +23,10 @@ status sampling_forward(const exec_context& ctx, const tensor& logits, const sam
   TANDEM_RETURN_IF_ERROR(expect_type(tokens, op, "tokens", dtype::int32));
   TANDEM_RETURN_IF_ERROR(expect_same_device(tokens, logits, op, "tokens"));
   TANDEM_RETURN_IF_ERROR(expect_shape(logprobs, op, "logprobs", {rows}));
-  TANDEM_RETURN_IF_ERROR(expect_type(logprobs, op, "logprobs", logits.type()));
+  // The logits' dtype, or float32 next to bfloat16 logits (CUDA); on the CPU the two agree.
+  const dtype statistics = statistics_type(logits.type());
+  TANDEM_RETURN_IF_ERROR(
+      expect_type(logprobs, op, "logprobs", logprobs.type() == statistics ? statistics : logits.type()));
   TANDEM_RETURN_IF_ERROR(expect_same_device(logprobs, logits, op, "logprobs"));
   TANDEM_RETURN_IF_ERROR(require(static_cast<std::int64_t>(coordinates.size()) == rows, op,
                                  "coordinates: expected " + std::to_string(rows) + " entries (one per row), got " +
@@ -33,7 +37,7 @@ status sampling_forward(const exec_context& ctx, const tensor& logits, const sam
     const std::int64_t bad = cpu::sampling_forward<T>(logits.as<const T>(), rows, v, params, coordinates.data(),
                                                       tokens.as<std::int32_t>(), logprobs.as<T>());
     return require(bad < 0, op, "logits: row " + std::to_string(bad) + " holds a non-finite value");
-  });
+  }, TANDEM_ON_CUDA(cuda::sampling_forward(ctx, storage, logits, params, coordinates, tokens, logprobs)));
 }
 
 }  // namespace tandem::gpu::ops

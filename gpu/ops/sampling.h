@@ -22,12 +22,13 @@ namespace tandem::gpu::ops {
 /// Greedy (temperature == 0): the first-ranked token (largest logit, lowest id on ties; top-k and
 /// top-p never mask it), no random number used, and as its logprob the score logprobs_forward
 /// gives it at temperature 1 with the same top_k and top_p (so greedy rows are scored at T = 1).
-/// Refuses a coordinates count other than rows and a non-finite logit. On failure, outputs are
-/// unspecified and inputs untouched.
-///   logits      F32|F64 [rows, V]
+/// Refuses a coordinates count other than rows and a non-finite logit (on CUDA such a row gets
+/// token -1 and a NaN logprob instead: the check would cost a stream synchronisation). On
+/// failure, outputs are unspecified and inputs untouched.
+///   logits      F32|F64 [rows, V] (CUDA: F32|BF16)
 ///   coordinates rows entries (seed, step, round, prompt, sample, position of each row's token)
 ///   tokens      I32 [rows]
-///   logprobs    logits' dtype [rows]
+///   logprobs    logits' dtype [rows], or F32 with BF16 logits
 status sampling_forward(const exec_context& ctx, const tensor& logits, const sampling_params& params,
                         std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs);
 

@@ -1,10 +1,11 @@
-// Logit softcapping: checks and dispatch to the CPU kernels.
+// Logit softcapping: checks and dispatch to the CPU and CUDA kernels.
 #include "gpu/ops/softcap.h"
 
 #include <string>
 #include <utility>
 
 #include "gpu/ops/cpu/softcap.h"
+#include "gpu/ops/cuda/softcap.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
 
@@ -20,7 +21,7 @@ status softcap_forward(const exec_context& ctx, const tensor& x, double cap, con
     using T = decltype(zero);
     cpu::softcap_forward<T>(x.as<T>(), x.numel(), static_cast<T>(cap), y.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::softcap_forward(ctx, storage, x, cap, y)));
 }
 
 status softcap_backward(const exec_context& ctx, const tensor& x, double cap, const tensor& dy, const tensor& dx) {
@@ -37,7 +38,7 @@ status softcap_backward(const exec_context& ctx, const tensor& x, double cap, co
     using T = decltype(zero);
     cpu::softcap_backward<T>(x.as<T>(), dy.as<T>(), x.numel(), static_cast<T>(cap), dx.as<T>());
     return status::ok();
-  });
+  }, TANDEM_ON_CUDA(cuda::softcap_backward(ctx, storage, x, cap, dy, dx)));
 }
 
 }  // namespace tandem::gpu::ops

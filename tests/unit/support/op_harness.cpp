@@ -90,6 +90,18 @@ void expect_close(const host_buffer& actual, const host_buffer& expected, tolera
   BOOST_ERROR(msg.str());
 }
 
+void expect_cuda_refuses_float64(const gpu::status& s, const std::string& op) {
+  BOOST_TEST_CONTEXT(op << " with float64 tensors on cuda:0: " << s.message()) {
+    BOOST_TEST((s.code() == gpu::status_code::unsupported));
+    BOOST_TEST(s.message().rfind(op + ": ", 0) == 0u);
+#if TANDEM_HAVE_CUDA
+    BOOST_TEST(s.message().find("the CUDA backend stores float32 or bfloat16") != std::string::npos);
+#else
+    BOOST_TEST(s.message().find("this build has no CUDA backend") != std::string::npos);
+#endif
+  }
+}
+
 double weighted_sum(const host_buffer& out, const host_buffer& weights) {
   double s = 0;
   for (std::int64_t i = 0; i < out.numel(); ++i) s += value_at(out, i) * value_at(weights, i);

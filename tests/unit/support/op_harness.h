@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu/core/host_buffer.h"
+#include "gpu/core/status.h"
 
 namespace tandem::test {
 
@@ -44,6 +45,11 @@ void set_value(const gpu::host_buffer& b, std::int64_t i, double v);
 /// names `what`, the first bad index, both values and the count of bad elements.
 void expect_close(const gpu::host_buffer& actual, const gpu::host_buffer& expected, tolerance tol,
                   const std::string& what);
+
+/// Boost assertions that `s` is the refusal of float64 tensors on a CUDA context by `op`:
+/// unsupported, "<op>: the CUDA backend stores float32 or bfloat16, ..." in a build with the
+/// CUDA backend, "<op>: this build has no CUDA backend ..." in one without.
+void expect_cuda_refuses_float64(const gpu::status& s, const std::string& op);
 
 /// sum_i out[i] * weights[i] in float64: a scalar loss whose gradient with respect to out is weights.
 double weighted_sum(const gpu::host_buffer& out, const gpu::host_buffer& weights);

@@ -300,11 +300,13 @@ BOOST_AUTO_TEST_CASE(argument_errors_are_refused_with_exact_messages) {
   x.data<float>()[2 * 300 + 7] = std::numeric_limits<float>::quiet_NaN();
   BOOST_TEST(message(ops::logprobs_forward(ctx, x, t, {}, lp)) ==
              "logprobs_forward: logits: row 2 holds a non-finite value");
-  const tensor xc(x.data<float>(), dtype::float32, {4, 300}, device::cuda(0));
-  const status s = ops::logprobs_forward(cuda_ctx, xc, tensor(t.data<std::int32_t>(), dtype::int32, {4}, device::cuda(0)), {},
-                                         tensor(lp.data<float>(), dtype::float32, {4}, device::cuda(0)));
-  BOOST_TEST((s.code() == status_code::unsupported));
-  BOOST_TEST(s.message() == "logprobs_forward: no CUDA implementation yet (the call runs on cuda:0)");
+  // float64 exists on the CPU alone: a CUDA context refuses it before touching memory.
+  host_buffer x64(dtype::float64, {4, 300}), lp64(dtype::float64, {4});
+  const tensor xc(x64.data<double>(), dtype::float64, {4, 300}, device::cuda(0));
+  expect_cuda_refuses_float64(
+      ops::logprobs_forward(cuda_ctx, xc, tensor(t.data<std::int32_t>(), dtype::int32, {4}, device::cuda(0)), {},
+                            tensor(lp64.data<double>(), dtype::float64, {4}, device::cuda(0))),
+      "logprobs_forward");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,467 @@
+// The tensor-core backward of bfloat16 attention at head dims 256 and 512 (nvcc only; private to
+// attention.cu). Deterministic, no atomics: every output element is owned by one thread and
+// summed in a fixed order. Three kernels:
+//
+//   delta: D_i = Σ_c dO_ic · o_ic from the forward's out (a warp per row, a fixed shuffle tree);
+//   dkdv:  a block per (tile of KEYS key positions of one sequence, kv head); it loops over the
+//          query heads of the kv head in order and, for each, over tiles of 32 query positions
+//          (the keys' own first position to the last query whose window holds them), Q and dO
+//          double-buffered by cp.async; per tile Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp2(scaling·
+//          log2(e)·Sᵀ - log2(e)·lse), dSᵀ = Pᵀ (dPᵀ - D), then dV += Pᵀ·dO, dK += dSᵀ·Q;
+//   dq:    a block per query tile of the forward's layout (GQA heads x positions), K and V tiles
+//          double-buffered; per tile S, dP, dS as above, dQ += dS·K; dq = scaling · acc.
+//
+// Warps as in the forward: NS warps share 16 rows (keys in dkdv, queries in dq), warp `sub` of a
+// group owns D/NS head-dim columns for both the score reductions (partials added through shared
+// memory in warp order) and its accumulators. dkdv: D 256 -> NS 2 (64 keys a block), D 512 ->
+// NS 4 (32 keys); 16 x 128 columns of dK and of dV per warp = 128 f32 registers. dq: D 256 ->
+// NS 1 (128 rows, key tiles of 32), D 512 -> NS 2 (64 rows, key tiles of 16). P and dS are
+// rounded to bf16 as mma operands; everything else is f32. See attention_mma_common.cuh for the
+// fragment layouts every index below follows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/ops/cuda/attention_dkdv.cuh"
+#include "gpu/ops/cuda/attention_mma_common.cuh"
+
+namespace tandem::gpu::ops::cuda::attn::mma {
+
+template <int D>
+struct dkdv_shape {
+  static constexpr int ns = D == 512 ? 4 : 2;
+  static constexpr int groups = warps / ns;
+  static constexpr int keys = 16 * groups;   // key positions per block
+  static constexpr int dw = D / ns;
+  static constexpr int query_tile = 32;
+  static constexpr int nt = query_tile / 8;  // score n-tiles per warp
+  static constexpr std::size_t exchange_floats = static_cast<std::size_t>(warps) * 2 * nt * 4 * 32;
+  static constexpr std::size_t smem_bytes = (2 * keys + 4 * query_tile) * static_cast<std::size_t>(D) * 2 +
+                                            exchange_floats * sizeof(float) + 4 * query_tile * sizeof(float);
+};
+
+template <int D>
+struct dq_shape {
+  static constexpr int ns = D == 512 ? 2 : 1;
+  static constexpr int groups = warps / ns;
+  static constexpr int block_rows = 16 * groups;
+  static constexpr int dw = D / ns;
+  static constexpr int key_tile = D == 512 ? 16 : 32;
+  static constexpr int nt = key_tile / 8;
+  static constexpr std::size_t exchange_floats = ns > 1 ? static_cast<std::size_t>(warps) * 2 * nt * 4 * 32 : 0;
+  static constexpr std::size_t smem_bytes = (2 * block_rows + 4 * key_tile) * static_cast<std::size_t>(D) * 2 +
+                                            exchange_floats * sizeof(float) +
+                                            block_rows * (2 * sizeof(std::int64_t) + 2 * sizeof(float));
+};
+
+/// Writes the NT x 4 partial sums of two accumulators to this warp's exchange slot, waits for the
+/// warps of its group, and replaces both by the group's sums taken in warp order (the same bits
+/// in every warp of the group).
+template <int NS, int NT>
+__device__ __forceinline__ void exchange_pair(float (&x)[NT][4], float (&y)[NT][4], float* exch, int warp, int grp,
+                                              int lane) {
+  constexpr int slot = 2 * NT * 4 * 32;
+  float* const mine = exch + static_cast<std::size_t>(warp) * slot;
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      mine[(i * 4 + e) * 32 + lane] = x[i][e];
+      mine[((NT + i) * 4 + e) * 32 + lane] = y[i][e];
+    }
+  named_barrier(1 + grp, NS * 32);
+  const float* const base = exch + static_cast<std::size_t>(grp * NS) * slot;
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float sx = base[(i * 4 + e) * 32 + lane], sy = base[((NT + i) * 4 + e) * 32 + lane];
+#pragma unroll
+      for (int w = 1; w < NS; ++w) {
+        sx = __fadd_rn(sx, base[static_cast<std::size_t>(w) * slot + (i * 4 + e) * 32 + lane]);
+        sy = __fadd_rn(sy, base[static_cast<std::size_t>(w) * slot + ((NT + i) * 4 + e) * 32 + lane]);
+      }
+      x[i][e] = sx;
+      y[i][e] = sy;
+    }
+}
+
+/// C fragments of NT n-tiles (16 x 8·NT) as the A fragments of NT / 2 k-steps, bf16.
+template <int NT>
+__device__ __forceinline__ void c_to_a(const float (&c)[NT][4], std::uint32_t (&a)[NT / 2][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NT / 2; ++kk) {
+    a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+/// acc (16 x DW) += A (16 x 16·KS, registers) · B, B a [k][n] row-major swizzled tile read over
+/// rows 0..16·KS-1 and columns col0..col0+DW-1 (ldmatrix .trans).
+template <int D, int DW, int KS>
+__device__ __forceinline__ void mma_a_times_rows(float (&acc)[DW / 8][4], const std::uint32_t (&a)[KS][4], const bf16* b,
+                                                 int col0, int lane) {
+  const int b_row = (lane & 7) + (((lane >> 3) & 1) << 3), b_chunk = lane >> 4;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+    for (int dn = 0; dn < DW / 16; ++dn) {
+      std::uint32_t r[4];
+      ldsm_x4_trans(r, b + swz<D>(kk * 16 + b_row, col0 + dn * 16 + b_chunk * 8));
+      mma_bf16(acc[2 * dn], a[kk], r[0], r[1]);
+      mma_bf16(acc[2 * dn + 1], a[kk], r[2], r[3]);
+    }
+}
+
+/// x = A·Bᵀ over columns col0..col0+DW-1: A rows a_row0..+15 of tile a ([m][k]), B rows
+/// 0..8·NT-1 of tile b ([n][k]).
+template <int D, int DW, int NT>
+__device__ __forceinline__ void mma_scores(float (&x)[NT][4], const bf16* a, const bf16* b, int a_row0, int col0,
+                                           int lane) {
+  const int a_row = a_row0 + (lane & 15), a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3), b_chunk = (lane >> 3) & 1;
+#pragma unroll
+  for (int i = 0; i < NT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[i][j] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < DW / 16; ++kk) {
+    const int col = col0 + kk * 16;
+    std::uint32_t fa[4];
+    ldsm_x4(fa, a + swz<D>(a_row, col + a_chunk * 8));
+#pragma unroll
+    for (int nn = 0; nn < NT / 2; ++nn) {
+      std::uint32_t fb[4];
+      ldsm_x4(fb, b + swz<D>(nn * 16 + b_row, col + b_chunk * 8));
+      mma_bf16(x[2 * nn], fa, fb[0], fb[1]);
+      mma_bf16(x[2 * nn + 1], fa, fb[2], fb[3]);
+    }
+  }
+}
+
+/// x = A·Bᵀ and y = C·Eᵀ (mma_scores twice).
+template <int D, int DW, int NT>
+__device__ __forceinline__ void mma_two_scores(float (&x)[NT][4], float (&y)[NT][4], const bf16* a, const bf16* b,
+                                               const bf16* c, const bf16* e, int a_row0, int col0, int lane) {
+  mma_scores<D, DW, NT>(x, a, b, a_row0, col0, lane);
+  mma_scores<D, DW, NT>(y, c, e, a_row0, col0, lane);
+}
+
+// ---------------------------------------------------------------------------------------------
+// kernels
+
+/// delta F32 [rows] = Σ_c dout[r][c] · out[r][c] (rows = T·H, d a multiple of 8, 16-byte aligned rows).
+static __global__ void __launch_bounds__(256) delta_from_out_kernel(const bf16* __restrict__ out,
+                                                                    const bf16* __restrict__ dout, std::int64_t rows,
+                                                                    int d, float* __restrict__ delta) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const std::int64_t warps_total = static_cast<std::int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows;
+       r += warps_total) {
+    const bf16* const o = out + r * d;
+    const bf16* const g = dout + r * d;
+    float part = 0.f;
+    for (int c = lane * 8; c < d; c += 32 * 8) {
+      const uint4 ro = *reinterpret_cast<const uint4*>(o + c), rg = *reinterpret_cast<const uint4*>(g + c);
+      const bf16* const eo = reinterpret_cast<const bf16*>(&ro);
+      const bf16* const eg = reinterpret_cast<const bf16*>(&rg);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) part = fmaf(to_float(eg[i]), to_float(eo[i]), part);
+    }
+    part = warp_sum(part);
+    if (lane == 0) delta[r] = part;
+  }
+}
+
+/// Block (x, y): key tile x (of dkdv_shape<D>::keys positions) of the numbering a.offsets, kv head y.
+template <int D>
+__global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a) {
+  using shape = dkdv_shape<D>;
+  constexpr int NS = shape::ns, KEYS = shape::keys, DW = shape::dw, BQ = shape::query_tile, NT = shape::nt;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* const ks = reinterpret_cast<bf16*>(smem_raw);  // [KEYS][D]
+  bf16* const vs = ks + KEYS * D;                      // [KEYS][D]
+  bf16* const qs = vs + KEYS * D;                      // [2][BQ][D]
+  bf16* const dos = qs + 2 * BQ * D;                   // [2][BQ][D]
+  float* const exch = reinterpret_cast<float*>(dos + 2 * BQ * D);
+  float* const lse2_s = exch + shape::exchange_floats;  // [2][BQ]  log2(e)·lse, +inf for no row
+  float* const delta_s = lse2_s + 2 * BQ;               // [2][BQ]
+
+  const tile_place place = find_tile(a.offsets, a.cu, a.num_seqs, blockIdx.x, KEYS);
+  if (!place.valid) return;
+  const std::int64_t g = blockIdx.y;
+  const std::int64_t j0 = place.first;
+  const std::int64_t j_last = (j0 + KEYS < place.length ? j0 + KEYS : place.length) - 1;
+  const std::int64_t q_last = a.window > 0 && j_last + a.window - 1 < place.length - 1 ? j_last + a.window - 1
+                                                                                      : place.length - 1;
+  const auto token_of = [=](std::int64_t position) {  // -1 outside the tensors (malformed offsets)
+    const std::int64_t tok = place.start + position;
+    return tok >= 0 && tok < a.tokens ? tok : std::int64_t{-1};
+  };
+  const std::int64_t query_tiles = (q_last - j0) / BQ + 1;
+  const std::int64_t items = a.group * query_tiles;  // (head, query tile), heads outer
+
+  const auto load_item = [&](std::int64_t item, int buf) {
+    const std::int64_t h = g * a.group + item / query_tiles;
+    const std::int64_t q0 = j0 + (item % query_tiles) * BQ;
+    const auto query_index = [=](int il) {
+      const std::int64_t tok = q0 + il <= q_last ? token_of(q0 + il) : -1;
+      return tok >= 0 ? tok * a.heads + h : std::int64_t{-1};
+    };
+    const auto query_offset = [=](int il) {
+      const std::int64_t qi = query_index(il);
+      return qi >= 0 ? qi * D : std::int64_t{-1};
+    };
+    load_tile<D, BQ>(qs + buf * BQ * D, a.q, query_offset);
+    load_tile<D, BQ>(dos + buf * BQ * D, a.dout, query_offset);
+    if (threadIdx.x < BQ) {
+      const std::int64_t qi = query_index(static_cast<int>(threadIdx.x));
+      lse2_s[buf * BQ + threadIdx.x] = qi >= 0 ? __fmul_rn(a.lse[qi], log2e) : INFINITY;
+      delta_s[buf * BQ + threadIdx.x] = qi >= 0 ? a.delta[qi] : 0.f;
+    }
+  };
+  const auto key_offset = [=](int jl) {
+    const std::int64_t tok = j0 + jl <= j_last ? token_of(j0 + jl) : -1;
+    return tok >= 0 ? (tok * a.kv_heads + g) * D : std::int64_t{-1};
+  };
+  load_tile<D, KEYS>(ks, a.k, key_offset);
+  load_tile<D, KEYS>(vs, a.v, key_offset);
+  load_item(0, 0);
+  cp_async_commit();
+
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int grp = warp / NS, sub = warp % NS;
+  const int gq = lane >> 2, t = lane & 3;
+  const std::int64_t key0 = j0 + grp * 16 + gq, key1 = key0 + 8;  // this thread's keys (c[0..1], c[2..3])
+  const float scale2 = a.scale * log2e;
+  float dk[DW / 8][4], dv[DW / 8][4];
+#pragma unroll
+  for (int i = 0; i < DW / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
+
+  for (std::int64_t item = 0; item < items; ++item) {
+    const int buf = static_cast<int>(item & 1);
+    cp_async_wait<0>();
+    __syncthreads();  // item's Q / dO are in; every warp is done with item - 1 (the other buffer)
+    if (item + 1 < items) {
+      load_item(item + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    const bf16* const qb = qs + buf * BQ * D;
+    const bf16* const dob = dos + buf * BQ * D;
+    const float* const lse2 = lse2_s + buf * BQ;
+    const float* const dl = delta_s + buf * BQ;
+    const std::int64_t q0 = j0 + (item % query_tiles) * BQ;
+
+    float st[NT][4], dpt[NT][4];  // Sᵀ, dPᵀ: rows = this group's 16 keys, columns = the tile's queries
+    mma_two_scores<D, DW, NT>(st, dpt, ks, qb, vs, dob, grp * 16, sub * DW, lane);
+    exchange_pair<NS, NT>(st, dpt, exch, warp, grp, lane);
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int il = i * 8 + 2 * t + (e & 1);
+        const std::int64_t qp = q0 + il, j = e < 2 ? key0 : key1;
+        const bool visible = qp <= q_last && j <= j_last && j <= qp && (a.window <= 0 || j > qp - a.window);
+        const float p = visible ? exp2f(fmaf(st[i][e], scale2, -lse2[il])) : 0.f;
+        st[i][e] = p;
+        dpt[i][e] = __fmul_rn(p, dpt[i][e] - dl[il]);
+      }
+    std::uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+    c_to_a<NT>(st, pa);
+    c_to_a<NT>(dpt, dsa);
+    mma_a_times_rows<D, DW, NT / 2>(dv, pa, dob, sub * DW, lane);
+    mma_a_times_rows<D, DW, NT / 2>(dk, dsa, qb, sub * DW, lane);
+  }
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const std::int64_t j = half == 0 ? key0 : key1;
+    const std::int64_t tok = j <= j_last ? token_of(j) : -1;
+    if (tok < 0) continue;
+    bf16* const dkr = a.dk + (tok * a.kv_heads + g) * D + sub * DW;
+    bf16* const dvr = a.dv + (tok * a.kv_heads + g) * D + sub * DW;
+#pragma unroll
+    for (int i = 0; i < DW / 8; ++i) {
+      const int col = i * 8 + 2 * t;
+      const __nv_bfloat162 ok = *reinterpret_cast<const __nv_bfloat162*>(dkr + col);
+      const __nv_bfloat162 ov = *reinterpret_cast<const __nv_bfloat162*>(dvr + col);
+      *reinterpret_cast<std::uint32_t*>(dkr + col) =
+          pack_bf16(__fadd_rn(__low2float(ok), __fmul_rn(a.scale, dk[i][2 * half])),
+                    __fadd_rn(__high2float(ok), __fmul_rn(a.scale, dk[i][2 * half + 1])));
+      *reinterpret_cast<std::uint32_t*>(dvr + col) =
+          pack_bf16(__fadd_rn(__low2float(ov), dv[i][2 * half]), __fadd_rn(__high2float(ov), dv[i][2 * half + 1]));
+    }
+  }
+}
+
+/// Block (x, y): the query tile numbered gridDim.x - 1 - x of layout (rows of dq_shape<D>), kv
+/// head chunk y. Uses a.q, a.dout, a.lse_in, a.delta_in, a.dq, a.accumulate_dq, a.scale, a.window.
+template <int D>
+__global__ void __launch_bounds__(threads, 1) mma_dq_kernel(query_args<bf16> a, query_layout layout,
+                                                            packed_keys<bf16> keys) {
+  using shape = dq_shape<D>;
+  constexpr int NS = shape::ns, BM = shape::block_rows, BN = shape::key_tile, DW = shape::dw, NT = shape::nt;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* const qs = reinterpret_cast<bf16*>(smem_raw);  // [BM][D]
+  bf16* const dos = qs + BM * D;                       // [BM][D]
+  bf16* const ks = dos + BM * D;                       // [2][BN][D]
+  bf16* const vs = ks + 2 * BN * D;                    // [2][BN][D]
+  float* const exch = reinterpret_cast<float*>(vs + 2 * BN * D);
+  std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [BM]
+  std::int64_t* const pos_s = qrow_s + BM;                                                       // [BM]
+  float* const lse2_s = reinterpret_cast<float*>(pos_s + BM);                                    // [BM]
+  float* const delta_s = lse2_s + BM;                                                            // [BM]
+
+  const query_tile tile = find_query_tile(layout);
+  if (!tile.place.valid) return;
+  for (int l = static_cast<int>(threadIdx.x); l < BM; l += threads) {
+    std::int64_t qrow = -1, pos = -1;
+    query_row(layout, tile, l, qrow, pos);
+    qrow_s[l] = qrow;
+    pos_s[l] = pos;
+    lse2_s[l] = qrow >= 0 ? __fmul_rn(a.lse_in[qrow], log2e) : INFINITY;
+    delta_s[l] = qrow >= 0 ? a.delta_in[qrow] : 0.f;
+  }
+  __syncthreads();
+  std::int64_t pmin = INT64_MAX, pmax = -1;
+  for (int l = 0; l < BM; ++l) {
+    const std::int64_t p = pos_s[l];
+    if (p >= 0) {
+      pmin = p < pmin ? p : pmin;
+      pmax = p > pmax ? p : pmax;
+    }
+  }
+  if (pmax < 0) return;
+  const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
+  const std::int64_t kt_first = kmin / BN, kt_last = kmax / BN;
+  const auto load_keys = [&](std::int64_t kt, int buf) {
+    const std::int64_t j0 = kt * BN;
+    const auto key_offset = [&](int jl) {
+      const std::int64_t j = j0 + jl;
+      return j >= kmin && j <= kmax ? keys.offset(tile.place.seq, tile.place.start, j, tile.g) : std::int64_t{-1};
+    };
+    load_tile<D, BN>(ks + buf * BN * D, keys.k, key_offset);
+    load_tile<D, BN>(vs + buf * BN * D, keys.v, key_offset);
+  };
+  const auto query_offset = [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; };
+  load_tile<D, BM>(qs, a.q, query_offset);
+  load_tile<D, BM>(dos, a.dout, query_offset);
+  load_keys(kt_first, 0);
+  cp_async_commit();
+
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int grp = warp / NS, sub = warp % NS;
+  const int gq = lane >> 2, t = lane & 3;
+  const int row0 = grp * 16 + gq;
+  // positions fit 32 bits (cu_seqlens is I32); -1: no row
+  const int pos0 = static_cast<int>(pos_s[row0]), pos1 = static_cast<int>(pos_s[row0 + 8]);
+  const int first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
+  const int first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
+  const float lse20 = lse2_s[row0], lse21 = lse2_s[row0 + 8];
+  const float delta0 = delta_s[row0], delta1 = delta_s[row0 + 8];
+  const float scale2 = a.scale * log2e;
+  float acc[DW / 8][4];
+#pragma unroll
+  for (int i = 0; i < DW / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
+    const int buf = static_cast<int>((kt - kt_first) & 1);
+    cp_async_wait<0>();
+    __syncthreads();  // tile kt is in; every warp is done with tile kt - 1 (the other buffer)
+    if (kt < kt_last) {
+      load_keys(kt + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    const bf16* const kb = ks + buf * BN * D;
+    const bf16* const vb = vs + buf * BN * D;
+    float s[NT][4], dp[NT][4];
+    mma_two_scores<D, DW, NT>(s, dp, qs, kb, dos, vb, grp * 16, sub * DW, lane);
+    if constexpr (NS > 1) exchange_pair<NS, NT>(s, dp, exch, warp, grp, lane);
+    const int j0 = static_cast<int>(kt * BN);
+#pragma unroll
+    for (int i = 0; i < NT; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = j0 + i * 8 + 2 * t + (e & 1);
+        const bool visible = e < 2 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
+        const float p = visible ? exp2f(fmaf(s[i][e], scale2, -(e < 2 ? lse20 : lse21))) : 0.f;
+        dp[i][e] = __fmul_rn(p, dp[i][e] - (e < 2 ? delta0 : delta1));
+      }
+    std::uint32_t dsa[NT / 2][4];
+    c_to_a<NT>(dp, dsa);
+    mma_a_times_rows<D, DW, NT / 2>(acc, dsa, kb, sub * DW, lane);
+  }
+
+  const std::int64_t qrow0 = qrow_s[row0], qrow1 = qrow_s[row0 + 8];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const std::int64_t qrow = half == 0 ? qrow0 : qrow1;
+    if (qrow < 0) continue;
+    bf16* const dqr = a.dq + qrow * D + sub * DW;
+#pragma unroll
+    for (int i = 0; i < DW / 8; ++i) {
+      const int col = i * 8 + 2 * t;
+      float x = __fmul_rn(a.scale, acc[i][2 * half]), y = __fmul_rn(a.scale, acc[i][2 * half + 1]);
+      if (a.accumulate_dq) {
+        const __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162*>(dqr + col);
+        x = __fadd_rn(__low2float(old), x);
+        y = __fadd_rn(__high2float(old), y);
+      }
+      *reinterpret_cast<std::uint32_t*>(dqr + col) = pack_bf16(x, y);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// launchers
+
+/// delta F32 [rows] from out and dout [rows, d] (bf16, d 256 or 512, 16-byte aligned).
+inline status launch_delta_from_out(cudaStream_t stream, const char* op, const bf16* out, const bf16* dout,
+                                    std::int64_t rows, int d, float* delta) {
+  delta_from_out_kernel<<<blocks_for(rows, 8, 65535), 256, 0, stream>>>(out, dout, rows, d, delta);
+  return launch_status(op, "delta_from_out_kernel");
+}
+
+/// Key positions per dkdv block at head dim d (the rows_per_tile of its tile numbering).
+inline std::int64_t dkdv_block_keys(std::int64_t d) { return d == 512 ? dkdv_shape<512>::keys : dkdv_shape<256>::keys; }
+
+/// Query rows per dq block at head dim d (the block_rows of mma_tiling).
+inline std::int64_t dq_block_rows(std::int64_t d) { return d == 512 ? dq_shape<512>::block_rows : dq_shape<256>::block_rows; }
+
+template <int D>
+status launch_dkdv_dim(cudaStream_t stream, const char* op, dim3 grid, const dkdv_args<bf16>& a) {
+  constexpr std::size_t smem = dkdv_shape<D>::smem_bytes;
+  auto* kernel = &mma_dkdv_kernel<D>;
+  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<grid, threads, smem, stream>>>(a);
+  return launch_status(op, "mma_dkdv_kernel");
+}
+
+template <int D>
+status launch_dq_dim(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
+                     const query_layout& layout, const packed_keys<bf16>& keys) {
+  constexpr std::size_t smem = dq_shape<D>::smem_bytes;
+  auto* kernel = &mma_dq_kernel<D>;
+  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<grid, threads, smem, stream>>>(a, layout, keys);
+  return launch_status(op, "mma_dq_kernel");
+}
+
+/// Grid (key tiles of dkdv_block_keys(d) positions, kv heads); d 256 or 512.
+inline status launch_dkdv(cudaStream_t stream, const char* op, dim3 grid, const dkdv_args<bf16>& a) {
+  return a.d == 512 ? launch_dkdv_dim<512>(stream, op, grid, a) : launch_dkdv_dim<256>(stream, op, grid, a);
+}
+
+/// Grid (query tiles of mma_tiling(H, G, dq_block_rows(d)), kv heads x head chunks); d 256 or 512.
+inline status launch_dq(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
+                        const query_layout& layout, const packed_keys<bf16>& keys) {
+  return a.d == 512 ? launch_dq_dim<512>(stream, op, grid, a, layout, keys)
+                    : launch_dq_dim<256>(stream, op, grid, a, layout, keys);
+}
+
+}  // namespace tandem::gpu::ops::cuda::attn::mma

@@ -1,0 +1,219 @@
+// cuBLASLt GEMM for the CUDA ops (cublaslt_gemm.h): the row-major call mapped onto cuBLASLt's
+// column-major one (Cᵀ = op(B)ᵀ · op(A)ᵀ, so A' = B and B' = A with their own transposes), one
+// handle per device, and the heuristic's first algorithm cached per shape.
+#include "gpu/ops/cuda/cublaslt_gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace tandem::gpu::ops::cuda {
+namespace {
+
+constexpr int max_devices = 64;
+
+/// "<op>: <call>: CUBLAS_STATUS_... (text)".
+status lt_status(std::string_view op, const char* call, cublasStatus_t s) {
+  const status_code code = s == CUBLAS_STATUS_ALLOC_FAILED ? status_code::out_of_memory
+                           : s == CUBLAS_STATUS_NOT_SUPPORTED ? status_code::unsupported
+                                                              : status_code::device_error;
+  return {code, std::string(op) + ": " + call + ": " + cublasLtGetStatusName(s) + " (" + cublasLtGetStatusString(s) + ")"};
+}
+
+/// Calls fn(args...); a failure returns lt_status naming `op` and fn.
+#define TANDEM_LT_CALL(op, fn, ...)                                                              \
+  do {                                                                                           \
+    const cublasStatus_t tandem_lt_status_ = fn(__VA_ARGS__);                                    \
+    if (tandem_lt_status_ != CUBLAS_STATUS_SUCCESS) return lt_status(op, #fn, tandem_lt_status_); \
+  } while (0)
+
+/// One handle per device, created on first use (the device is current then).
+struct handle_slot {
+  std::once_flag once;
+  cublasLtHandle_t handle = nullptr;
+  cublasStatus_t error = CUBLAS_STATUS_SUCCESS;
+};
+
+std::array<handle_slot, max_devices>& handle_slots() {
+  static std::array<handle_slot, max_devices> slots;  // never destroyed before the handles' users
+  return slots;
+}
+
+result<cublasLtHandle_t> handle_for(std::string_view op, int index) {
+  if (index < 0 || index >= max_devices)
+    return status{status_code::unsupported, std::string(op) + ": cuda:" + std::to_string(index) +
+                                                " is beyond the " + std::to_string(max_devices) + " devices supported"};
+  handle_slot& slot = handle_slots()[static_cast<std::size_t>(index)];
+  std::call_once(slot.once, [&slot] { slot.error = cublasLtCreate(&slot.handle); });
+  if (slot.error != CUBLAS_STATUS_SUCCESS) return lt_status(op, "cublasLtCreate", slot.error);
+  return slot.handle;
+}
+
+cudaDataType_t cuda_type(dtype t) { return t == dtype::bfloat16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+/// The largest power of two (at most 256) dividing the address.
+std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align != 0) align >>= 1;
+  return align;
+}
+
+/// What the algorithm choice depends on.
+struct plan_key {
+  int device;
+  int ab, c;
+  bool ta, tb, accumulate;
+  std::int64_t m, n, k, lda, ldb, ldc;
+  std::uint32_t align_a, align_b, align_c;
+  bool operator==(const plan_key&) const = default;
+};
+
+struct plan_key_hash {
+  std::size_t operator()(const plan_key& k) const {
+    std::size_t h = 1469598103934665603ull;
+    auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(static_cast<std::uint64_t>(k.device));
+    mix(static_cast<std::uint64_t>(k.ab) << 8 | static_cast<std::uint64_t>(k.c));
+    mix(static_cast<std::uint64_t>(k.ta) << 2 | static_cast<std::uint64_t>(k.tb) << 1 | k.accumulate);
+    for (std::int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldc}) mix(static_cast<std::uint64_t>(v));
+    mix(static_cast<std::uint64_t>(k.align_a) << 32 | k.align_b);
+    mix(k.align_c);
+    return h;
+  }
+};
+
+/// The algorithms found so far. Bounded: past the cap a shape is looked up on every call (the
+/// heuristic gives the same answer, only slower).
+class plan_cache {
+ public:
+  bool find(const plan_key& key, cublasLtMatmulAlgo_t& algo) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(key);
+    if (it == map_.end()) return false;
+    algo = it->second;
+    return true;
+  }
+  void insert(const plan_key& key, const cublasLtMatmulAlgo_t& algo) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (map_.size() < cap) map_.emplace(key, algo);
+  }
+
+ private:
+  static constexpr std::size_t cap = 1 << 16;
+  std::mutex mutex_;
+  std::unordered_map<plan_key, cublasLtMatmulAlgo_t, plan_key_hash> map_;
+};
+
+plan_cache& plans() {
+  static plan_cache* cache = new plan_cache;  // leaked: outlives every thread's last GEMM
+  return *cache;
+}
+
+/// Descriptors of one call, destroyed with it (cublasLtMatmul reads them while enqueueing only).
+struct descriptors {
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  descriptors() = default;
+  descriptors(const descriptors&) = delete;
+  descriptors& operator=(const descriptors&) = delete;
+  ~descriptors() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (matmul) cublasLtMatmulDescDestroy(matmul);
+  }
+};
+
+std::string shape_text(const gemm_operands& g, dtype ab, dtype c) {
+  return std::string(g.transpose_a ? "Aᵀ" : "A") + " · " + (g.transpose_b ? "Bᵀ" : "B") + " with m " +
+         std::to_string(g.m) + ", n " + std::to_string(g.n) + ", k " + std::to_string(g.k) + ", " +
+         std::string(to_string(ab)) + " -> " + std::string(to_string(c));
+}
+
+}  // namespace
+
+status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+            void* workspace) {
+  if ((ab != dtype::float32 && ab != dtype::bfloat16) || (c_type != dtype::float32 && c_type != ab))
+    return {status_code::unsupported, std::string(op) + ": gemm: unsupported dtypes " + shape_text(g, ab, c_type)};
+  if (g.m == 0 || g.n == 0) return status::ok();
+  const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.native);
+  if (g.k == 0) {  // an empty sum: C = 0, or C unchanged when accumulating
+    if (g.accumulate) return status::ok();
+    const std::size_t element = size_of(c_type);
+    const cudaError_t e = cudaMemset2DAsync(g.c, static_cast<std::size_t>(g.ldc) * element, 0,
+                                            static_cast<std::size_t>(g.n) * element, static_cast<std::size_t>(g.m), stream);
+    if (e != cudaSuccess)
+      return {status_code::device_error,
+              std::string(op) + ": cudaMemset2DAsync: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+    return status::ok();
+  }
+  auto handle = handle_for(op, ctx.dev.index);
+  if (!handle) return handle.error();
+
+  // Column-major: C' [n, m] = op(B') · op(A') with A' = B (ld ldb), B' = A (ld lda).
+  const auto rows_a = static_cast<std::uint64_t>(g.transpose_b ? g.k : g.n);
+  const auto cols_a = static_cast<std::uint64_t>(g.transpose_b ? g.n : g.k);
+  const auto rows_b = static_cast<std::uint64_t>(g.transpose_a ? g.m : g.k);
+  const auto cols_b = static_cast<std::uint64_t>(g.transpose_a ? g.k : g.m);
+  const cublasOperation_t op_a = g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+
+  descriptors d;
+  TANDEM_LT_CALL(op, cublasLtMatmulDescCreate, &d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.a, cuda_type(ab), rows_a, cols_a, g.ldb);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.b, cuda_type(ab), rows_b, cols_b, g.lda);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
+                                                 static_cast<std::uint64_t>(g.m), g.ldc);
+
+  const plan_key key{ctx.dev.index,    static_cast<int>(ab), static_cast<int>(c_type), g.transpose_a, g.transpose_b,
+                     g.accumulate,     g.m,                  g.n,                      g.k,           g.lda,
+                     g.ldb,            g.ldc,                alignment_of(g.a),        alignment_of(g.b),
+                     alignment_of(g.c)};
+  cublasLtMatmulAlgo_t algo;
+  if (!plans().find(key, algo)) {
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &d.preference);
+    const std::uint64_t bytes = gemm_workspace_bytes;
+    // Split-K only through a separate float32 reduction: no in-place (output-type) accumulation.
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // A' = B, B' = A
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                             &bytes, sizeof(bytes));
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                             &schemes, sizeof(schemes));
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                             &align_a, sizeof(align_a));
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                             &align_b, sizeof(align_b));
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                             &align_c, sizeof(align_c));
+    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                             &align_c, sizeof(align_c));
+    cublasLtMatmulHeuristicResult_t found;
+    std::memset(&found, 0, sizeof(found));
+    int count = 0;
+    TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, *handle, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1, &found,
+                                                       &count);
+    if (count == 0 || found.state != CUBLAS_STATUS_SUCCESS)
+      return {status_code::unsupported,
+              std::string(op) + ": cublasLtMatmulAlgoGetHeuristic found no algorithm for " + shape_text(g, ab, c_type)};
+    algo = found.algo;
+    plans().insert(key, algo);
+  }
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  TANDEM_LT_CALL(op, cublasLtMatmul, *handle, d.matmul, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c, g.c, d.c, &algo,
+                                     workspace, gemm_workspace_bytes, stream);
+  return status::ok();
+}
+
+}  // namespace tandem::gpu::ops::cuda

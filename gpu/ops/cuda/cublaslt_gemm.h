@@ -1,0 +1,48 @@
+// Row-major GEMM on CUDA through cuBLASLt, shared by the CUDA ops (linear, the MoE router and
+// experts): C [m, n] = op(A) [m, k] · op(B) [k, n] (+ C when accumulating), op(X) = X or Xᵀ,
+// computed in true float32 (CUBLAS_COMPUTE_32F: no TF32). A and B are float32 or bfloat16 (the
+// same dtype); C is float32 or A's dtype (bfloat16 inputs with a float32 result are allowed).
+//
+// Deterministic: one cublasLtHandle_t per device (created once, shared by every thread), the
+// heuristic's first algorithm for the shape, its ld's, the pointers' alignments and the workspace
+// size (cached per such key), and no split-K reduction other than a separate float32 pass
+// (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; the in-place and output-type schemes are excluded). The
+// same call gives the same bits on the same GPU model. A row's bits may depend on m (cuBLASLt picks
+// other tiles for other row counts), unlike the CPU GEMM's row blocks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "gpu/core/dtype.h"
+#include "gpu/core/exec_context.h"
+#include "gpu/core/status.h"
+
+namespace tandem::gpu::ops::cuda {
+
+/// The cuBLASLt workspace an op passes to gemm (a part of its one op_scratch span, 256-byte
+/// aligned). Every call passes the same size, so the algorithm of a shape never changes.
+constexpr std::size_t gemm_workspace_bytes = std::size_t{32} << 20;
+
+/// One row-major GEMM. Leading dimensions are in elements; C must not overlap A or B.
+struct gemm_operands {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;  ///< [m, k] (or [k, m] when transposed), leading dimension lda
+  std::int64_t lda = 0;
+  const void* b = nullptr;  ///< [k, n] (or [n, k] when transposed), leading dimension ldb
+  std::int64_t ldb = 0;
+  void* c = nullptr;  ///< [m, n], leading dimension ldc
+  std::int64_t ldc = 0;
+  bool accumulate = false;  ///< C += op(A) · op(B); else C = op(A) · op(B)
+};
+
+/// Enqueues the GEMM on the context's stream (its device must be current). `ab` is A's and B's
+/// dtype, `c_type` C's; `workspace` holds gemm_workspace_bytes. Errors name `op` and the cuBLASLt
+/// call: device_error for a failed call, unsupported when no algorithm fits.
+status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+            void* workspace);
+
+}  // namespace tandem::gpu::ops::cuda

@@ -1,0 +1,45 @@
+// What every CUDA op launcher needs (nvcc only): the context's stream, making its device current,
+// launch shapes for 64-bit element counts, and a launch's error turned into a status naming the op
+// and the kernel. Nothing here synchronises: an op returns once its work is enqueued.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gpu/core/cuda/check.h"
+#include "gpu/core/exec_context.h"
+#include "gpu/core/status.h"
+
+namespace tandem::gpu::ops::cuda {
+
+inline cudaStream_t stream_of(const exec_context& ctx) { return static_cast<cudaStream_t>(ctx.stream.native); }
+
+/// Makes the context's device current for this thread (a no-op when it already is).
+inline status use_device(const exec_context& ctx) {
+  int current = -1;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != ctx.dev.index) TANDEM_CUDA_CHECK(cudaSetDevice(ctx.dev.index));
+  return status::ok();
+}
+
+/// The error of the last launch (or an earlier asynchronous fault) as device_error
+/// "<op>: <kernel>: <error name> (<text>)"; ok when there is none.
+inline status launch_status(std::string_view op, const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return status::ok();
+  const status_code code = e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error;
+  return {code, std::string(op) + ": " + kernel + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+}
+
+/// Blocks for a grid-stride loop over n items at `threads` per block: enough to fill the GPU
+/// several times over, never more than n needs, at least 1.
+inline unsigned blocks_for(std::int64_t n, int threads, std::int64_t cap = 132 * 32) {
+  const std::int64_t need = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(need, cap)));
+}
+
+}  // namespace tandem::gpu::ops::cuda

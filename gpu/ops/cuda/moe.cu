@@ -1,0 +1,486 @@
+// The MoE experts on CUDA. The (token, slot) pairs are counting-sorted by expert in three
+// deterministic passes (per-chunk counts, one block's prefix sums, per-chunk placement in slot
+// order, one thread per expert); the per-expert row counts come back to the host (one copy, one
+// stream synchronisation) to size one cuBLASLt GEMM per expert and matrix over the gathered rows;
+// the gated GELU and its derivative are element-wise kernels over all rows at once; and each
+// token adds its K rows in ascending (expert, slot) order, i.e. ascending sorted position: a block
+// per token, no scatter-add, no atomics.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gpu/ops/cuda/cublaslt_gemm.h"
+#include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/cuda/launch.h"
+#include "gpu/ops/cuda/moe.h"
+#include "gpu/ops/cuda/moe_common.cuh"
+#include "gpu/ops/op_check.h"
+#include "gpu/ops/scratch.h"
+
+namespace tandem::gpu::ops::cuda {
+namespace {
+
+using moe_detail::chunk_slots;
+using moe_detail::scratch_plan;
+
+constexpr int row_threads = 256;
+constexpr int warps_per_block = 8;
+
+// ---------------------------------------------------------------------------------------------
+// kernels
+
+/// Block c over slots [c · chunk_slots, ...): counts[c, e] = its slots routed to e (one thread per
+/// expert over the chunk in shared memory); bad[c] = its slots with an index outside [0, E).
+__global__ void __launch_bounds__(chunk_slots)
+    chunk_counts_kernel(const std::int32_t* __restrict__ indices, std::int64_t slots, std::int64_t e,
+                        std::int64_t* __restrict__ counts, std::int64_t* __restrict__ bad) {
+  __shared__ std::int32_t chunk[chunk_slots];
+  const std::int64_t s = static_cast<std::int64_t>(blockIdx.x) * chunk_slots + threadIdx.x;
+  const std::int32_t index = s < slots ? indices[s] : 0;
+  chunk[threadIdx.x] = s < slots ? index : -1;
+  const int out_of_range = __syncthreads_count(s < slots && (index < 0 || index >= e));
+  if (threadIdx.x == 0) bad[blockIdx.x] = out_of_range;
+  for (std::int64_t ex = threadIdx.x; ex < e; ex += blockDim.x) {
+    std::int64_t c = 0;
+    for (int j = 0; j < chunk_slots; ++j) c += chunk[j] == ex;
+    counts[static_cast<std::int64_t>(blockIdx.x) * e + ex] = c;
+  }
+}
+
+/// One block: counts[c, e] becomes the rows of expert e in chunks before c; summary[0..E] the
+/// expert offsets (summary[e + 1] - summary[e] rows for e), summary[E + 1] the bad slots.
+__global__ void chunk_offsets_kernel(std::int64_t chunks, std::int64_t e, std::int64_t* __restrict__ counts,
+                                     const std::int64_t* __restrict__ bad, std::int64_t* __restrict__ totals,
+                                     std::int64_t* __restrict__ summary) {
+  for (std::int64_t ex = threadIdx.x; ex < e; ex += blockDim.x) {
+    std::int64_t running = 0;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t v = counts[c * e + ex];
+      counts[c * e + ex] = running;
+      running += v;
+    }
+    totals[ex] = running;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  std::int64_t offset = 0;
+  summary[0] = 0;
+  for (std::int64_t ex = 0; ex < e; ++ex) summary[ex + 1] = (offset += totals[ex]);
+  std::int64_t b = 0;
+  for (std::int64_t c = 0; c < chunks; ++c) b += bad[c];
+  summary[e + 1] = b;
+}
+
+/// Block c: each of its slots routed to e goes to sorted[summary[e] + counts[c, e] + (its rank
+/// among the chunk's slots of e)], and position[slot] remembers where (slots in ascending order).
+__global__ void __launch_bounds__(chunk_slots)
+    chunk_place_kernel(const std::int32_t* __restrict__ indices, std::int64_t slots, std::int64_t e,
+                       const std::int64_t* __restrict__ counts, const std::int64_t* __restrict__ summary,
+                       std::int64_t* __restrict__ sorted, std::int64_t* __restrict__ position) {
+  __shared__ std::int32_t chunk[chunk_slots];
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * chunk_slots;
+  chunk[threadIdx.x] = first + threadIdx.x < slots ? indices[first + threadIdx.x] : -1;
+  __syncthreads();
+  for (std::int64_t ex = threadIdx.x; ex < e; ex += blockDim.x) {
+    std::int64_t at = summary[ex] + counts[static_cast<std::int64_t>(blockIdx.x) * e + ex];
+    for (int j = 0; j < chunk_slots; ++j)
+      if (chunk[j] == ex) {
+        sorted[at] = first + j;
+        position[first + j] = at;
+        ++at;
+      }
+  }
+}
+
+/// Row j of rows [count, h] = y[sorted[j] / K] (W: the copy's word, S or a 16-byte vector).
+template <class W>
+__global__ void gather_rows_kernel(const W* __restrict__ y, const std::int64_t* __restrict__ sorted, std::int64_t count,
+                                   std::int64_t k, std::int64_t words, W* __restrict__ rows) {
+  for (std::int64_t j = blockIdx.x; j < count; j += gridDim.x) {
+    const W* src = y + (sorted[j] / k) * words;
+    W* dst = rows + j * words;
+    for (std::int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+/// Row j of d_o [count, h] = weights[slot] · dout[slot / K], slot = sorted[j].
+template <class S>
+__global__ void gather_scaled_kernel(const S* __restrict__ dout, const S* __restrict__ weights,
+                                     const std::int64_t* __restrict__ sorted, std::int64_t count, std::int64_t k,
+                                     std::int64_t h, S* __restrict__ rows) {
+  for (std::int64_t j = blockIdx.x; j < count; j += gridDim.x) {
+    const std::int64_t slot = sorted[j];
+    const float w = to_float(weights[slot]);
+    const S* src = dout + (slot / k) * h;
+    S* dst = rows + j * h;
+    for (std::int64_t i = threadIdx.x; i < h; i += blockDim.x) dst[i] = from_float<S>(w * to_float(src[i]));
+  }
+}
+
+/// a [count, Im] = gelu_tanh(gate) ⊙ up from gu [count, 2 Im] = [gate | up].
+template <class S>
+__global__ void gated_gelu_kernel(const float* __restrict__ gu, std::int64_t count, std::int64_t im, S* __restrict__ a) {
+  const std::int64_t n = count * im, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n; q += stride) {
+    const std::int64_t j = q / im, i = q - j * im;
+    a[q] = from_float<S>(gelu_tanh(gu[j * 2 * im + i]) * gu[j * 2 * im + im + i]);
+  }
+}
+
+/// d_gu [count, 2 Im]: d gate = da ⊙ up ⊙ gelu'(gate), d up = da ⊙ gelu(gate).
+template <class S>
+__global__ void gated_gelu_backward_kernel(const float* __restrict__ gu, const float* __restrict__ da,
+                                           std::int64_t count, std::int64_t im, S* __restrict__ dgu) {
+  const std::int64_t n = count * im, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n; q += stride) {
+    const std::int64_t j = q / im, i = q - j * im;
+    const float g = gu[j * 2 * im + i], u = gu[j * 2 * im + im + i], d = da[q];
+    dgu[j * 2 * im + i] = from_float<S>(d * u * gelu_tanh_derivative(g));
+    dgu[j * 2 * im + im + i] = from_float<S>(d * gelu_tanh(g));
+  }
+}
+
+/// Warp per row j: dweights[slot] = dout[slot / K] · o[j] (lane partial sums, the warp tree).
+template <class S>
+__global__ void slot_dot_kernel(const S* __restrict__ dout, const float* __restrict__ o,
+                                const std::int64_t* __restrict__ sorted, std::int64_t count, std::int64_t k,
+                                std::int64_t h, S* __restrict__ dweights) {
+  const int lane = threadIdx.x & 31;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * warps_per_block + (threadIdx.x >> 5);
+  if (j >= count) return;
+  const std::int64_t slot = sorted[j];
+  const S* d = dout + (slot / k) * h;
+  const float* r = o + j * h;
+  float acc = 0.f;
+  for (std::int64_t i = lane; i < h; i += 32) acc += to_float(d[i]) * r[i];
+  acc = warp_sum(acc);
+  if (lane == 0) dweights[slot] = from_float<S>(acc);
+}
+
+/// Block t: dst[t] (= or +=) Σ over its K slots in ascending sorted position of
+/// (weights ? weights[slot] : 1) · rows[position[slot]]. Dynamic shared memory: K positions and K
+/// slots in that order.
+template <class S>
+__global__ void combine_kernel(const float* __restrict__ rows, const std::int64_t* __restrict__ position,
+                               const S* __restrict__ weights, std::int64_t k, std::int64_t h, S* __restrict__ dst,
+                               bool accumulate) {
+  extern __shared__ std::int64_t order[];  // [K] positions, then [K] slots
+  const std::int64_t t = blockIdx.x;
+  for (std::int64_t s = threadIdx.x; s < k; s += blockDim.x) {
+    const std::int64_t p = position[t * k + s];
+    std::int64_t rank = 0;  // positions are distinct
+    for (std::int64_t q = 0; q < k; ++q) rank += position[t * k + q] < p;
+    order[rank] = p;
+    order[k + rank] = t * k + s;
+  }
+  __syncthreads();
+  S* out = dst + t * h;
+  for (std::int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+    float acc = accumulate ? to_float(out[i]) : 0.f;
+    for (std::int64_t r = 0; r < k; ++r) {
+      const float v = rows[order[r] * h + i];
+      acc += weights ? to_float(weights[order[k + r]]) * v : v;
+    }
+    out[i] = from_float<S>(acc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// launchers' shared steps
+
+unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65535)); }
+
+/// The slots sorted by expert, on the device, and the per-expert offsets on the host.
+struct routing {
+  std::int64_t* sorted = nullptr;    // [N K] slots in (expert, slot) order
+  std::int64_t* position = nullptr;  // [N K] where each slot went
+  std::vector<std::int64_t> offsets; // [E + 1] on the host
+};
+
+/// Scratch of the sort: counts [chunks, E], bad [chunks], totals [E], summary [E + 2].
+struct sort_scratch {
+  std::int64_t *counts = nullptr, *bad = nullptr, *totals = nullptr, *summary = nullptr;
+  void carve(scratch_plan& s, std::int64_t chunks, std::int64_t e) {
+    counts = s.take<std::int64_t>(chunks * e);
+    bad = s.take<std::int64_t>(chunks);
+    totals = s.take<std::int64_t>(e);
+    summary = s.take<std::int64_t>(e + 2);
+  }
+};
+
+/// Counting sort of the slots by expert; reads the offsets (and the out-of-range count) back,
+/// synchronising the stream, and refuses an index outside [0, E) before anything is written.
+status sort_slots(const exec_context& ctx, const char* op, const tensor& indices, std::int64_t e,
+                  const sort_scratch& s, routing& r) {
+  const cudaStream_t stream = stream_of(ctx);
+  const std::int64_t slots = indices.numel(), chunks = (slots + chunk_slots - 1) / chunk_slots;
+  chunk_counts_kernel<<<static_cast<unsigned>(chunks), chunk_slots, 0, stream>>>(indices.as<const std::int32_t>(),
+                                                                                 slots, e, s.counts, s.bad);
+  TANDEM_RETURN_IF_ERROR(launch_status(op, "chunk_counts_kernel"));
+  chunk_offsets_kernel<<<1, 1024, 0, stream>>>(chunks, e, s.counts, s.bad, s.totals, s.summary);
+  TANDEM_RETURN_IF_ERROR(launch_status(op, "chunk_offsets_kernel"));
+  std::vector<std::int64_t> summary(static_cast<std::size_t>(e + 2));
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(summary.data(), s.summary, summary.size() * sizeof(std::int64_t),
+                                    cudaMemcpyDeviceToHost, stream));
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (summary.back() != 0)
+    return require(false, op,
+                   "indices: " + std::to_string(summary.back()) + " of " + std::to_string(slots) +
+                       " values are out of range [0, " + std::to_string(e) + ")");
+  summary.pop_back();
+  r.offsets = std::move(summary);
+  chunk_place_kernel<<<static_cast<unsigned>(chunks), chunk_slots, 0, stream>>>(
+      indices.as<const std::int32_t>(), slots, e, s.counts, s.summary, r.sorted, r.position);
+  return launch_status(op, "chunk_place_kernel");
+}
+
+/// rows [count, H] = y [N, H] gathered by sorted slot, in 16-byte words when rows allow.
+template <class S>
+status gather(const exec_context& ctx, const char* op, const S* y, const std::int64_t* sorted, std::int64_t count,
+              std::int64_t k, std::int64_t h, S* rows) {
+  const cudaStream_t stream = stream_of(ctx);
+  const bool wide = (h * static_cast<std::int64_t>(sizeof(S))) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(rows) % 16 == 0;
+  if (wide) {
+    const std::int64_t words = h * static_cast<std::int64_t>(sizeof(S)) / 16;
+    gather_rows_kernel<uint4><<<row_blocks(count), 128, 0, stream>>>(reinterpret_cast<const uint4*>(y), sorted, count,
+                                                                     k, words, reinterpret_cast<uint4*>(rows));
+  } else {
+    gather_rows_kernel<S><<<row_blocks(count), 128, 0, stream>>>(y, sorted, count, k, h, rows);
+  }
+  return launch_status(op, "gather_rows_kernel");
+}
+
+/// The combine's dynamic shared memory: K positions and K slots.
+status combine_shared(const char* op, std::int64_t k, std::size_t& bytes) {
+  bytes = static_cast<std::size_t>(2 * k) * sizeof(std::int64_t);
+  return require(bytes <= 48 * 1024, op, "top_k K = " + std::to_string(k) + " is above the CUDA backend's 3072");
+}
+
+/// One GEMM per expert with rows: `make(expert, first_row, rows)` fills the operands.
+template <class Make>
+status per_expert(const exec_context& ctx, const char* op, dtype ab, dtype c_type, const routing& r, void* lt,
+                  Make&& make) {
+  for (std::size_t ex = 0; ex + 1 < r.offsets.size(); ++ex) {
+    const std::int64_t first = r.offsets[ex], rows = r.offsets[ex + 1] - first;
+    if (rows == 0) continue;
+    TANDEM_RETURN_IF_ERROR(gemm(ctx, op, ab, c_type, make(static_cast<std::int64_t>(ex), first, rows), lt));
+  }
+  return status::ok();
+}
+
+template <class S>
+constexpr dtype storage_dtype() {
+  return std::is_same_v<S, float> ? dtype::float32 : dtype::bfloat16;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// launchers
+
+status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor& y, const tensor& gate_up,
+                           const tensor& down, const tensor& weights, const tensor& indices, const tensor& out) {
+  constexpr const char* op = "moe_experts_forward";
+  TANDEM_RETURN_IF_ERROR(use_device(ctx));
+  const std::int64_t n = y.dim(0), h = y.dim(1), e = gate_up.dim(0), im = gate_up.dim(1) / 2, k = weights.dim(1);
+  if (n == 0) return status::ok();
+  const std::int64_t slots = n * k, chunks = (slots + chunk_slots - 1) / chunk_slots;
+  std::size_t combine_bytes = 0;
+  TANDEM_RETURN_IF_ERROR(combine_shared(op, k, combine_bytes));
+  return with_storage(storage, op, [&](auto zero) -> status {
+    using S = decltype(zero);
+    constexpr dtype ab = storage_dtype<S>();
+    std::byte* lt = nullptr;
+    sort_scratch ss;
+    routing r;
+    S *ys = nullptr, *a = nullptr;
+    float *gu = nullptr, *o = nullptr;
+    auto carve = [&](scratch_plan& s) {
+      lt = s.take<std::byte>(gemm_workspace_bytes);
+      ss.carve(s, chunks, e);
+      r.sorted = s.take<std::int64_t>(slots);
+      r.position = s.take<std::int64_t>(slots);
+      ys = s.take<S>(slots * h);
+      gu = s.take<float>(slots * 2 * im);
+      a = s.take<S>(slots * im);
+      o = s.take<float>(slots * h);
+    };
+    scratch_plan sizing;
+    carve(sizing);
+    auto scratch = op_scratch::get(ctx, op, sizing.bytes());
+    if (!scratch) return scratch.error();
+    scratch_plan plan(scratch->data());
+    carve(plan);
+    const cudaStream_t stream = stream_of(ctx);
+    TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
+    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
+    const S* gate_up_p = gate_up.as<const S>();
+    const S* down_p = down.as<const S>();
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                              std::int64_t rows) {
+      gemm_operands g;  // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
+      g.transpose_b = true;
+      g.m = rows, g.n = 2 * im, g.k = h;
+      g.a = ys + first * h, g.lda = h;
+      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
+      g.c = gu + first * 2 * im, g.ldc = 2 * im;
+      return g;
+    }));
+    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, slots, im, a);
+    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_kernel"));
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                              std::int64_t rows) {
+      gemm_operands g;  // o [rows, H] = a [rows, Im] · down[e]ᵀ
+      g.transpose_b = true;
+      g.m = rows, g.n = h, g.k = im;
+      g.a = a + first * im, g.lda = im;
+      g.b = down_p + ex * h * im, g.ldb = im;
+      g.c = o + first * h, g.ldc = h;
+      return g;
+    }));
+    combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
+        o, r.position, weights.as<const S>(), k, h, out.as<S>(), false);
+    return launch_status(op, "combine_kernel");
+  });
+}
+
+status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor& y, const tensor& gate_up,
+                            const tensor& down, const tensor& weights, const tensor& indices, const tensor& dout,
+                            const tensor& dy, const tensor& dgate_up, const tensor& ddown, const tensor& dweights,
+                            bool accumulate_dy) {
+  constexpr const char* op = "moe_experts_backward";
+  TANDEM_RETURN_IF_ERROR(use_device(ctx));
+  const std::int64_t n = y.dim(0), h = y.dim(1), e = gate_up.dim(0), im = gate_up.dim(1) / 2, k = weights.dim(1);
+  if (n == 0) return status::ok();
+  const bool need_do = !ddown.empty() || !dgate_up.empty() || !dy.empty();
+  const bool need_dgu = !dgate_up.empty() || !dy.empty();
+  if (!need_do && dweights.empty()) return status::ok();
+  const std::int64_t slots = n * k, chunks = (slots + chunk_slots - 1) / chunk_slots;
+  std::size_t combine_bytes = 0;
+  TANDEM_RETURN_IF_ERROR(combine_shared(op, k, combine_bytes));
+  return with_storage(storage, op, [&](auto zero) -> status {
+    using S = decltype(zero);
+    constexpr dtype ab = storage_dtype<S>();
+    std::byte* lt = nullptr;
+    sort_scratch ss;
+    routing r;
+    S *ys = nullptr, *a = nullptr, *d_o = nullptr, *dgu = nullptr;
+    float *gu = nullptr, *rows_h = nullptr, *da = nullptr;  // rows_h: o, then d y per row
+    auto carve = [&](scratch_plan& s) {
+      lt = s.take<std::byte>(gemm_workspace_bytes);
+      ss.carve(s, chunks, e);
+      r.sorted = s.take<std::int64_t>(slots);
+      r.position = s.take<std::int64_t>(slots);
+      ys = s.take<S>(slots * h);
+      gu = s.take<float>(slots * 2 * im);
+      a = s.take<S>(slots * im);
+      if (!dweights.empty() || !dy.empty()) rows_h = s.take<float>(slots * h);
+      if (need_do) d_o = s.take<S>(slots * h);
+      if (need_dgu) {
+        da = s.take<float>(slots * im);
+        dgu = s.take<S>(slots * 2 * im);
+      }
+    };
+    scratch_plan sizing;
+    carve(sizing);
+    auto scratch = op_scratch::get(ctx, op, sizing.bytes());
+    if (!scratch) return scratch.error();
+    scratch_plan plan(scratch->data());
+    carve(plan);
+    const cudaStream_t stream = stream_of(ctx);
+    const S* gate_up_p = gate_up.as<const S>();
+    const S* down_p = down.as<const S>();
+    TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
+    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                              std::int64_t rows) {
+      gemm_operands g;  // gu [rows, 2 Im] = y_e · gate_up[e]ᵀ
+      g.transpose_b = true;
+      g.m = rows, g.n = 2 * im, g.k = h;
+      g.a = ys + first * h, g.lda = h;
+      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
+      g.c = gu + first * 2 * im, g.ldc = 2 * im;
+      return g;
+    }));
+    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, slots, im, a);
+    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_kernel"));
+    if (!dweights.empty()) {  // dweights[slot] = dout[t] · o_e(y[t])
+      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                                std::int64_t rows) {
+        gemm_operands g;  // o [rows, H] = a · down[e]ᵀ
+        g.transpose_b = true;
+        g.m = rows, g.n = h, g.k = im;
+        g.a = a + first * im, g.lda = im;
+        g.b = down_p + ex * h * im, g.ldb = im;
+        g.c = rows_h + first * h, g.ldc = h;
+        return g;
+      }));
+      slot_dot_kernel<S><<<static_cast<unsigned>((slots + warps_per_block - 1) / warps_per_block), warps_per_block * 32,
+                           0, stream>>>(dout.as<const S>(), rows_h, r.sorted, slots, k, h, dweights.as<S>());
+      TANDEM_RETURN_IF_ERROR(launch_status(op, "slot_dot_kernel"));
+    }
+    if (!need_do) return status::ok();
+    gather_scaled_kernel<S><<<row_blocks(slots), 128, 0, stream>>>(dout.as<const S>(), weights.as<const S>(), r.sorted,
+                                                                   slots, k, h, d_o);
+    TANDEM_RETURN_IF_ERROR(launch_status(op, "gather_scaled_kernel"));
+    if (!ddown.empty()) {
+      S* ddown_p = ddown.as<S>();
+      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                    std::int64_t rows) {
+        gemm_operands g;  // ddown[e] [H, Im] += d_oᵀ [H, rows] · a [rows, Im]
+        g.transpose_a = true;
+        g.m = h, g.n = im, g.k = rows;
+        g.a = d_o + first * h, g.lda = h;
+        g.b = a + first * im, g.ldb = im;
+        g.c = ddown_p + ex * h * im, g.ldc = im;
+        g.accumulate = true;
+        return g;
+      }));
+    }
+    if (!need_dgu) return status::ok();
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                              std::int64_t rows) {
+      gemm_operands g;  // da [rows, Im] = d_o [rows, H] · down[e] [H, Im]
+      g.m = rows, g.n = im, g.k = h;
+      g.a = d_o + first * h, g.lda = h;
+      g.b = down_p + ex * h * im, g.ldb = im;
+      g.c = da + first * im, g.ldc = im;
+      return g;
+    }));
+    gated_gelu_backward_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, da, slots, im, dgu);
+    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_backward_kernel"));
+    if (!dgate_up.empty()) {
+      S* dgate_up_p = dgate_up.as<S>();
+      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                    std::int64_t rows) {
+        gemm_operands g;  // dgate_up[e] [2 Im, H] += d_guᵀ [2 Im, rows] · y_e [rows, H]
+        g.transpose_a = true;
+        g.m = 2 * im, g.n = h, g.k = rows;
+        g.a = dgu + first * 2 * im, g.lda = 2 * im;
+        g.b = ys + first * h, g.ldb = h;
+        g.c = dgate_up_p + ex * 2 * im * h, g.ldc = h;
+        g.accumulate = true;
+        return g;
+      }));
+    }
+    if (dy.empty()) return status::ok();
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
+                                                                              std::int64_t rows) {
+      gemm_operands g;  // d y_e [rows, H] = d_gu [rows, 2 Im] · gate_up[e] [2 Im, H]
+      g.m = rows, g.n = h, g.k = 2 * im;
+      g.a = dgu + first * 2 * im, g.lda = 2 * im;
+      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
+      g.c = rows_h + first * h, g.ldc = h;
+      return g;
+    }));
+    combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
+        rows_h, r.position, static_cast<const S*>(nullptr), k, h, dy.as<S>(), accumulate_dy);
+    return launch_status(op, "combine_kernel");
+  });
+}
+
+}  // namespace tandem::gpu::ops::cuda

@@ -1,0 +1,188 @@
+// Sampling on CUDA: one block per row runs filter_row (token_filter.cuh), then the inverse CDF
+// over the kept tokens in ascending id order: each warp owns a contiguous segment of ids, sums
+// its probabilities e_j / S (double, a warp scan per 32 ids), the segment offsets are added in
+// warp order, and every warp looks for its first token with u < c in a second walk; the lowest
+// such id wins (the last kept token when rounding leaves c below u everywhere).
+#include "gpu/ops/cuda/sampling.h"
+
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/cuda/launch.h"
+#include "gpu/ops/cuda/token_filter.cuh"
+#include "gpu/ops/op_check.h"
+#include "gpu/ops/scratch.h"
+
+namespace tandem::gpu::ops::cuda {
+namespace {
+
+using filter::row_threads;
+using filter::row_warps;
+
+// ---------------------------------------------------------------------------------------------
+// kernels
+
+__device__ __forceinline__ double warp_inclusive_d(double v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const double t = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += t;
+  }
+  return v;
+}
+
+/// The token of the inverse CDF at u over the kept set of sh.row, ascending ids: c_j = (offset of
+/// j's warp segment) + (running sum within the segment), the first j with u < c_j.
+template <class S>
+__device__ std::int64_t draw(const S* x, std::int64_t v, double u, filter::scratch& sh) {
+  const filter::row_state& row = sh.row;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t seg = ((v + row_warps - 1) / row_warps + 31) / 32 * 32;
+  const std::int64_t begin = warp * seg, end = begin + seg < v ? begin + seg : v;
+  auto probability = [&](std::int64_t j, bool& kept) {
+    kept = false;
+    if (j >= end) return 0.0;
+    const float xv = to_float(x[j]);
+    kept = filter::is_kept(row, filter::rank_key(xv), j);
+    return kept ? static_cast<double>(filter::token_weight(row, xv)) / row.sum : 0.0;
+  };
+  double run = 0.0;
+  std::int64_t last = -1;
+  for (std::int64_t base = begin; base < end; base += 32) {
+    bool kept;
+    const double incl = warp_inclusive_d(probability(base + lane, kept));
+    run += __shfl_sync(0xffffffffu, incl, 31);
+    if (kept) last = base + lane;
+  }
+  const unsigned long long last_code = static_cast<unsigned long long>(last + 1);
+  unsigned long long best = last_code;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long o = __shfl_xor_sync(0xffffffffu, best, offset);
+    best = o > best ? o : best;
+  }
+  if (lane == 0) {
+    sh.red_d[warp] = run;
+    sh.red_u[warp] = best;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double acc = 0.0;
+    unsigned long long last_kept = 0;
+    for (int w = 0; w < row_warps; ++w) {
+      const double total = sh.red_d[w];
+      sh.red_d[w] = acc;
+      acc += total;
+      last_kept = sh.red_u[w] > last_kept ? sh.red_u[w] : last_kept;
+    }
+    sh.found = static_cast<std::int32_t>(last_kept) - 1;
+  }
+  __syncthreads();
+  const double offset = sh.red_d[warp];
+  run = 0.0;
+  std::int64_t first = LLONG_MAX;
+  for (std::int64_t base = begin; base < end; base += 32) {
+    bool kept;
+    const double incl = warp_inclusive_d(probability(base + lane, kept));
+    const unsigned hit = __ballot_sync(0xffffffffu, kept && u < offset + (run + incl));
+    if (hit) {
+      first = base + __ffs(hit) - 1;
+      break;
+    }
+    run += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  if (lane == 0) sh.red_u[warp] = static_cast<unsigned long long>(first);
+  __syncthreads();
+  std::int64_t token = sh.found;
+  for (int w = 0; w < row_warps; ++w) {
+    const auto f = static_cast<std::int64_t>(sh.red_u[w]);
+    if (f != LLONG_MAX) {
+      token = f;
+      break;
+    }
+  }
+  __syncthreads();
+  return token;
+}
+
+/// Block r: tokens[r] drawn from row r's filtered distribution (greedy: its first-ranked token),
+/// logprobs[r] its logprob there.
+template <class S, class O>
+__global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __restrict__ logits, std::int64_t v,
+                                                                  filter::params p, bool greedy,
+                                                                  const rng_coordinates* __restrict__ coordinates,
+                                                                  std::int32_t* __restrict__ tokens,
+                                                                  O* __restrict__ logprobs) {
+  __shared__ filter::scratch sh;
+  extern __shared__ __align__(16) unsigned char dyn[];
+  const std::int64_t r = blockIdx.x;
+  const S* x = logits + r * v;
+  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false);
+  if (!sh.row.finite) {
+    if (threadIdx.x == 0) {
+      tokens[r] = -1;
+      logprobs[r] = filter::from_double<O>(NAN);
+    }
+    return;
+  }
+  std::int64_t token = sh.row.argmax;
+  if (!greedy) {
+    const double u = static_cast<double>(uniform_float(random_words(coordinates[r])[0]));
+    token = draw(x, v, u, sh);
+  }
+  if (threadIdx.x == 0) {
+    tokens[r] = static_cast<std::int32_t>(token);
+    logprobs[r] = filter::from_double<O>(filter::token_logprob(sh.row, to_float(x[token]), token));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// launchers
+
+status sampling_forward(const exec_context& ctx, dtype storage, const tensor& logits, const sampling_params& params,
+                        std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs) {
+  constexpr const char* op = "sampling_forward";
+  TANDEM_RETURN_IF_ERROR(use_device(ctx));
+  const std::int64_t rows = logits.dim(0), v = logits.dim(1);
+  if (rows == 0) return status::ok();
+  const bool greedy = params.temperature == 0.0;
+  sampling_params filtered = params;
+  if (greedy) filtered.temperature = 1.0;  // greedy rows report their logprob at T = 1
+  const filter::params p = filter::make_params(filtered, v);
+  const std::size_t bytes = filter::dynamic_bytes(p.use_k, p.use_p);
+  const cudaStream_t stream = stream_of(ctx);
+  const rng_coordinates* device_coordinates = nullptr;
+  op_scratch scratch_span;
+  if (!greedy) {
+    auto scratch = op_scratch::get(ctx, op, coordinates.size_bytes());
+    if (!scratch) return scratch.error();
+    scratch_span = *scratch;
+    // From a pageable copy: the asynchronous copy has taken the bytes when it returns, whatever
+    // memory the caller's span lives in.
+    const std::vector<rng_coordinates> pageable(coordinates.begin(), coordinates.end());
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(scratch_span.data(), pageable.data(), coordinates.size_bytes(),
+                                      cudaMemcpyHostToDevice, stream));
+    device_coordinates = reinterpret_cast<const rng_coordinates*>(scratch_span.data());
+  }
+  return with_storage(storage, op, [&](auto zero) -> status {
+    using S = decltype(zero);
+    auto launch = [&](auto out_zero) -> status {
+      using O = decltype(out_zero);
+      auto* kernel = &sampling_kernel<S, O>;
+      TANDEM_RETURN_IF_ERROR(filter::allow_dynamic_shared(kernel, bytes));
+      kernel<<<static_cast<unsigned>(rows), row_threads, bytes, stream>>>(logits.as<const S>(), v, p, greedy,
+                                                                          device_coordinates,
+                                                                          tokens.as<std::int32_t>(), logprobs.as<O>());
+      return launch_status(op, "sampling_kernel");
+    };
+    if (logprobs.type() == dtype::float32) return launch(float{});
+    return launch(S{});
+  });
+}
+
+}  // namespace tandem::gpu::ops::cuda

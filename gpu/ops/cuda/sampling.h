@@ -1,0 +1,28 @@
+// CUDA kernel of sampling (gpu/ops/sampling.h): logits float32 or bfloat16 (`storage`), one block
+// per row through the filter of token_filter.cuh, the code the CUDA scorer uses, so a sampled
+// token's logprob is bit for bit what the CUDA logprobs_forward gives it (same dtype). The draw
+// uses philox.h's uniform of each row's coordinates, computed on the device. The coordinates are
+// copied to the workspace with an asynchronous copy from host memory (the span may be reused once
+// the call returns); nothing synchronises.
+//
+// Dtypes: logprobs is the logits' dtype or float32. A row holding a non-finite logit is not
+// refused (the host cannot see it without a synchronisation): its token is -1 and its logprob NaN.
+#pragma once
+
+#include <span>
+
+#include "gpu/core/dtype.h"
+#include "gpu/core/exec_context.h"
+#include "gpu/core/philox.h"
+#include "gpu/core/status.h"
+#include "gpu/core/tensor.h"
+#include "gpu/ops/logprobs.h"
+
+namespace tandem::gpu::ops::cuda {
+
+/// logits [rows, V] (storage), coordinates: rows entries in host memory, tokens I32 [rows],
+/// logprobs [rows]. Needs a workspace.
+status sampling_forward(const exec_context& ctx, dtype storage, const tensor& logits, const sampling_params& params,
+                        std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs);
+
+}  // namespace tandem::gpu::ops::cuda

@@ -1,0 +1,502 @@
+// Temperature, top-k and top-p of one row of logits on CUDA (the definition in gpu/ops/logprobs.h,
+// sampling_params), one block of row_threads per row: the one device implementation that the
+// CUDA scorer (logprobs.cu) and the CUDA sampler (sampling.cu) both call, so a sampled token's
+// logprob and its score are the same bits (nvcc only).
+//
+// The ranking is that of a 32-bit order key of each logit (larger key = larger logit, -0 and +0
+// one key), ties broken by the lower id. A ranking prefix (the top-k set K, the top-p set P) is
+// found without sorting: the first token in ranking order whose inclusive weight reaches a
+// target (weight 1 for top-k: the k-th token; for top-p the mass e_j in 2^-F fixed point, so
+// every sum is an exact integer, independent of the order the block adds it in) is located by
+// three histogram passes over the key's digits (13, 10 and 9 bits, shared-memory integer
+// atomics, warp-aggregated when a warp hits one bin), then among equal keys by id. Sums of e_j
+// (S, the entropy) are float32 exponentials accumulated in double by a fixed block tree.
+// Traversal: thread t holds chunks t, t + blockDim, ... of 16 bytes of the row whether or not
+// the row is 16-byte aligned (vector loads when it is), so every sum has one order per shape.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "gpu/core/cuda/check.h"
+#include "gpu/core/status.h"
+#include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/logprobs.h"
+
+namespace tandem::gpu::ops::cuda::filter {
+
+constexpr int row_threads = 512;
+constexpr int row_warps = row_threads / 32;
+
+/// The histogram levels: digit bits and shift of the key per pass (13 + 10 + 9 = 32).
+__host__ __device__ constexpr int level_bits(int level) { return level == 0 ? 13 : level == 1 ? 10 : 9; }
+__host__ __device__ constexpr int level_shift(int level) { return level == 0 ? 19 : level == 1 ? 9 : 0; }
+constexpr int max_bins = 1 << 13;
+
+/// Dynamic shared memory a filter kernel needs: none without top-k / top-p, the count and id
+/// bins with top-k, and the mass bins too with top-p.
+inline std::size_t dynamic_bytes(bool use_k, bool use_p) {
+  if (!use_k && !use_p) return 0;
+  return (use_p ? max_bins * sizeof(unsigned long long) : 0) + max_bins * sizeof(std::uint32_t) +
+         (1 << level_bits(2)) * sizeof(std::uint32_t);
+}
+
+/// The sampling parameters as the kernels read them.
+struct params {
+  float temperature = 1.f;      ///< T in float32 (the scaled logits)
+  double temperature_d = 1.0;   ///< T as given (the gradient's 1 / T)
+  std::int32_t top_k = 0;
+  double top_p = 1.0;
+  bool use_k = false, use_p = false;
+};
+
+/// One row's filtered distribution, block-uniform (shared memory). The kept set P is a ranking
+/// prefix, stored as its last token (cut_key, cut_id).
+struct row_state {
+  float temperature;
+  float x_max;           ///< the row's largest logit
+  std::int32_t argmax;   ///< the first-ranked token
+  bool finite;           ///< every logit is finite (else nothing else is filled)
+  bool all_kept;         ///< P = every token
+  std::uint32_t cut_key;
+  std::int32_t cut_id;
+  double sum;            ///< S = sum_{j in P} e_j
+  double log_sum;        ///< log(S)
+  double weighted;       ///< sum_{j in P} e_j d_j (only when asked for)
+};
+
+/// Block-shared scratch of the filter (static shared memory of the kernel).
+struct scratch {
+  row_state row;
+  double red_d[32];
+  unsigned long long red_u[32];
+  std::int32_t red_i[32];
+  std::uint32_t prefix;            ///< key digits chosen so far
+  unsigned long long w_above;      ///< weight of the eligible tokens ranked before the current bin
+  unsigned long long target;       ///< the weight the prefix must reach
+  unsigned long long next_above;   ///< w_above of the crossing bin, before it is taken over
+  std::uint32_t chosen;            ///< the digit of the crossing bin
+  std::uint32_t chosen_minid;      ///< the lowest id in the last level's crossing bin
+  std::int32_t tie_warp;
+  unsigned long long tie_rank;
+  std::int32_t found;
+};
+
+/// The dynamic shared bins.
+struct bins {
+  unsigned long long* mass;  ///< null without top-p
+  std::uint32_t* count;
+  std::uint32_t* minid;
+};
+
+__device__ __forceinline__ bins carve(unsigned char* dyn, bool use_p) {
+  bins b;
+  b.mass = use_p ? reinterpret_cast<unsigned long long*>(dyn) : nullptr;
+  unsigned char* p = dyn + (use_p ? max_bins * sizeof(unsigned long long) : 0);
+  b.count = reinterpret_cast<std::uint32_t*>(p);
+  b.minid = b.count + max_bins;
+  return b;
+}
+
+/// Lets `kernel` take `bytes` of dynamic shared memory (past the default 48 KiB).
+template <class Kernel>
+status allow_dynamic_shared(Kernel kernel, std::size_t bytes) {
+  if (bytes > 48 * 1024)
+    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  return status::ok();
+}
+
+/// The kernels' view of `p` for rows of v logits.
+inline params make_params(const sampling_params& p, std::int64_t v) {
+  params k;
+  k.temperature = static_cast<float>(p.temperature);
+  k.temperature_d = p.temperature;
+  k.top_k = p.top_k;
+  k.top_p = p.top_p;
+  k.use_k = p.top_k > 0 && p.top_k < v;
+  k.use_p = p.top_p < 1.0;
+  return k;
+}
+
+/// A double rounded once to the storage type (nearest even).
+template <class O>
+__device__ __forceinline__ O from_double(double v);
+template <>
+__device__ __forceinline__ float from_double<float>(double v) { return __double2float_rn(v); }
+template <>
+__device__ __forceinline__ bf16 from_double<bf16>(double v) { return __double2bfloat16(v); }
+
+// ---------------------------------------------------------------------------------------------
+// keys, weights, block reductions
+
+/// Order key of a finite logit: a > b as floats iff key(a) > key(b); -0 and +0 share a key.
+__device__ __forceinline__ std::uint32_t rank_key(float x) {
+  const std::uint32_t u = __float_as_uint(x == 0.f ? 0.f : x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/// The logit of a key (+0 for zero).
+__device__ __forceinline__ float key_value(std::uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+
+/// d = (x - x_max) / T in float32.
+__device__ __forceinline__ float scaled_logit(const row_state& row, float x) { return (x - row.x_max) / row.temperature; }
+
+/// e = exp(d): the unnormalised probability entering S.
+__device__ __forceinline__ float token_weight(const row_state& row, float x) { return expf(scaled_logit(row, x)); }
+
+/// Whether the token of key `key` and id j is in P.
+__device__ __forceinline__ bool is_kept(const row_state& row, std::uint32_t key, std::int64_t j) {
+  return row.all_kept || key > row.cut_key || (key == row.cut_key && j <= row.cut_id);
+}
+
+/// logprob_j = d_j - log(S) in double for j in P, -infinity otherwise (the scorer and the sampler
+/// round this same value).
+__device__ __forceinline__ double token_logprob(const row_state& row, float x, std::int64_t j) {
+  if (!is_kept(row, rank_key(x), j)) return -INFINITY;
+  return static_cast<double>(scaled_logit(row, x)) - row.log_sum;
+}
+
+__device__ __forceinline__ double block_sum_d(double v, double* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  double total = lane < row_warps ? shared[lane] : 0.0;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) total += __shfl_xor_sync(0xffffffffu, total, offset);
+  __syncthreads();
+  return total;
+}
+
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ unsigned long long block_max_u64(unsigned long long v, unsigned long long* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = o > v ? o : v;
+  }
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  unsigned long long m = lane < row_warps ? shared[lane] : 0ull;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long o = __shfl_xor_sync(0xffffffffu, m, offset);
+    m = o > m ? o : m;
+  }
+  __syncthreads();
+  return m;
+}
+
+/// Exclusive prefix sum over thread order; `total` gets the block's sum. Integer: exact.
+__device__ __forceinline__ unsigned long long block_exclusive_u64(unsigned long long v, unsigned long long* shared,
+                                                                  unsigned long long& total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  unsigned long long incl = v;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const unsigned long long t = __shfl_up_sync(0xffffffffu, incl, offset);
+    if (lane >= offset) incl += t;
+  }
+  if (lane == 31) shared[warp] = incl;
+  __syncthreads();
+  unsigned long long before = 0, all = 0;
+  for (int w = 0; w < row_warps; ++w) {
+    before += w < warp ? shared[w] : 0ull;
+    all += shared[w];
+  }
+  __syncthreads();
+  total = all;
+  return before + incl - v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the row traversal
+
+/// f(std::integral_constant<int, k>) for k = 0 .. n-1, unrolled at compile time (constant
+/// indices keep the element arrays in registers).
+template <int... k, class F>
+__device__ __forceinline__ void unrolled(std::integer_sequence<int, k...>, F&& f) {
+  (f(std::integral_constant<int, k>{}), ...);
+}
+
+/// Calls f(j, x_j, valid) for the row's elements, thread t taking 16-byte chunks t, t + blockDim,
+/// ... in order; every lane of a warp makes the same calls (valid false past the end), so f may
+/// use warp intrinsics over the full mask.
+
+template <class S, class F>
+__device__ __forceinline__ void row_loop(const S* row, std::int64_t v, F&& f) {
+  constexpr int n = 16 / sizeof(S);
+  const std::int64_t chunks = (v + n - 1) / n;
+  const bool vec = reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && v % n == 0;
+  const int lane = threadIdx.x & 31;
+  for (std::int64_t c = threadIdx.x; c - lane < chunks; c += blockDim.x) {
+    const bool in = c < chunks;
+    float xs[n];
+    if (vec) {
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (in) raw = __ldg(reinterpret_cast<const uint4*>(row) + c);
+      const S* e = reinterpret_cast<const S*>(&raw);
+      unrolled(std::make_integer_sequence<int, n>{}, [&](auto k) { xs[k] = to_float(e[k]); });
+    } else {
+      unrolled(std::make_integer_sequence<int, n>{}, [&](auto k) {
+        const std::int64_t j = c * n + k;
+        xs[k] = in && j < v ? to_float(row[j]) : 0.f;
+      });
+    }
+    unrolled(std::make_integer_sequence<int, n>{}, [&](auto k) {
+      const std::int64_t j = c * n + k;
+      f(j, xs[k], in && j < v);
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the selection of a ranking prefix
+
+/// Fixed-point bits of a top-p mass: V tokens of at most 2^F each sum below 2^62.
+__device__ __forceinline__ int mass_bits(std::int64_t v) {
+  int log2v = 0;
+  while ((std::int64_t{1} << log2v) < v) ++log2v;
+  return 62 - log2v;
+}
+
+__device__ __forceinline__ unsigned long long mass_of(float e, float scale) { return __float2ull_rn(e * scale); }
+
+/// Finds the cut of the ranking prefix over the tokens `eligible(key, j)` accepts: the first token
+/// t in ranking order whose inclusive weight reaches the target. Weight 1 and target `count` (the
+/// count-th eligible token), or (use_mass) the fixed-point mass and target ceil(top_p * total
+/// eligible mass), i.e. the last token kept by "the mass ranked before it is < top_p * total".
+/// Writes sh.row.cut_key / cut_id; every thread returns after a barrier.
+template <class S, class Eligible>
+__device__ void select_cut(const S* x, std::int64_t v, bins b, scratch& sh, Eligible eligible, bool use_mass,
+                           unsigned long long count, double top_p) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int fbits = mass_bits(v);
+  const float scale = __int_as_float((127 + fbits) << 23);  // 2^fbits, exact
+  if (tid == 0) {
+    sh.prefix = 0;
+    sh.w_above = 0;
+    sh.target = count;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (int level = 0; level < 3; ++level) {
+    const int bits = level_bits(level), shift = level_shift(level), nb = 1 << bits;
+    for (int i = tid; i < nb; i += blockDim.x) {
+      b.count[i] = 0;
+      if (use_mass) b.mass[i] = 0;
+      if (level == 2) b.minid[i] = 0xffffffffu;
+    }
+    __syncthreads();
+    const std::uint32_t prefix = sh.prefix;
+    const row_state& row = sh.row;
+    row_loop(x, v, [&](std::int64_t j, float xv, bool valid) {
+      const std::uint32_t key = rank_key(xv);
+      const bool act = valid && (level == 0 || (key >> (shift + bits)) == prefix) && eligible(key, j);
+      const std::uint32_t digit = (key >> shift) & static_cast<std::uint32_t>(nb - 1);
+      const unsigned long long q = use_mass && act ? mass_of(token_weight(row, xv), scale) : 0ull;
+      const unsigned active = __ballot_sync(0xffffffffu, act);
+      if (active == 0) return;
+      const int leader = __ffs(active) - 1;
+      const std::uint32_t d0 = __shfl_sync(0xffffffffu, digit, leader);
+      if (__all_sync(0xffffffffu, !act || digit == d0)) {
+        const unsigned long long qs = use_mass ? warp_sum_u64(q) : 0ull;
+        if (lane == leader) {  // the lowest active lane holds the lowest id
+          atomicAdd(&b.count[d0], static_cast<std::uint32_t>(__popc(active)));
+          if (use_mass) atomicAdd(&b.mass[d0], qs);
+          if (level == 2) atomicMin(&b.minid[d0], static_cast<std::uint32_t>(j));
+        }
+      } else if (act) {
+        atomicAdd(&b.count[digit], 1u);
+        if (use_mass) atomicAdd(&b.mass[digit], q);
+        if (level == 2) atomicMin(&b.minid[digit], static_cast<std::uint32_t>(j));
+      }
+    });
+    __syncthreads();
+    // The crossing bin, bins taken from the top digit down: thread t holds bins nb-1-t*per ...
+    const int per = (nb + row_threads - 1) / row_threads;
+    auto weight = [&](int bin) -> unsigned long long {
+      return use_mass ? b.mass[bin] : static_cast<unsigned long long>(b.count[bin]);
+    };
+    unsigned long long local = 0;
+    for (int i = 0; i < per; ++i) {
+      const int bin = nb - 1 - (tid * per + i);
+      if (bin >= 0) local += weight(bin);
+    }
+    unsigned long long total = 0;
+    const unsigned long long before = block_exclusive_u64(local, sh.red_u, total);
+    unsigned long long target = sh.target;
+    if (level == 0 && use_mass) {
+      const double t = ceil(top_p * static_cast<double>(total));
+      target = t < 1.0 ? 1ull : static_cast<unsigned long long>(t);
+      if (target > total) target = total;
+    }
+    const unsigned long long above = sh.w_above;
+    if (above + before < target && above + before + local >= target) {
+      unsigned long long acc = above + before;
+      for (int i = 0; i < per; ++i) {
+        const int bin = nb - 1 - (tid * per + i);
+        if (bin < 0) break;
+        const unsigned long long w = weight(bin);
+        if (acc + w >= target) {
+          sh.chosen = static_cast<std::uint32_t>(bin);
+          sh.next_above = acc;
+          if (level == 2) sh.chosen_minid = b.minid[bin];
+          break;
+        }
+        acc += w;
+      }
+    }
+    __syncthreads();
+    if (tid == 0) {
+      sh.prefix = (prefix << bits) | sh.chosen;
+      sh.w_above = sh.next_above;
+      sh.target = target;
+    }
+    __syncthreads();
+  }
+  // The key is fixed; among its eligible tokens (equal weights w), in id order, the n-th reaches
+  // the target: n = ceil((target - above) / w).
+  const std::uint32_t cut_key = sh.prefix;
+  unsigned long long w = 1;
+  if (use_mass) w = mass_of(token_weight(sh.row, key_value(cut_key)), scale);
+  const unsigned long long need = (sh.target - sh.w_above + w - 1) / w;
+  if (need <= 1) {
+    if (tid == 0) {
+      sh.row.cut_key = cut_key;
+      sh.row.cut_id = static_cast<std::int32_t>(sh.chosen_minid);
+    }
+    __syncthreads();
+    return;
+  }
+  // Ties: count them per warp over contiguous id segments, then the warp holding the need-th
+  // walks its segment again.
+  const int warp = tid >> 5;
+  const std::int64_t seg = (v + row_warps - 1) / row_warps;
+  const std::int64_t begin = warp * seg, end = begin + seg < v ? begin + seg : v;
+  auto tie = [&](std::int64_t j) {
+    if (j >= end) return false;
+    const std::uint32_t key = rank_key(to_float(x[j]));
+    return key == cut_key && eligible(key, j);
+  };
+  unsigned long long ties = 0;
+  for (std::int64_t base = begin; base < end; base += 32) ties += __popc(__ballot_sync(0xffffffffu, tie(base + lane)));
+  if (lane == 0) sh.red_u[warp] = ties;
+  __syncthreads();
+  if (tid == 0) {
+    unsigned long long acc = 0;
+    sh.tie_warp = row_warps - 1;
+    sh.tie_rank = 1;
+    for (int w2 = 0; w2 < row_warps; ++w2) {
+      if (acc + sh.red_u[w2] >= need) {
+        sh.tie_warp = w2;
+        sh.tie_rank = need - acc;
+        break;
+      }
+      acc += sh.red_u[w2];
+    }
+    sh.row.cut_key = cut_key;
+    sh.row.cut_id = static_cast<std::int32_t>(sh.chosen_minid);
+  }
+  __syncthreads();
+  if (warp == sh.tie_warp) {
+    unsigned long long acc = 0;
+    const unsigned long long rank = sh.tie_rank;
+    for (std::int64_t base = begin; base < end; base += 32) {
+      unsigned bal = __ballot_sync(0xffffffffu, tie(base + lane));
+      const unsigned c = __popc(bal);
+      if (acc + c >= rank) {
+        for (unsigned long long r = acc + 1; r < rank; ++r) bal &= bal - 1;
+        if (lane == 0) sh.row.cut_id = static_cast<std::int32_t>(base + __ffs(bal) - 1);
+        break;
+      }
+      acc += c;
+    }
+  }
+  __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// the filter
+
+/// Fills sh.row for row x[0..v) (the steps of sampling_params): the maximum and first-ranked
+/// token, the top-k cut, the top-p cut, S and log S, and with `weighted` sum_P e_j d_j. Every
+/// thread returns after a barrier; when a logit is not finite only sh.row.finite (false) is set.
+template <class S>
+__device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, scratch& sh, bool weighted) {
+  const int tid = threadIdx.x;
+  // 1. The maximum and the first-ranked token: the largest (key, -id).
+  unsigned long long best = 0;
+  bool finite = true;
+  row_loop(x, v, [&](std::int64_t j, float xv, bool valid) {
+    if (!valid) return;
+    finite = finite && isfinite(xv);
+    const unsigned long long c =
+        (static_cast<unsigned long long>(rank_key(xv)) << 32) | (0xffffffffu - static_cast<std::uint32_t>(j));
+    best = c > best ? c : best;
+  });
+  finite = __syncthreads_and(finite) != 0;
+  best = block_max_u64(best, sh.red_u);
+  if (tid == 0) {
+    sh.row.temperature = p.temperature;
+    sh.row.finite = finite;
+    sh.row.x_max = key_value(static_cast<std::uint32_t>(best >> 32));
+    sh.row.argmax = static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(best));
+    sh.row.all_kept = true;
+    sh.row.cut_key = 0;
+    sh.row.cut_id = 0;
+  }
+  __syncthreads();
+  if (!finite) return;
+  // 2. Top-k: the top_k-th ranked token.
+  if (p.use_k) {
+    select_cut(x, v, b, sh, [](std::uint32_t, std::int64_t) { return true; }, false,
+               static_cast<unsigned long long>(p.top_k), 1.0);
+    if (tid == 0) sh.row.all_kept = false;
+    __syncthreads();
+  }
+  // 3. Top-p over K: the eligible tokens are those top-k keeps (all without top-k).
+  if (p.use_p) {
+    const bool all = sh.row.all_kept;
+    const std::uint32_t k_key = sh.row.cut_key;
+    const std::int32_t k_id = sh.row.cut_id;
+    select_cut(x, v, b, sh,
+               [=](std::uint32_t key, std::int64_t j) { return all || key > k_key || (key == k_key && j <= k_id); },
+               true, 0, p.top_p);
+    if (tid == 0) sh.row.all_kept = false;
+    __syncthreads();
+  }
+  // 4. S (and sum e_j d_j) over P.
+  double sum = 0.0, wsum = 0.0;
+  const row_state& row = sh.row;
+  row_loop(x, v, [&](std::int64_t j, float xv, bool valid) {
+    if (!valid || !is_kept(row, rank_key(xv), j)) return;
+    const float d = scaled_logit(row, xv);
+    const double e = static_cast<double>(expf(d));
+    sum += e;
+    if (weighted) wsum += e * static_cast<double>(d);
+  });
+  sum = block_sum_d(sum, sh.red_d);
+  if (weighted) wsum = block_sum_d(wsum, sh.red_d);
+  if (tid == 0) {
+    sh.row.sum = sum;
+    sh.row.log_sum = log(sum);
+    sh.row.weighted = wsum;
+  }
+  __syncthreads();
+}
+
+}  // namespace tandem::gpu::ops::cuda::filter

@@ -1,0 +1,195 @@
+// Determinism on the CUDA backend: every op with a reduction across threads (the backwards with
+// their weight and key/value gradients, the embedding scatter with repeated ids, the scalar
+// gradient of layer_scalar, the logprob gradient over a 262144-token vocabulary, AdamW) run twice
+// on the same inputs gives the same bits, in float32 and bfloat16 storage. Sizes are large enough
+// that every reduction spans many blocks. This is what lets a two-GPU run later match a one-GPU
+// run bit for bit.
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cuda_buffers.h"
+#include "gpu/core/exec_context.h"
+#include "gpu/ops/adamw.h"
+#include "gpu/ops/attention.h"
+#include "gpu/ops/dispatch.h"
+#include "gpu/ops/elementwise.h"
+#include "gpu/ops/embedding.h"
+#include "gpu/ops/linear.h"
+#include "gpu/ops/logprobs.h"
+#include "gpu/ops/moe.h"
+#include "gpu/ops/rmsnorm.h"
+
+using namespace tandem::gpu;
+using tandem::test::cuda::device_buffer;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
+
+exec_context cuda_context() {
+  exec_context ctx;
+  ctx.dev = device::cuda(0);
+  static workspace* scratch = new workspace(device::cuda(0));  // leaked: see backend_ops_test.cpp
+  ctx.scratch = scratch;
+  return ctx;
+}
+
+/// One scenario: builds its inputs from fixed seeds, runs, and returns its outputs' bytes by name.
+using run_result = std::vector<std::pair<std::string, std::vector<unsigned char>>>;
+struct scenario {
+  std::string name;
+  std::function<run_result(const exec_context&, dtype)> run;
+};
+
+std::vector<std::int32_t> offsets(const std::vector<std::int32_t>& lengths) {
+  std::vector<std::int32_t> cu{0};
+  for (auto n : lengths) cu.push_back(cu.back() + n);
+  return cu;
+}
+
+run_result attention_backward_case(const exec_context& ctx, dtype s, std::int64_t heads, std::int64_t kv_heads,
+                                   std::int64_t d, std::int64_t window) {
+  const std::vector<std::int32_t> cu = offsets({700, 1300, 48});
+  const std::int64_t t = cu.back();
+  device_buffer q(s, {t, heads, d}), k(s, {t, kv_heads, d}), v(s, {t, kv_heads, d}), dout(s, {t, heads, d});
+  device_buffer cu_seqlens(dtype::int32, {static_cast<std::int64_t>(cu.size())});
+  device_buffer out(s, {t, heads, d}), lse(ops::statistics_type(s), {t, heads});
+  device_buffer dq(s, {t, heads, d}), dk(s, {t, kv_heads, d}), dv(s, {t, kv_heads, d});
+  q.fill_uniform(1);
+  k.fill_uniform(2);
+  v.fill_uniform(3);
+  dout.fill_uniform(4);
+  cu_seqlens.upload_ints(cu);
+  ops::attention_options o;
+  o.scaling = 1.0 / 16;
+  o.sliding_window = window;
+  require_ok(ops::attention_forward(ctx, q.view(), k.view(), v.view(), cu_seqlens.view(), out.view(), lse.view(), o));
+  require_ok(ops::attention_backward(ctx, q.view(), k.view(), v.view(), cu_seqlens.view(), lse.view(), dout.view(),
+                                     dq.view(), dk.view(), dv.view(), o, false, out.view()));
+  return {{"out", out.raw()}, {"lse", lse.raw()}, {"dq", dq.raw()}, {"dk", dk.raw()}, {"dv", dv.raw()}};
+}
+
+std::vector<scenario> scenarios() {
+  return {
+      {"attention backward, d 256, 8 query heads on 2 kv heads, 3 packed sequences",
+       [](const exec_context& c, dtype s) { return attention_backward_case(c, s, 8, 2, 256, 0); }},
+      {"attention backward, d 256, MQA, sliding window 512",
+       [](const exec_context& c, dtype s) { return attention_backward_case(c, s, 8, 1, 256, 512); }},
+      {"attention backward, d 512, 8 query heads on 1 kv head",
+       [](const exec_context& c, dtype s) { return attention_backward_case(c, s, 8, 1, 512, 0); }},
+      {"rmsnorm backward, 4096 rows of 2560: dx and dw",
+       [](const exec_context& c, dtype s) {
+         device_buffer x(s, {4096, 2560}), w(s, {2560}), y(s, {4096, 2560}), inv(ops::statistics_type(s), {4096});
+         device_buffer dy(s, {4096, 2560}), dx(s, {4096, 2560}), dw(s, {2560});
+         x.fill_uniform(5, -3, 3);
+         w.fill_uniform(6, 0.5, 1.5);
+         dy.fill_uniform(7);
+         require_ok(ops::rmsnorm_forward(c, x.view(), w.view(), 1e-6, y.view(), inv.view()));
+         require_ok(ops::rmsnorm_backward(c, x.view(), w.view(), inv.view(), dy.view(), dx.view(), dw.view()));
+         return run_result{{"dx", dx.raw()}, {"dw", dw.raw()}};
+       }},
+      {"embedding backward, 16384 tokens over 300 ids (every id repeated)",
+       [](const exec_context& c, dtype s) {
+         std::vector<std::int32_t> host(16384);
+         for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::int32_t>((i * 7919) % 300);
+         device_buffer ids(dtype::int32, {16384}), dout(s, {16384, 256}), table(s, {300, 256});
+         ids.upload_ints(host);
+         dout.fill_uniform(8);
+         require_ok(ops::embedding_backward(c, ids.view(), dout.view(), 16.0, table.view(), 0));
+         return run_result{{"d_table", table.raw()}};
+       }},
+      {"linear backward, x [2048, 2560], w [1024, 2560]: dx and dw",
+       [](const exec_context& c, dtype s) {
+         device_buffer x(s, {2048, 2560}), w(s, {1024, 2560}), dy(s, {2048, 1024}), dx(s, {2048, 2560}),
+             dw(s, {1024, 2560});
+         x.fill_uniform(9);
+         w.fill_uniform(10);
+         dy.fill_uniform(11);
+         require_ok(ops::linear_backward(c, x.view(), w.view(), dy.view(), dx.view(), dw.view()));
+         return run_result{{"dx", dx.raw()}, {"dw", dw.raw()}};
+       }},
+      {"scale_by backward, [4096, 2560]: the layer_scalar gradient",
+       [](const exec_context& c, dtype s) {
+         device_buffer x(s, {4096, 2560}), dy(s, {4096, 2560}), dx(s, {4096, 2560}), sc(s, {1}), ds(s, {1});
+         x.fill_uniform(12);
+         dy.fill_uniform(13);
+         sc.fill_uniform(14, 0.5, 1);
+         require_ok(ops::scale_by_backward(c, x.view(), sc.view(), dy.view(), dx.view(), ds.view()));
+         return run_result{{"dx", dx.raw()}, {"ds", ds.raw()}};
+       }},
+      {"logprobs backward, 16 rows of 262144 at top-k 50 and top-p 0.9",
+       [](const exec_context& c, dtype s) {
+         device_buffer logits(s, {16, 262144}), targets(dtype::int32, {16}), lp(s, {16}), dlp(s, {16}),
+             dlogits(s, {16, 262144});
+         logits.fill_uniform(15, -20, 20);
+         std::vector<std::int32_t> t(16);
+         std::iota(t.begin(), t.end(), 1000);
+         targets.upload_ints(t);
+         dlp.fill_uniform(16);
+         ops::sampling_params p;
+         p.temperature = 0.8;
+         require_ok(ops::logprobs_backward(c, logits.view(), targets.view(), p, dlp.view(), dlogits.view()));
+         p.top_k = 50;
+         p.top_p = 0.9;
+         require_ok(ops::logprobs_forward(c, logits.view(), targets.view(), p, lp.view()));
+         return run_result{{"dlogits", dlogits.raw()}, {"logprobs", lp.raw()}};
+       }},
+      {"AdamW step over 2^24 + 3 elements",
+       [](const exec_context& c, dtype s) {
+         const std::int64_t n = (std::int64_t{1} << 24) + 3;
+         device_buffer p(s, {n}), g(dtype::float32, {n}), m(s, {n}), v(dtype::float32, {n});
+         p.fill_uniform(17);
+         g.fill_uniform(18);
+         ops::adamw_hyper h;
+         h.step = 3;
+         require_ok(ops::adamw_step(c, p.view(), g.view(), m.view(), v.view(), h));
+         return run_result{{"param", p.raw()}, {"exp_avg", m.raw()}, {"exp_avg_sq", v.raw()}};
+       }},
+  };
+}
+
+std::vector<std::string> scenario_names() {
+  std::vector<std::string> names;
+  for (const scenario& s : scenarios()) names.push_back(s.name);
+  return names;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cuda_determinism)
+
+BOOST_DATA_TEST_CASE(every_op_with_a_reduction_gives_the_same_bits_twice,
+                     bdata::make(std::vector<std::string>{"float32", "bfloat16"}) * bdata::make(scenario_names()),
+                     storage_name, name) {
+  const exec_context ctx = cuda_context();
+  const dtype storage = storage_name == "float32" ? dtype::float32 : dtype::bfloat16;
+  for (const scenario& sc : scenarios()) {
+    if (sc.name != name) continue;
+    BOOST_TEST_CONTEXT(to_string(storage) << " storage: " << sc.name) {
+      const run_result first = sc.run(ctx, storage);
+      const run_result second = sc.run(ctx, storage);
+      BOOST_TEST_REQUIRE(first.size() == second.size());
+      for (std::size_t i = 0; i < first.size(); ++i) {
+        const auto& a = first[i].second;
+        const auto& b = second[i].second;
+        BOOST_TEST_REQUIRE(a.size() == b.size());
+        std::size_t differing = 0, first_at = 0;
+        for (std::size_t j = 0; j < a.size(); ++j)
+          if (a[j] != b[j] && differing++ == 0) first_at = j;
+        BOOST_TEST(differing == 0u, first[i].first << ": " << differing << " bytes differ between two runs, the first at byte "
+                                                   << first_at);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On a GPU machine: runs the CUDA tests (label gpu) and the op benchmark from a bundle of built
+# programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench;
+# BUNDLE_DIR/lib: the non-system libraries they load), and keeps their logs. Where the build tree
+# itself is on the GPU machine, `ctest -L gpu` runs the same tests.
+#
+#   tools/gpu_check.sh BUNDLE_DIR [LOG_DIR] [--quick]
+#
+# Each program runs under a time limit of GPU_CHECK_TIMEOUT seconds (default 300; rc 124 when hit).
+# The machine must provide the CUDA 13 runtime libraries (cuBLAS, cuBLASLt, NCCL) and, for the
+# benchmark's cuDNN peer, libcudnn 9 (found in /usr/local/cuda or in torch's nvidia-cudnn wheel).
+set -uo pipefail
+bundle=${1:?usage: tools/gpu_check.sh BUNDLE_DIR [LOG_DIR] [--quick]}
+logs=${2:-gpu-check-logs}
+quick=${3:-}
+mkdir -p "$logs"
+cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$bundle/lib:${cudnn_lib:+$cudnn_lib:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$logs/gpu.txt"
+failed=0
+run() {  # name, command...
+  local name=$1; shift
+  local start=$SECONDS
+  timeout "${GPU_CHECK_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  printf '%-28s rc %-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$logs/$name.log")"
+  [ "$rc" -eq 0 ] || failed=1
+}
+[ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
+for suite in backend_ops cuda_determinism cuda_large_tensors; do
+  run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=test_suite
+done
+run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick
+cat "$logs/cuda_ops_bench.log"
+exit $failed
