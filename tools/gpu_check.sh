@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs the CUDA tests (label gpu) and the op benchmark from a bundle of built
 # programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench;
-# BUNDLE_DIR/lib: the non-system libraries they load), and keeps their logs. Where the build tree
-# itself is on the GPU machine, `ctest -L gpu` runs the same tests.
+# BUNDLE_DIR/lib: the non-system libraries they load; tools/gpu_bundle.sh makes it), and keeps
+# their logs. Where the build tree itself is on the GPU machine, `ctest -L gpu` runs the same tests.
 #
 #   tools/gpu_check.sh BUNDLE_DIR [LOG_DIR] [--quick]
 #
