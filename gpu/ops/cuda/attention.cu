@@ -147,24 +147,37 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
   const cudaStream_t stream = stream_of(ctx);
   const bool mma = use_mma(storage, c.d, {&q, &k, &v, &dout, &dq, &dk, &dv});
   const bool delta_from_out = mma && !out.empty() && attn::mma::aligned16(out.data());
+  const std::int64_t key_rows = mma ? attn::mma::dkdv_block_keys(c.d) : attn::tile_rows;
+  const std::int64_t key_tiles = (c.tokens + key_rows - 1) / key_rows + c.num_seqs;
+  // The mma dkdv kernel splits a key tile's work over blocks when the grid is small (float32
+  // partials, added in split order by a reduction kernel).
+  int splits = 1;
+  if (mma) {
+    int sms = 0;
+    TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.dev.index));
+    splits = attn::mma::dkdv_splits(c.d, key_tiles, c.tokens, c.kv_heads, c.tiling.group, sms);
+  }
   // Scratch: query-tile offsets of the FFMA tiling, key-tile offsets, query-tile offsets of the
-  // mma dq kernel (I64 [S + 1] each), D (F32 [T, H]).
+  // mma dq kernel (I64 [S + 1] each), D (F32 [T, H]), the dkdv partials of dK and of dV
+  // (F32 [splits, T, G, d] each, when splits > 1).
   const std::size_t offsets_bytes = aligned(static_cast<std::size_t>(c.num_seqs + 1) * sizeof(std::int64_t));
   const std::size_t delta_bytes = aligned(static_cast<std::size_t>(c.tokens * c.heads) * sizeof(float));
-  auto scratch = op_scratch::get(ctx, op, 3 * offsets_bytes + delta_bytes);
+  const std::size_t partial_bytes = aligned(attn::mma::dkdv_partial_bytes(splits, c.d, c.tokens, c.kv_heads));
+  auto scratch = op_scratch::get(ctx, op, 3 * offsets_bytes + delta_bytes + 2 * partial_bytes);
   if (!scratch) return scratch.error();
   auto* query_offsets = reinterpret_cast<std::int64_t*>(scratch->data());
   auto* key_offsets = reinterpret_cast<std::int64_t*>(scratch->data() + offsets_bytes);
   auto* mma_offsets = reinterpret_cast<std::int64_t*>(scratch->data() + 2 * offsets_bytes);
   auto* delta = reinterpret_cast<float*>(scratch->data() + 3 * offsets_bytes);
-  const std::int64_t key_rows = mma ? attn::mma::dkdv_block_keys(c.d) : attn::tile_rows;
+  std::byte* const partials = scratch->data() + 3 * offsets_bytes + delta_bytes;
+  const attn::mma::dkdv_partials part{splits > 1 ? reinterpret_cast<float*>(partials) : nullptr,
+                                      splits > 1 ? reinterpret_cast<float*>(partials + partial_bytes) : nullptr, splits};
   if (!delta_from_out)
     TANDEM_RETURN_IF_ERROR(tile_offsets(stream, op, cu_seqlens, c.num_seqs, c.tiling.rows_per_tile, query_offsets));
   TANDEM_RETURN_IF_ERROR(tile_offsets(stream, op, cu_seqlens, c.num_seqs, key_rows, key_offsets));
   const attn::query_layout layout{cu_seqlens.as<const std::int32_t>(), query_offsets, nullptr, c.num_seqs,
                                   c.tokens, c.heads, c.tiling.group, c.tiling.rows_per_tile,
                                   c.tiling.heads_per_tile, c.tiling.head_chunks};
-  const std::int64_t key_tiles = (c.tokens + key_rows - 1) / key_rows + c.num_seqs;
   if (key_tiles > 0x7fffffffLL || c.kv_heads > 65535)
     return {status_code::unsupported, std::string(op) + ": too many tokens or kv heads for one CUDA grid"};
   const dim3 key_grid(static_cast<unsigned>(key_tiles), static_cast<unsigned>(c.kv_heads));
@@ -197,7 +210,7 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
                                static_cast<float>(options.scaling), options.sliding_window};
     if constexpr (std::is_same_v<S, bf16>) {
       if (mma) {  // tensor cores: bf16 at d 256 / 512
-        TANDEM_RETURN_IF_ERROR(attn::mma::launch_dkdv(stream, op, key_grid, b));
+        TANDEM_RETURN_IF_ERROR(attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
         const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
         dim3 grid;
         TANDEM_RETURN_IF_ERROR(mma_grid(op, c, tiling, grid));

@@ -35,7 +35,9 @@ status attention_forward(const exec_context& ctx, dtype storage, const tensor& q
 /// dq [T, H, d] (= or += per accumulate_dq), dk, dv [T, G, d] (+=) (storage) from dout [T, H, d]
 /// and the forward's lse F32 [T, H]; out [T, H, d] (storage) the forward's output or empty: with
 /// the tensor-core kernels a given out supplies D = dO·o (else D is recomputed in float32, and the
-/// FFMA kernels always recompute it). Needs a workspace (3 (S + 1) int64 offsets, T·H floats of D).
+/// FFMA kernels always recompute it). Needs a workspace (3 (S + 1) int64 offsets, T·H floats of D;
+/// the tensor-core kernels, when the key tiles x kv heads are few, also 2 · splits · T·G·d floats
+/// of dK / dV partials, splits <= 16 and at most 512 MiB of them).
 status attention_backward(const exec_context& ctx, dtype storage, const tensor& q, const tensor& k, const tensor& v,
                           const tensor& cu_seqlens, const tensor& lse, const tensor& dout, const tensor& dq,
                           const tensor& dk, const tensor& dv, const attention_options& options, bool accumulate_dq,

@@ -3,11 +3,15 @@
 // summed in a fixed order. Three kernels:
 //
 //   delta: D_i = Σ_c dO_ic · o_ic from the forward's out (a warp per row, a fixed shuffle tree);
-//   dkdv:  a block per (tile of KEYS key positions of one sequence, kv head); it loops over the
-//          query heads of the kv head in order and, for each, over tiles of 32 query positions
-//          (the keys' own first position to the last query whose window holds them), Q and dO
-//          double-buffered by cp.async; per tile Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp2(scaling·
-//          log2(e)·Sᵀ - log2(e)·lse), dSᵀ = Pᵀ (dPᵀ - D), then dV += Pᵀ·dO, dK += dSᵀ·Q;
+//   dkdv:  blocks per (tile of KEYS key positions of one sequence, kv head): the tile's items
+//          (query head of the kv head, tile of 32 query positions from the keys' own first
+//          position to the last query whose window holds them), heads outer, are cut into
+//          `splits` contiguous ranges, one block each (splits from the shape: about three waves
+//          of blocks; the grid is ordered by key tile, longest first in a causal sequence); Q and
+//          dO double-buffered by cp.async; per item Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, Pᵀ = exp2(scaling·
+//          log2(e)·Sᵀ - log2(e)·lse), dSᵀ = Pᵀ (dPᵀ - D), then dV += Pᵀ·dO, dK += dSᵀ·Q. One
+//          split adds into dk / dv directly; several write float32 partials to scratch and
+//          dkdv_reduce adds them in split order (one rounding to bf16);
 //   dq:    a block per query tile of the forward's layout (GQA heads x positions), K and V tiles
 //          double-buffered; per tile S, dP, dS as above, dQ += dS·K; dq = scaling · acc.
 //
@@ -22,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "gpu/ops/cuda/attention_dkdv.cuh"
 #include "gpu/ops/cuda/attention_mma_common.cuh"
@@ -39,6 +44,13 @@ struct dkdv_shape {
   static constexpr std::size_t exchange_floats = static_cast<std::size_t>(warps) * 2 * nt * 4 * 32;
   static constexpr std::size_t smem_bytes = (2 * keys + 4 * query_tile) * static_cast<std::size_t>(D) * 2 +
                                             exchange_floats * sizeof(float) + 4 * query_tile * sizeof(float);
+};
+
+/// Float32 partial dK (unscaled) and dV of the dkdv splits, [splits][T][G][D] each (null when splits == 1).
+struct dkdv_partials {
+  float* dk;
+  float* dv;
+  int splits;
 };
 
 template <int D>
@@ -176,9 +188,15 @@ static __global__ void __launch_bounds__(256) delta_from_out_kernel(const bf16* 
   }
 }
 
-/// Block (x, y): key tile x (of dkdv_shape<D>::keys positions) of the numbering a.offsets, kv head y.
+/// Block x = (key tile · G + kv head) · splits + split: key tile (of dkdv_shape<D>::keys positions)
+/// of the numbering a.offsets in ascending order (in a causal sequence the first tiles see the
+/// most queries: the longest blocks start first). The (head, query tile) items of a key tile,
+/// heads outer, are cut into `splits` contiguous ranges of near-equal length; split s sums its
+/// range in item order. splits == 1: dk, dv += the block's sums directly; else the block writes
+/// its float32 sums (dK unscaled) to part.dk / part.dv [splits][T][G][D] and
+/// dkdv_reduce_kernel adds the splits in order.
 template <int D>
-__global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a) {
+__global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a, dkdv_partials part) {
   using shape = dkdv_shape<D>;
   constexpr int NS = shape::ns, KEYS = shape::keys, DW = shape::dw, BQ = shape::query_tile, NT = shape::nt;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -190,9 +208,11 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
   float* const lse2_s = exch + shape::exchange_floats;  // [2][BQ]  log2(e)·lse, +inf for no row
   float* const delta_s = lse2_s + 2 * BQ;               // [2][BQ]
 
-  const tile_place place = find_tile(a.offsets, a.cu, a.num_seqs, blockIdx.x, KEYS);
+  const std::int64_t split = static_cast<std::int64_t>(blockIdx.x) % part.splits;
+  const std::int64_t tile_head = static_cast<std::int64_t>(blockIdx.x) / part.splits;
+  const tile_place place = find_tile(a.offsets, a.cu, a.num_seqs, tile_head / a.kv_heads, KEYS);
   if (!place.valid) return;
-  const std::int64_t g = blockIdx.y;
+  const std::int64_t g = tile_head % a.kv_heads;
   const std::int64_t j0 = place.first;
   const std::int64_t j_last = (j0 + KEYS < place.length ? j0 + KEYS : place.length) - 1;
   const std::int64_t q_last = a.window > 0 && j_last + a.window - 1 < place.length - 1 ? j_last + a.window - 1
@@ -203,6 +223,7 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
   };
   const std::int64_t query_tiles = (q_last - j0) / BQ + 1;
   const std::int64_t items = a.group * query_tiles;  // (head, query tile), heads outer
+  const std::int64_t item_begin = items * split / part.splits, item_end = items * (split + 1) / part.splits;
 
   const auto load_item = [&](std::int64_t item, int buf) {
     const std::int64_t h = g * a.group + item / query_tiles;
@@ -229,7 +250,7 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
   };
   load_tile<D, KEYS>(ks, a.k, key_offset);
   load_tile<D, KEYS>(vs, a.v, key_offset);
-  load_item(0, 0);
+  if (item_begin < item_end) load_item(item_begin, 0);
   cp_async_commit();
 
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
@@ -243,11 +264,11 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
 
-  for (std::int64_t item = 0; item < items; ++item) {
-    const int buf = static_cast<int>(item & 1);
+  for (std::int64_t item = item_begin; item < item_end; ++item) {
+    const int buf = static_cast<int>((item - item_begin) & 1);
     cp_async_wait<0>();
     __syncthreads();  // item's Q / dO are in; every warp is done with item - 1 (the other buffer)
-    if (item + 1 < items) {
+    if (item + 1 < item_end) {
       load_item(item + 1, buf ^ 1);
       cp_async_commit();
     }
@@ -256,6 +277,10 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
     const float* const lse2 = lse2_s + buf * BQ;
     const float* const dl = delta_s + buf * BQ;
     const std::int64_t q0 = j0 + (item % query_tiles) * BQ;
+    // every (key, query) of the item visible (all keys real, key ≤ query, inside the window):
+    // the same bits without the per-element mask
+    const bool full = j0 + KEYS - 1 == j_last && j_last <= q0 && q0 + BQ - 1 <= q_last &&
+                      (a.window <= 0 || j0 > q0 + BQ - 1 - a.window);
 
     float st[NT][4], dpt[NT][4];  // Sᵀ, dPᵀ: rows = this group's 16 keys, columns = the tile's queries
     mma_two_scores<D, DW, NT>(st, dpt, ks, qb, vs, dob, grp * 16, sub * DW, lane);
@@ -266,7 +291,7 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
       for (int e = 0; e < 4; ++e) {
         const int il = i * 8 + 2 * t + (e & 1);
         const std::int64_t qp = q0 + il, j = e < 2 ? key0 : key1;
-        const bool visible = qp <= q_last && j <= j_last && j <= qp && (a.window <= 0 || j > qp - a.window);
+        const bool visible = full || (qp <= q_last && j <= j_last && j <= qp && (a.window <= 0 || j > qp - a.window));
         const float p = visible ? exp2f(fmaf(st[i][e], scale2, -lse2[il])) : 0.f;
         st[i][e] = p;
         dpt[i][e] = __fmul_rn(p, dpt[i][e] - dl[il]);
@@ -278,6 +303,25 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
     mma_a_times_rows<D, DW, NT / 2>(dk, dsa, qb, sub * DW, lane);
   }
 
+  cp_async_wait<0>();  // nothing in flight at exit (an empty range still loaded K and V)
+  if (part.splits > 1) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const std::int64_t j = half == 0 ? key0 : key1;
+      const std::int64_t tok = j <= j_last ? token_of(j) : -1;
+      if (tok < 0) continue;
+      const std::int64_t row = ((split * a.tokens + tok) * a.kv_heads + g) * D + sub * DW;
+      float* const dkr = part.dk + row;
+      float* const dvr = part.dv + row;
+#pragma unroll
+      for (int i = 0; i < DW / 8; ++i) {
+        const int col = i * 8 + 2 * t;
+        *reinterpret_cast<float2*>(dkr + col) = make_float2(dk[i][2 * half], dk[i][2 * half + 1]);
+        *reinterpret_cast<float2*>(dvr + col) = make_float2(dv[i][2 * half], dv[i][2 * half + 1]);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const std::int64_t j = half == 0 ? key0 : key1;
@@ -296,6 +340,42 @@ __global__ void __launch_bounds__(threads, 1) mma_dkdv_kernel(dkdv_args<bf16> a)
       *reinterpret_cast<std::uint32_t*>(dvr + col) =
           pack_bf16(__fadd_rn(__low2float(ov), dv[i][2 * half]), __fadd_rn(__high2float(ov), dv[i][2 * half + 1]));
     }
+  }
+}
+
+/// Block (x, y): rows [8y, 8y + 8) of key tile x / G (the dkdv numbering), kv head x % G:
+/// dk += scale · Σ_s part.dk[s], dv += Σ_s part.dv[s], s ascending (one rounding to bf16 each).
+template <int D, int KEYS>
+__global__ void __launch_bounds__(256) dkdv_reduce_kernel(dkdv_args<bf16> a, dkdv_partials part) {
+  const std::int64_t tile_head = blockIdx.x;
+  const tile_place place = find_tile(a.offsets, a.cu, a.num_seqs, tile_head / a.kv_heads, KEYS);
+  if (!place.valid) return;
+  const std::int64_t g = tile_head % a.kv_heads;
+  constexpr int vecs = D / 4;  // float4 per row
+  const std::int64_t slice = a.tokens * a.kv_heads * D;
+  for (int e = static_cast<int>(threadIdx.x); e < 8 * vecs; e += static_cast<int>(blockDim.x)) {
+    const std::int64_t j = place.first + 8 * static_cast<std::int64_t>(blockIdx.y) + e / vecs;
+    if (j >= place.length || j >= place.first + KEYS) continue;
+    const std::int64_t tok = place.start + j;
+    if (tok < 0 || tok >= a.tokens) continue;
+    const std::int64_t off = (tok * a.kv_heads + g) * D + (e % vecs) * 4;
+    float4 sk = *reinterpret_cast<const float4*>(part.dk + off);
+    float4 sv = *reinterpret_cast<const float4*>(part.dv + off);
+    for (int s = 1; s < part.splits; ++s) {
+      const float4 xk = *reinterpret_cast<const float4*>(part.dk + s * slice + off);
+      const float4 xv = *reinterpret_cast<const float4*>(part.dv + s * slice + off);
+      sk = make_float4(__fadd_rn(sk.x, xk.x), __fadd_rn(sk.y, xk.y), __fadd_rn(sk.z, xk.z), __fadd_rn(sk.w, xk.w));
+      sv = make_float4(__fadd_rn(sv.x, xv.x), __fadd_rn(sv.y, xv.y), __fadd_rn(sv.z, xv.z), __fadd_rn(sv.w, xv.w));
+    }
+    uint2* const pk = reinterpret_cast<uint2*>(a.dk + off);
+    uint2* const pv = reinterpret_cast<uint2*>(a.dv + off);
+    const uint2 ok = *pk, ov = *pv;
+    const __nv_bfloat162 k01 = *reinterpret_cast<const __nv_bfloat162*>(&ok.x), k23 = *reinterpret_cast<const __nv_bfloat162*>(&ok.y);
+    const __nv_bfloat162 v01 = *reinterpret_cast<const __nv_bfloat162*>(&ov.x), v23 = *reinterpret_cast<const __nv_bfloat162*>(&ov.y);
+    *pk = make_uint2(pack_bf16(__fadd_rn(__low2float(k01), __fmul_rn(a.scale, sk.x)), __fadd_rn(__high2float(k01), __fmul_rn(a.scale, sk.y))),
+                     pack_bf16(__fadd_rn(__low2float(k23), __fmul_rn(a.scale, sk.z)), __fadd_rn(__high2float(k23), __fmul_rn(a.scale, sk.w))));
+    *pv = make_uint2(pack_bf16(__fadd_rn(__low2float(v01), sv.x), __fadd_rn(__high2float(v01), sv.y)),
+                     pack_bf16(__fadd_rn(__low2float(v23), sv.z), __fadd_rn(__high2float(v23), sv.w)));
   }
 }
 
@@ -365,6 +445,7 @@ __global__ void __launch_bounds__(threads, 1) mma_dq_kernel(query_args<bf16> a, 
   const float lse20 = lse2_s[row0], lse21 = lse2_s[row0 + 8];
   const float delta0 = delta_s[row0], delta1 = delta_s[row0 + 8];
   const float scale2 = a.scale * log2e;
+  const std::int64_t full_first = first_visible(pmax, a.window);
   float acc[DW / 8][4];
 #pragma unroll
   for (int i = 0; i < DW / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -383,12 +464,15 @@ __global__ void __launch_bounds__(threads, 1) mma_dq_kernel(query_args<bf16> a, 
     mma_two_scores<D, DW, NT>(s, dp, qs, kb, dos, vb, grp * 16, sub * DW, lane);
     if constexpr (NS > 1) exchange_pair<NS, NT>(s, dp, exch, warp, grp, lane);
     const int j0 = static_cast<int>(kt * BN);
+    // a tile every row sees whole (as in the forward): the same bits without the mask
+    const bool full = kt * BN + BN - 1 <= pmin && kt * BN >= full_first;
 #pragma unroll
     for (int i = 0; i < NT; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int j = j0 + i * 8 + 2 * t + (e & 1);
-        const bool visible = e < 2 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
+        const bool visible =
+            full || (e < 2 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1));
         const float p = visible ? exp2f(fmaf(s[i][e], scale2, -(e < 2 ? lse20 : lse21))) : 0.f;
         dp[i][e] = __fmul_rn(p, dp[i][e] - (e < 2 ? delta0 : delta1));
       }
@@ -433,13 +517,43 @@ inline std::int64_t dkdv_block_keys(std::int64_t d) { return d == 512 ? dkdv_sha
 /// Query rows per dq block at head dim d (the block_rows of mma_tiling).
 inline std::int64_t dq_block_rows(std::int64_t d) { return d == 512 ? dq_shape<512>::block_rows : dq_shape<256>::block_rows; }
 
+/// Splits of a key tile's dkdv work: enough blocks (key_tiles · G · splits) for about three
+/// waves of one block per SM (causal: the first tile sees twice the mean work, so fewer than two
+/// waves leave SMs idle), at most the items of a tile, at most 16, and partials within 512 MiB.
+inline int dkdv_splits(std::int64_t d, std::int64_t key_tiles, std::int64_t tokens, std::int64_t kv_heads,
+                       std::int64_t group, int sms) {
+  const std::int64_t blocks = key_tiles * kv_heads;
+  const std::int64_t target = 3 * static_cast<std::int64_t>(sms > 0 ? sms : 132);
+  std::int64_t splits = blocks >= target ? 1 : (target + blocks - 1) / blocks;
+  const std::int64_t most_items = group * ((tokens + 31) / 32);
+  if (splits > most_items) splits = most_items;
+  if (splits > 16) splits = 16;
+  const std::int64_t per_split = tokens * kv_heads * d * 2 * static_cast<std::int64_t>(sizeof(float));
+  while (splits > 1 && splits * per_split > (std::int64_t{512} << 20)) --splits;
+  return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
+/// Bytes of the float32 partials of `splits` (0 when 1).
+inline std::size_t dkdv_partial_bytes(int splits, std::int64_t d, std::int64_t tokens, std::int64_t kv_heads) {
+  return splits > 1 ? static_cast<std::size_t>(splits) * static_cast<std::size_t>(tokens * kv_heads * d) * sizeof(float)
+                    : 0;
+}
+
 template <int D>
-status launch_dkdv_dim(cudaStream_t stream, const char* op, dim3 grid, const dkdv_args<bf16>& a) {
+status launch_dkdv_dim(cudaStream_t stream, const char* op, std::int64_t key_tiles, const dkdv_args<bf16>& a,
+                       const dkdv_partials& part) {
   constexpr std::size_t smem = dkdv_shape<D>::smem_bytes;
+  constexpr int keys = dkdv_shape<D>::keys;
+  const std::int64_t blocks = key_tiles * a.kv_heads * part.splits;
+  if (blocks > 0x7fffffffLL || key_tiles * a.kv_heads > 0x7fffffffLL)
+    return {status_code::unsupported, std::string(op) + ": too many tokens or kv heads for one CUDA grid"};
   auto* kernel = &mma_dkdv_kernel<D>;
   TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<grid, threads, smem, stream>>>(a);
-  return launch_status(op, "mma_dkdv_kernel");
+  kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(a, part);
+  status st = launch_status(op, "mma_dkdv_kernel");
+  if (!st.ok() || part.splits == 1) return st;
+  dkdv_reduce_kernel<D, keys><<<dim3(static_cast<unsigned>(key_tiles * a.kv_heads), keys / 8), 256, 0, stream>>>(a, part);
+  return launch_status(op, "dkdv_reduce_kernel");
 }
 
 template <int D>
@@ -452,9 +566,12 @@ status launch_dq_dim(cudaStream_t stream, const char* op, dim3 grid, const query
   return launch_status(op, "mma_dq_kernel");
 }
 
-/// Grid (key tiles of dkdv_block_keys(d) positions, kv heads); d 256 or 512.
-inline status launch_dkdv(cudaStream_t stream, const char* op, dim3 grid, const dkdv_args<bf16>& a) {
-  return a.d == 512 ? launch_dkdv_dim<512>(stream, op, grid, a) : launch_dkdv_dim<256>(stream, op, grid, a);
+/// key_tiles tiles of dkdv_block_keys(d) positions (numbering a.offsets) x kv heads x part.splits
+/// blocks, then (splits > 1) the reduction of the partials; d 256 or 512.
+inline status launch_dkdv(cudaStream_t stream, const char* op, std::int64_t key_tiles, const dkdv_args<bf16>& a,
+                          const dkdv_partials& part) {
+  return a.d == 512 ? launch_dkdv_dim<512>(stream, op, key_tiles, a, part)
+                    : launch_dkdv_dim<256>(stream, op, key_tiles, a, part);
 }
 
 /// Grid (query tiles of mma_tiling(H, G, dq_block_rows(d)), kv heads x head chunks); d 256 or 512.

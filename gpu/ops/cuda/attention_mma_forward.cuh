@@ -82,9 +82,13 @@ __global__ void __launch_bounds__(threads, 1) mma_forward_kernel(query_args<bf16
   const int grp = warp / NS, sub = warp % NS;
   const int g = lane >> 2, t = lane & 3;
   const int row0 = grp * 16 + g;  // this thread's rows: row0 (c[0], c[1]) and row0 + 8 (c[2], c[3])
-  const std::int64_t pos0 = pos_s[row0], pos1 = pos_s[row0 + 8];
-  const std::int64_t first0 = first_visible(pos0 < 0 ? 0 : pos0, a.window);
-  const std::int64_t first1 = first_visible(pos1 < 0 ? 0 : pos1, a.window);
+  // positions fit 32 bits (cu_seqlens and the paged positions are I32); -1: no row
+  const int pos0 = static_cast<int>(pos_s[row0]), pos1 = static_cast<int>(pos_s[row0 + 8]);
+  const int first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
+  const int first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
+  // A key tile [j0, j0 + BN) every row sees whole (j0 + BN - 1 <= pmin, j0 >= the first key of
+  // pmax) needs no mask: the same bits as the masked path, without its per-element tests.
+  const std::int64_t full_first = first_visible(pmax, a.window);
   const float scale2 = a.scale * log2e;
 
   const auto load_keys = [&](bf16* dst, const bf16* src, std::int64_t kt) {
@@ -150,17 +154,27 @@ __global__ void __launch_bounds__(threads, 1) mma_forward_kernel(query_args<bf16
     }
 
     // mask, scale, online softmax (rows row0: e = 0, 1; row0 + 8: e = 2, 3)
-    const std::int64_t j0 = kt * BN;
     float mx0 = -INFINITY, mx1 = -INFINITY;
+    if (kt * BN + BN - 1 <= pmin && kt * BN >= full_first) {  // uniform over the block
 #pragma unroll
-    for (int i = 0; i < NT; ++i)
+      for (int i = 0; i < NT; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const std::int64_t j = j0 + i * 8 + 2 * t + (e & 1);
-        const bool visible = e < 2 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
-        s[i][e] = visible ? __fmul_rn(s[i][e], scale2) : -INFINITY;
-        if (e < 2) mx0 = fmaxf(mx0, s[i][e]); else mx1 = fmaxf(mx1, s[i][e]);
-      }
+        for (int e = 0; e < 4; ++e) {
+          s[i][e] = __fmul_rn(s[i][e], scale2);
+          if (e < 2) mx0 = fmaxf(mx0, s[i][e]); else mx1 = fmaxf(mx1, s[i][e]);
+        }
+    } else {
+      const int j0 = static_cast<int>(kt * BN);
+#pragma unroll
+      for (int i = 0; i < NT; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = j0 + i * 8 + 2 * t + (e & 1);
+          const bool visible = e < 2 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
+          s[i][e] = visible ? __fmul_rn(s[i][e], scale2) : -INFINITY;
+          if (e < 2) mx0 = fmaxf(mx0, s[i][e]); else mx1 = fmaxf(mx1, s[i][e]);
+        }
+    }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));

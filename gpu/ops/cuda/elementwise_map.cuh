@@ -54,6 +54,23 @@ __device__ __forceinline__ void store_vec(S* p, const float (&v)[vec_width<S>]) 
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+/// W values of p (W = vec_width<S>: one 16-byte load; W = 1: one scalar) as float, and back.
+template <class S, int W>
+__device__ __forceinline__ void load_group(const S* p, float (&v)[W]) {
+  if constexpr (W == 1)
+    v[0] = to_float(*p);
+  else
+    load_vec(p, v);
+}
+
+template <class S, int W>
+__device__ __forceinline__ void store_group(S* p, const float (&v)[W]) {
+  if constexpr (W == 1)
+    *p = from_float<S>(v[0]);
+  else
+    store_vec(p, v);
+}
+
 /// q = i / d, r = i % d, in 32-bit arithmetic when `narrow` (every index below 2^32), the same
 /// result either way; `narrow` is uniform over the grid, so the branch never diverges.
 __device__ __forceinline__ void div_mod(std::int64_t i, std::int64_t d, bool narrow, std::int64_t& q, std::int64_t& r) {

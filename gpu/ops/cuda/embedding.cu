@@ -30,23 +30,6 @@ using flag_t = unsigned long long;
 constexpr flag_t no_bad_id = ~0ull;  // the flag's value while every id is in range
 constexpr int threads = 256;
 
-/// W values of p (W = vec_width<S>: one 16-byte load; W = 1: one scalar) as float, and back.
-template <class S, int W>
-__device__ __forceinline__ void load_group(const S* p, float (&v)[W]) {
-  if constexpr (W == 1)
-    v[0] = to_float(*p);
-  else
-    load_vec(p, v);
-}
-
-template <class S, int W>
-__device__ __forceinline__ void store_group(S* p, const float (&v)[W]) {
-  if constexpr (W == 1)
-    *p = from_float<S>(v[0]);
-  else
-    store_vec(p, v);
-}
-
 // ---------------------------------------------------------------------------------------------
 // kernels
 

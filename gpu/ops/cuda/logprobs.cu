@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
@@ -31,7 +33,7 @@ __global__ void __launch_bounds__(row_threads, 2) logprobs_forward_kernel(const 
   extern __shared__ __align__(16) unsigned char dyn[];
   const std::int64_t r = blockIdx.x;
   const S* x = logits + r * v;
-  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, entropy != nullptr);
+  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, entropy != nullptr, false);
   if (threadIdx.x != 0) return;
   const filter::row_state& row = sh.row;
   if (!row.finite) {
@@ -45,8 +47,34 @@ __global__ void __launch_bounds__(row_threads, 2) logprobs_forward_kernel(const 
   if (entropy) entropy[r] = filter::from_double<O>(row.log_sum - row.weighted / row.sum);
 }
 
-/// Block r: dlogits[r, j] (= or +=) (onehot(t)_j - e_j / S) * dlogprobs[r] / T for j in P when the
-/// target is kept, else 0; NaN for a row with a non-finite logit or a target outside [0, V).
+/// The gradient of one token: (onehot(t)_j - e_j / S) * dlogprobs / T for j in P when the target
+/// is kept, else 0; NaN for a bad row. Float32 storage: in double, as the CPU reference; bfloat16
+/// storage: in float32 (one rounding to bfloat16 follows, far coarser than float32's).
+template <class S>
+struct gradient {
+  using real = std::conditional_t<std::is_same_v<S, float>, double, float>;
+  const filter::row_state& row;
+  std::int64_t t;
+  bool bad, scored;
+  real inv_sum, scale;
+  __device__ __forceinline__ S operator()(float x, std::int64_t j, float old, bool accumulate) const {
+    real g = 0;
+    if (bad) {
+      g = static_cast<real>(NAN);
+    } else if (scored && (row.all_kept || filter::is_kept(row, filter::rank_key(x), j))) {
+      const real prob = static_cast<real>(filter::token_weight(row, x)) * inv_sum;
+      g = ((j == t ? real(1) : real(0)) - prob) * scale;
+    }
+    if constexpr (std::is_same_v<real, double>)
+      return filter::from_double<S>(accumulate ? static_cast<double>(old) + g : g);
+    else
+      return from_float<S>(accumulate ? old + g : g);
+  }
+};
+
+/// Block r: dlogits[r, j] (= or +=) gradient<S> of each token. The row is walked from its end
+/// back (two 16-byte chunks per thread at a time): the filter's last pass read the end
+/// last, so that part is still in L2; dlogits are streaming stores.
 template <class S, class G>
 __global__ void __launch_bounds__(row_threads, 2) logprobs_backward_kernel(const S* __restrict__ logits,
                                                                         const std::int32_t* __restrict__ targets,
@@ -58,59 +86,54 @@ __global__ void __launch_bounds__(row_threads, 2) logprobs_backward_kernel(const
   const std::int64_t r = blockIdx.x;
   const S* x = logits + r * v;
   S* dx = dlogits + r * v;
-  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false);
+  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false, false);
   const filter::row_state& row = sh.row;
   const std::int64_t t = targets[r];
   const bool bad = !row.finite || t < 0 || t >= v;
   const bool scored = !bad && filter::is_kept(row, filter::rank_key(to_float(x[t])), t);
+  using real = typename gradient<S>::real;
   const double scale = static_cast<double>(to_float(dlogprobs[r])) / p.temperature_d;
   const double inv_sum = bad ? 0.0 : 1.0 / row.sum;
+  const gradient<S> grad{row, t, bad, scored, static_cast<real>(inv_sum), static_cast<real>(scale)};
 
-  constexpr int n = 16 / sizeof(S);
+  constexpr int n = 16 / sizeof(S), U = 2;
   const std::int64_t chunks = (v + n - 1) / n;
+  const std::int64_t step = blockDim.x;
   const bool vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && reinterpret_cast<std::uintptr_t>(dx) % 16 == 0 &&
                    v % n == 0;
-  for (std::int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    float xs[n], old[n];
-    uint4 raw_x = make_uint4(0, 0, 0, 0), raw_old = make_uint4(0, 0, 0, 0);
-    if (vec) {
-      raw_x = __ldg(reinterpret_cast<const uint4*>(x) + c);
-      if (accumulate) raw_old = reinterpret_cast<const uint4*>(dx)[c];
-      const S* ex = reinterpret_cast<const S*>(&raw_x);
-      const S* eo = reinterpret_cast<const S*>(&raw_old);
+  if (vec) {
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    uint4* dv = reinterpret_cast<uint4*>(dx);
+    // Chunk c = chunks - 1 - i for i = tid, tid + blockDim, ...
+    for (std::int64_t i0 = threadIdx.x; i0 < chunks; i0 += U * step) {
+      uint4 raw_x[U], raw_old[U];
 #pragma unroll
-      for (int k = 0; k < n; ++k) {
-        xs[k] = to_float(ex[k]);
-        old[k] = to_float(eo[k]);
+      for (int u = 0; u < U; ++u) {
+        const std::int64_t c = chunks - 1 - (i0 + u * step);
+        raw_x[u] = make_uint4(0, 0, 0, 0);
+        raw_old[u] = make_uint4(0, 0, 0, 0);
+        if (c >= 0) {
+          raw_x[u] = __ldcs(xv + c);  // the last use of the logits
+          if (accumulate) raw_old[u] = __ldcs(dv + c);
+        }
       }
-    } else {
 #pragma unroll
-      for (int k = 0; k < n; ++k) {
-        const std::int64_t j = c * n + k;
-        xs[k] = j < v ? to_float(x[j]) : 0.f;
-        old[k] = j < v && accumulate ? to_float(dx[j]) : 0.f;
+      for (int u = 0; u < U; ++u) {
+        const std::int64_t c = chunks - 1 - (i0 + u * step);
+        if (c < 0) continue;
+        S ex[n], eo[n], out[n];
+        memcpy(ex, &raw_x[u], sizeof ex);
+        memcpy(eo, &raw_old[u], sizeof eo);
+#pragma unroll
+        for (int k = 0; k < n; ++k) out[k] = grad(to_float(ex[k]), c * n + k, to_float(eo[k]), accumulate);
+        uint4 raw_out;
+        memcpy(&raw_out, out, sizeof raw_out);
+        __stcs(dv + c, raw_out);
       }
     }
-    S out[n];
-#pragma unroll
-    for (int k = 0; k < n; ++k) {
-      const std::int64_t j = c * n + k;
-      double g = 0.0;
-      if (bad) {
-        g = NAN;
-      } else if (scored && filter::is_kept(row, filter::rank_key(xs[k]), j)) {
-        const double prob = static_cast<double>(filter::token_weight(row, xs[k])) * inv_sum;
-        g = ((j == t ? 1.0 : 0.0) - prob) * scale;
-      }
-      out[k] = filter::from_double<S>(accumulate ? static_cast<double>(old[k]) + g : g);
-    }
-    if (vec) {
-      reinterpret_cast<uint4*>(dx)[c] = *reinterpret_cast<const uint4*>(out);
-    } else {
-#pragma unroll
-      for (int k = 0; k < n; ++k)
-        if (c * n + k < v) dx[c * n + k] = out[k];
-    }
+  } else {
+    for (std::int64_t j = threadIdx.x; j < v; j += step)
+      dx[j] = grad(to_float(x[j]), j, accumulate ? to_float(dx[j]) : 0.f, accumulate);
   }
 }
 

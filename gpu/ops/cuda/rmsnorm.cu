@@ -1,10 +1,18 @@
-// RMSNorm on CUDA: one block per row for y and dx (the row's sum of squares and Σ dn·n by the
-// fixed block tree of device_math.cuh), and dw in two deterministic passes: column tiles x row
-// chunks write partial sums to scratch, then each column adds its chunks in order.
+// RMSNorm on CUDA. Rows of 16-byte-aligned vectors (every pointer 16-byte aligned, d a multiple of
+// the vector width, at most 256·K vectors): a group of G threads per row (several rows per block),
+// each thread holding its K vectors of the row in registers between the row's sum and the output,
+// so x (and dy) are read once, with 16-byte loads and stores. The backward fuses dx and dw: each
+// block takes a fixed chunk of rows (the next row's x and dy loaded while the current one is
+// computed), every thread keeps its columns' dw partial in registers, the block's groups add
+// theirs in group order, and a finish kernel adds the blocks' partials in block order. Other rows
+// take the scalar path: one block per row for y and dx (the fixed block tree of device_math.cuh),
+// dw by column tiles x row chunks. Every sum has one order per shape: deterministic.
 #include "gpu/ops/cuda/rmsnorm.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
@@ -89,6 +97,287 @@ __global__ void rmsnorm_dw_finish_kernel(const float* __restrict__ partial, std:
   dw[j] = from_float<S>(to_float(dw[j]) + acc);
 }
 
+// ---------------------------------------------------------------------------------------------
+// the vector path
+
+constexpr int vec_threads = 256;
+
+/// Elements of storage S in 16 bytes.
+template <class S>
+inline constexpr int width = static_cast<int>(16 / sizeof(S));
+
+template <class S>
+__device__ __forceinline__ uint4 load16(const S* p) { return *reinterpret_cast<const uint4*>(p); }
+
+template <class S>
+__device__ __forceinline__ uint4 load16_nc(const S* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
+/// The 16 bytes as floats.
+template <class S>
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[width<S>]) {
+  S s[width<S>];
+  memcpy(s, &raw, sizeof raw);
+#pragma unroll
+  for (int k = 0; k < width<S>; ++k) v[k] = to_float(s[k]);
+}
+
+/// The floats rounded to S (nearest even), as 16 bytes.
+template <class S>
+__device__ __forceinline__ uint4 pack(const float (&v)[width<S>]) {
+  S s[width<S>];
+#pragma unroll
+  for (int k = 0; k < width<S>; ++k) s[k] = from_float<S>(v[k]);
+  uint4 raw;
+  memcpy(&raw, s, sizeof raw);
+  return raw;
+}
+
+/// The sum over the G threads of a row group (G = 32 · warps, groups aligned to warps) in a fixed
+/// order: the warp tree, then the group's warps in order. `shared` holds a float per warp of the
+/// block; every thread of the block must call it (it has barriers when G > 32).
+template <int G>
+__device__ __forceinline__ float group_sum(float v, float* shared) {
+  v = warp_sum(v);
+  if constexpr (G == 32) {
+    return v;
+  } else {
+    constexpr int W = G / 32;
+    const int warp = threadIdx.x >> 5, first = warp / W * W;
+    if ((threadIdx.x & 31) == 0) shared[warp] = v;
+    __syncthreads();
+    float total = shared[first];
+#pragma unroll
+    for (int i = 1; i < W; ++i) total += shared[first + i];
+    __syncthreads();
+    return total;
+  }
+}
+
+/// Rows of nv vectors, G threads per row, 256 / G rows per block; thread t of a group holds
+/// vectors t, t + G, ... (at most K). y may be x: a thread reads all its elements before it
+/// writes them, and no thread touches another's.
+template <class S, int G, int K>
+__global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const S* x, const S* __restrict__ w,
+                                                                          std::int64_t rows, int nv, float eps, S* y,
+                                                                          float* __restrict__ inv_rms) {
+  constexpr int V = width<S>, R = vec_threads / G;
+  __shared__ float shared[vec_threads / 32];
+  const int t = threadIdx.x % G;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
+  const bool live = r < rows;
+  const std::int64_t d = static_cast<std::int64_t>(nv) * V;
+  const S* xr = x + r * d;
+  uint4 raw[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    raw[k] = make_uint4(0, 0, 0, 0);
+    if (live && c < nv) raw[k] = load16(xr + static_cast<std::int64_t>(c) * V);
+  }
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float v[V];
+    unpack<S>(raw[k], v);  // zeros past the row: they add nothing
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum += v[e] * v[e];
+  }
+  sum = group_sum<G>(sum, shared);
+  const float inv = 1.f / sqrtf(sum / static_cast<float>(d) + eps);
+  if (!live) return;
+  if (inv_rms && t == 0) inv_rms[r] = inv;
+  S* yr = y + r * d;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    if (c >= nv) continue;
+    float v[V];
+    unpack<S>(raw[k], v);
+    if (w) {
+      float wv[V];
+      unpack<S>(load16_nc(w + static_cast<std::int64_t>(c) * V), wv);
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[e] = v[e] * inv * wv[e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[e] = v[e] * inv;
+    }
+    *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(c) * V) = pack<S>(v);
+  }
+}
+
+/// Block b takes rows [b · rows_per_block, ...) , its group g rows begin + g, begin + g + R, ...;
+/// thread t of a group holds vectors t, t + G, ... (at most K) of each. dx (when given) as in
+/// rmsnorm_dx_kernel; partial[b, j] (when given) = Σ over the block's rows of dy · x · inv: each
+/// thread sums its rows in order, then the groups in group order.
+template <class S, int G, int K>
+__global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
+    const S* __restrict__ x, const S* __restrict__ w, const float* __restrict__ inv_rms, const S* __restrict__ dy,
+    std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
+    float* __restrict__ partial) {
+  constexpr int V = width<S>, R = vec_threads / G;
+  __shared__ float shared[vec_threads / 32];
+  extern __shared__ float combine[];  // K · G · V floats when R > 1 and partial
+  const int t = threadIdx.x % G, g = threadIdx.x / G;
+  const std::int64_t d = static_cast<std::int64_t>(nv) * V;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
+  const std::int64_t end = std::min(rows, begin + rows_per_block);
+  // w's vectors are reloaded per row (L1 hits): registers go to x, dy and the sums.
+  auto load_w = [&](int c) { return w && c < nv ? load16_nc(w + static_cast<std::int64_t>(c) * V) : make_uint4(0, 0, 0, 0); };
+  float acc[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[k][e] = 0.f;
+
+  uint4 xn[K], gn[K];  // the next row's vectors
+  auto load_row = [&](std::int64_t r) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int c = t + k * G;
+      xn[k] = make_uint4(0, 0, 0, 0);
+      gn[k] = make_uint4(0, 0, 0, 0);
+      if (r < end && c < nv) {
+        const std::int64_t off = r * d + static_cast<std::int64_t>(c) * V;
+        xn[k] = load16_nc(x + off);
+        gn[k] = load16_nc(dy + off);
+      }
+    }
+  };
+  load_row(begin + g);
+#pragma unroll 1
+  for (std::int64_t r0 = begin; r0 < end; r0 += R) {  // the same trip count in every group
+    const std::int64_t r = r0 + g;
+    const bool live = r < end;
+    uint4 xc[K], gc[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      xc[k] = xn[k];
+      gc[k] = gn[k];
+    }
+    load_row(r + R);
+    const float inv = live ? inv_rms[r] : 0.f;
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      float xv[V], gv[V], wv[V];
+      unpack<S>(xc[k], xv);
+      unpack<S>(gc[k], gv);
+      unpack<S>(load_w(t + k * G), wv);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const float dn = gv[e] * (w ? wv[e] : 1.f);
+        dot += dn * xv[e] * inv;
+      }
+    }
+    const float mean_dot = group_sum<G>(dot, shared) / static_cast<float>(d);
+    if (!live) continue;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int c = t + k * G;
+      if (c >= nv) continue;
+      float xv[V], gv[V];
+      unpack<S>(xc[k], xv);
+      unpack<S>(gc[k], gv);
+      if (partial) {
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[k][e] += gv[e] * xv[e] * inv;
+      }
+      if (dx) {
+        float wv[V], out[V];
+        unpack<S>(load_w(c), wv);
+        S* p = dx + r * d + static_cast<std::int64_t>(c) * V;
+        if (accumulate) unpack<S>(load16(p), out);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float dn = gv[e] * (w ? wv[e] : 1.f);
+          const float gr = inv * (dn - xv[e] * inv * mean_dot);
+          out[e] = accumulate ? out[e] + gr : gr;
+        }
+        *reinterpret_cast<uint4*>(p) = pack<S>(out);
+      }
+    }
+  }
+  if (!partial) return;
+  float* prow = partial + static_cast<std::int64_t>(blockIdx.x) * d;
+  // The groups in order: group 0 stores its sums, each next one adds its own, the last writes.
+#pragma unroll 1
+  for (int gg = 0; gg < R; ++gg) {
+    if (g == gg) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int c = t + k * G;
+        if (c >= nv) continue;
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          float* slot = combine + (k * G + t) * V + e;
+          const float s = gg == 0 ? acc[k][e] : *slot + acc[k][e];
+          if (gg == R - 1)
+            prow[static_cast<std::int64_t>(c) * V + e] = s;
+          else
+            *slot = s;
+        }
+      }
+    }
+    if (R > 1) __syncthreads();
+  }
+}
+
+/// dw[j] += Σ_b partial[b, j], blocks in order: 32 columns per block of 256 threads, 8 slices of
+/// consecutive blocks each summed in order, then the slices in order.
+template <class S>
+__global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float* __restrict__ partial,
+                                                                    std::int64_t blocks, std::int64_t d,
+                                                                    S* __restrict__ dw) {
+  constexpr int slices = 8;
+  __shared__ float sums[slices][32];
+  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * 32 + lane;
+  const std::int64_t per = (blocks + slices - 1) / slices;
+  const std::int64_t b0 = slice * per, b1 = std::min(blocks, b0 + per);
+  float acc = 0.f;
+  if (j < d) {
+#pragma unroll 8
+    for (std::int64_t b = b0; b < b1; ++b) acc += partial[b * d + j];
+  }
+  sums[slice][lane] = acc;
+  __syncthreads();
+  if (slice != 0 || j >= d) return;
+  float total = sums[0][lane];
+#pragma unroll
+  for (int s = 1; s < slices; ++s) total += sums[s][lane];
+  dw[j] = from_float<S>(to_float(dw[j]) + total);
+}
+
+/// The vector path's shape for rows of nv vectors: G threads per row, the fewest in 32 .. 256 that
+/// leave each at most K vectors; 0 when the row is too long.
+template <int K>
+int group_threads(std::int64_t nv) {
+  for (int g = 32; g <= vec_threads; g *= 2)
+    if (nv <= static_cast<std::int64_t>(g) * K) return g;
+  return 0;
+}
+
+/// f(std::integral_constant<int, G>{}) for G in 32, 64, 128, 256.
+template <class F>
+status with_group(int g, F&& f) {
+  switch (g) {
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    default: return f(std::integral_constant<int, 256>{});
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+constexpr int forward_k = 8;   // vectors per thread, forward
+/// Vectors per thread, backward: x and dy of two rows and the dw sums in registers, within the
+/// 128 registers of two blocks per SM.
+template <class S>
+inline constexpr int backward_k = sizeof(S) == 2 ? 3 : 4;
+constexpr std::int64_t backward_blocks = 132 * 2;
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -100,8 +389,20 @@ status rmsnorm_forward(const exec_context& ctx, dtype storage, const tensor& x, 
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
   const std::int64_t rows = x.dim(0), d = x.dim(1);
   if (rows == 0) return status::ok();
-  return with_storage(storage, op, [&](auto zero) {
+  return with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
+    constexpr int V = width<S>;
+    const int g = d % V == 0 ? group_threads<forward_k>(d / V) : 0;
+    if (g != 0 && aligned16(x.data()) && aligned16(y.data()) && (w.empty() || aligned16(w.data()))) {
+      return with_group(g, [&](auto group) -> status {
+        constexpr int G = decltype(group)::value;
+        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
+        rmsnorm_forward_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, 0, stream_of(ctx)>>>(
+            x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), rows, static_cast<int>(d / V),
+            static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
+        return launch_status(op, "rmsnorm_forward_vec_kernel");
+      });
+    }
     rmsnorm_forward_kernel<S><<<static_cast<unsigned>(rows), row_threads, 0, stream_of(ctx)>>>(
         x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), d, static_cast<float>(eps), y.as<S>(),
         inv_rms.empty() ? nullptr : inv_rms.as<float>());
@@ -114,10 +415,39 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
   constexpr const char* op = "rmsnorm_backward";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
   const std::int64_t rows = x.dim(0), d = x.dim(1);
-  if (rows == 0) return status::ok();
+  if (rows == 0 || (dx.empty() && dw.empty())) return status::ok();
   return with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
     const cudaStream_t stream = stream_of(ctx);
+    constexpr int V = width<S>;
+    const int g = d % V == 0 ? group_threads<backward_k<S>>(d / V) : 0;
+    if (g != 0 && aligned16(x.data()) && aligned16(dy.data()) && (w.empty() || aligned16(w.data())) &&
+        (dx.empty() || aligned16(dx.data()))) {
+      return with_group(g, [&](auto group) -> status {
+        constexpr int G = decltype(group)::value, R = vec_threads / G;
+        // A fixed chunk of rows per block (the shape alone decides it), whole groups of R rows.
+        const std::int64_t groups = (rows + R - 1) / R;
+        const std::int64_t rows_per_block = (groups + backward_blocks - 1) / backward_blocks * R;
+        const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+        float* partial = nullptr;
+        if (!dw.empty()) {
+          auto scratch = op_scratch::get(ctx, op, static_cast<std::size_t>(blocks * d) * sizeof(float));
+          if (!scratch) return scratch.error();
+          partial = reinterpret_cast<float*>(scratch->data());
+        }
+        const std::size_t combine_bytes = partial && R > 1 ? std::size_t{backward_k<S>} * G * V * sizeof(float) : 0;
+        rmsnorm_backward_vec_kernel<S, G, backward_k<S>><<<static_cast<unsigned>(blocks), vec_threads, combine_bytes, stream>>>(
+            x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), inv_rms.as<const float>(), dy.as<const S>(), rows,
+            static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
+        TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
+        if (partial) {
+          rmsnorm_dw_finish_vec_kernel<S><<<static_cast<unsigned>((d + 31) / 32), 256, 0, stream>>>(partial, blocks, d,
+                                                                                                  dw.as<S>());
+          TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_dw_finish_vec_kernel"));
+        }
+        return status::ok();
+      });
+    }
     if (!dw.empty()) {
       // Enough chunks to fill the GPU with d columns; the chunk count depends on the shape only.
       constexpr int threads = 128;

@@ -40,23 +40,6 @@ __global__ void rope_tables_kernel(const std::int32_t* __restrict__ positions, c
   }
 }
 
-/// W values of p (W = vec_width<S>: one 16-byte load; W = 1: one scalar) as float.
-template <class S, int W>
-__device__ __forceinline__ void load_group(const S* p, float (&v)[W]) {
-  if constexpr (W == 1)
-    v[0] = to_float(*p);
-  else
-    load_vec(p, v);
-}
-
-template <class S, int W>
-__device__ __forceinline__ void store_group(S* p, const float (&v)[W]) {
-  if constexpr (W == 1)
-    *p = from_float<S>(v[0]);
-  else
-    store_vec(p, v);
-}
-
 /// For every (token t, head, j in a group of W): a = in[j], b = in[j + h],
 ///   forward:  out[j] = a·cos[j] − b·sin[j],      out[j + h] = b·cos[j + h] + a·sin[j + h];
 ///   inverse:  out[j] = a·cos[j] + b·sin[j + h],  out[j + h] = b·cos[j + h] − a·sin[j].

@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
   extern __shared__ __align__(16) unsigned char dyn[];
   const std::int64_t r = blockIdx.x;
   const S* x = logits + r * v;
-  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false);
+  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false, greedy);  // S as the scorer's
   if (!sh.row.finite) {
     if (threadIdx.x == 0) {
       tokens[r] = -1;

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -144,8 +145,11 @@ __device__ __forceinline__ float key_value(std::uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
 }
 
+/// (x - m) / T in float32; x - m when T = 1 (the same bits: a division by 1 is exact).
+__device__ __forceinline__ float scaled_by(float x, float m, float t) { return t == 1.f ? x - m : (x - m) / t; }
+
 /// d = (x - x_max) / T in float32.
-__device__ __forceinline__ float scaled_logit(const row_state& row, float x) { return (x - row.x_max) / row.temperature; }
+__device__ __forceinline__ float scaled_logit(const row_state& row, float x) { return scaled_by(x, row.x_max, row.temperature); }
 
 /// e = exp(d): the unnormalised probability entering S.
 __device__ __forceinline__ float token_weight(const row_state& row, float x) { return expf(scaled_logit(row, x)); }
@@ -432,11 +436,142 @@ __device__ void select_cut(const S* x, std::int64_t v, bins b, scratch& sh, Elig
 // ---------------------------------------------------------------------------------------------
 // the filter
 
+/// Chunks of 16 bytes a thread loads at once in unfiltered_row.
+constexpr int batch_chunks = 4;
+
+/// The largest float over the block (every thread gets it); `shared` holds 32 doubles.
+__device__ __forceinline__ float block_max_f(float v, double* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_max(v);
+  if (lane == 0) shared[warp] = static_cast<double>(v);
+  __syncthreads();
+  float m = lane < row_warps ? static_cast<float>(shared[lane]) : -INFINITY;
+  m = warp_max(m);
+  __syncthreads();
+  return m;
+}
+
+/// filter_row without top-k and top-p (P = every token): the maximum, S and sum e_j d_j in ONE
+/// pass over the row. Thread t takes chunks t, t + blockDim, ... in order, batch_chunks at a time;
+/// it keeps its running maximum m_t and its sums relative to it (s_t = sum e^((x - m_t) / T),
+/// the exponentials of each 16-byte chunk added in float32, then to s_t in double), rescaling
+/// them by exp(delta) (double) when a batch raises m_t by delta / T; the block then rescales
+/// every thread's sums to the row's maximum and adds them by the fixed tree. One order per shape:
+/// the scorer and the sampler get the same bits. With `argmax` also the first-ranked token.
+template <class S>
+__device__ void unfiltered_row(const S* x, std::int64_t v, const params& p, scratch& sh, bool weighted, bool argmax) {
+  constexpr int n = 16 / sizeof(S), U = batch_chunks;
+  const int tid = threadIdx.x;
+  const float temp = p.temperature;
+  const std::int64_t chunks = (v + n - 1) / n;
+  const bool vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && v % n == 0;
+  const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
+  float m = -INFINITY;
+  double s = 0.0, ws = 0.0;
+  bool finite = true;
+  unsigned long long best = 0;
+  for (std::int64_t c0 = tid; c0 < chunks; c0 += U * step) {
+    float xs[U][n];
+    bool in[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int64_t c = c0 + u * step;
+      in[u] = c < chunks;
+      if (vec) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (in[u]) raw = __ldg(reinterpret_cast<const uint4*>(x) + c);
+        S e[n];
+        memcpy(e, &raw, sizeof raw);
+#pragma unroll
+        for (int k = 0; k < n; ++k) xs[u][k] = to_float(e[k]);
+      } else {
+#pragma unroll
+        for (int k = 0; k < n; ++k) {
+          const std::int64_t j = c * n + k;
+          xs[u][k] = in[u] && j < v ? to_float(x[j]) : -INFINITY;
+        }
+      }
+    }
+    // Past the row's end: -infinity (vector chunks lie wholly inside or wholly outside).
+    float bm = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int k = 0; k < n; ++k) {
+        const std::int64_t j = (c0 + u * step) * n + k;
+        const bool valid = in[u] && (vec || j < v);
+        if (!valid) xs[u][k] = -INFINITY;
+        finite = finite && (!valid || isfinite(xs[u][k]));
+        bm = fmaxf(bm, xs[u][k]);
+        if (argmax && valid) {
+          const unsigned long long key =
+              (static_cast<unsigned long long>(rank_key(xs[u][k])) << 32) | (0xffffffffu - static_cast<std::uint32_t>(j));
+          best = key > best ? key : best;
+        }
+      }
+    }
+    if (bm > m) {
+      if (s != 0.0) {  // s > 0 once any token is in: its own term is exp(0) = 1
+        const float delta = scaled_by(m, bm, temp);
+        const double a = exp(static_cast<double>(delta));
+        if (weighted) ws = __dmul_rn(a, __fma_rn(static_cast<double>(delta), s, ws));
+        s = __dmul_rn(s, a);
+      }
+      m = bm;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float pe = 0.f;
+#pragma unroll
+      for (int k = 0; k < n; ++k) {
+        const float d = scaled_by(xs[u][k], m, temp);  // -infinity past the end: e = 0
+        const float e = expf(d);
+        pe += e;
+        if (weighted && e != 0.f) ws = __fma_rn(static_cast<double>(e), static_cast<double>(d), ws);
+      }
+      s = __dadd_rn(s, static_cast<double>(pe));
+    }
+  }
+  finite = __syncthreads_and(finite) != 0;
+  float x_max = block_max_f(m, sh.red_d);
+  if (x_max == 0.f) x_max = 0.f;  // +0
+  if (argmax) best = block_max_u64(best, sh.red_u);
+  double st = 0.0, wt = 0.0;
+  if (finite && s != 0.0) {
+    const float delta = scaled_by(m, x_max, temp);
+    const double a = exp(static_cast<double>(delta));
+    st = __dmul_rn(s, a);
+    if (weighted) wt = __dmul_rn(a, __fma_rn(static_cast<double>(delta), s, ws));
+  }
+  const double sum = block_sum_d(st, sh.red_d);
+  const double wsum = weighted ? block_sum_d(wt, sh.red_d) : 0.0;
+  if (tid == 0) {
+    sh.row.temperature = temp;
+    sh.row.finite = finite;
+    sh.row.x_max = x_max;
+    sh.row.argmax = argmax ? static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(best)) : 0;
+    sh.row.all_kept = true;
+    sh.row.cut_key = 0;
+    sh.row.cut_id = 0;
+    sh.row.sum = sum;
+    sh.row.log_sum = log(sum);
+    sh.row.weighted = wsum;
+  }
+  __syncthreads();
+}
+
 /// Fills sh.row for row x[0..v) (the steps of sampling_params): the maximum and first-ranked
 /// token, the top-k cut, the top-p cut, S and log S, and with `weighted` sum_P e_j d_j. Every
 /// thread returns after a barrier; when a logit is not finite only sh.row.finite (false) is set.
+/// Without top-k and top-p, unfiltered_row's single pass, the first-ranked token only with
+/// `argmax`.
 template <class S>
-__device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, scratch& sh, bool weighted) {
+__device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, scratch& sh, bool weighted,
+                           bool argmax = true) {
+  if (!p.use_k && !p.use_p) {
+    unfiltered_row(x, v, p, sh, weighted, argmax);
+    return;
+  }
   const int tid = threadIdx.x;
   // 1. The maximum and the first-ranked token: the largest (key, -id).
   unsigned long long best = 0;
