@@ -5,8 +5,10 @@
 //   - attention: TFLOP/s (4·heads·tokens·context·d forward, 2.5× that backward; context = the
 //     mean keys a query sees), beside cuDNN's fused attention on the same problem (where cuDNN
 //     takes it: not at head_dim 512 on Hopper) and the 8192³ GEMM rate.
-// Times are medians of CUDA-event-timed calls after a warm-up. A figure to read, not a gate.
-// Usage: cuda_ops_bench [--quick]
+// Times are medians of CUDA-event-timed calls after a warm-up (attention, ours and cuDNN's alike:
+// of batches of 10 back-to-back calls, so that launch work overlaps as in a step). A figure to
+// read, not a gate.
+// Usage: cuda_ops_bench [--quick] [--attention (the attention rows only)]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -121,6 +123,19 @@ double time_ms(int warm, int reps, const std::function<status()>& f) {
   return ms[ms.size() / 2];
 }
 
+/// Median milliseconds per call of `reps` event-timed batches of `calls` back-to-back calls (the
+/// host's launch work overlaps the device's, as in a training step).
+double time_ms_batched(int warm, int reps, int calls, const std::function<status()>& f) {
+  return time_ms(warm, reps, [&] {
+           for (int i = 0; i < calls; ++i) {
+             const status s = f();
+             if (!s) return s;
+           }
+           return status::ok();
+         }) /
+         calls;
+}
+
 struct row {
   std::string op, shape;
   double ms, figure, ceiling;
@@ -136,7 +151,12 @@ void print(const row& r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false, attention_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    else if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
+    else fail(std::string("unknown argument ") + argv[i] + " (usage: cuda_ops_bench [--quick] [--attention])");
+  }
   const backend_info info = query_backend();
   if (info.devices.empty()) {
     std::printf("cuda_ops_bench: skipped: no CUDA device (%s)\n", info.device_problem.c_str());
@@ -173,6 +193,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%-28s %-42s %12s %16s %s\n", "op", "shape (bf16 storage)", "time", "figure", "fraction of ceiling");
 
+  if (!attention_only) {
   // Element-wise ops and norms over the residual stream of 16384 tokens of E2B (H 2560).
   const std::int64_t tokens = 16384, hidden = 2560, inter = 6144 * 2;
   const auto bandwidth = [&](const std::string& op, const std::string& shape, double bytes, const std::function<status()>& f) {
@@ -252,6 +273,8 @@ int main(int argc, char** argv) {
           [&] { return ops::linear_backward(ctx, x.t, w.t, y.t, dx.t, dw.t); });
   }
 
+  }
+
   // Attention, one sequence of 4096 tokens.
   struct attn {
     const char* name;
@@ -277,16 +300,16 @@ int main(int argc, char** argv) {
     const double fwd = 4.0 * a.heads * t * context * a.d;
     const std::string shape = std::string(a.name) + ", d " + std::to_string(a.d) + ", heads " + std::to_string(a.heads) +
                               "/" + std::to_string(a.kv_heads) + ", 4096";
-    const double ours_fwd = time_ms(warm, reps, [&] { return ops::attention_forward(ctx, q.t, k.t, v.t, cu, o.t, lse.t, opt); });
-    const double ours_bwd = time_ms(
-        warm, reps, [&] { return ops::attention_backward(ctx, q.t, k.t, v.t, cu, lse.t, dout.t, dq.t, dk.t, dv.t, opt, false, o.t); });
+    const double ours_fwd = time_ms_batched(warm, reps, 10, [&] { return ops::attention_forward(ctx, q.t, k.t, v.t, cu, o.t, lse.t, opt); });
+    const double ours_bwd = time_ms_batched(
+        warm, reps, 10, [&] { return ops::attention_backward(ctx, q.t, k.t, v.t, cu, lse.t, dout.t, dq.t, dk.t, dv.t, opt, false, o.t); });
     device_free(device::cuda(0), cu_p);
     // The peer: cuDNN's fused attention on the same problem, in this run.
     auto peer = tandem::bench::cudnn_attention::make({t, a.heads, a.kv_heads, a.d, a.window});
     double peer_fwd = 0, peer_bwd = 0;
     if (peer) {
-      peer_fwd = time_ms(warm, reps, [&] { return (*peer)->forward(); });
-      peer_bwd = time_ms(warm, reps, [&] { return (*peer)->backward(); });
+      peer_fwd = time_ms_batched(warm, reps, 10, [&] { return (*peer)->forward(); });
+      peer_bwd = time_ms_batched(warm, reps, 10, [&] { return (*peer)->backward(); });
     }
     for (const bool backward : {false, true}) {
       const double ms = backward ? ours_bwd : ours_fwd, f = (backward ? 2.5 : 1.0) * fwd / ms / 1e9;

@@ -3,8 +3,9 @@
 // (D into scratch), the dK/dV key-tile kernel (attention_dkdv.cuh) and its dq pass. Every output
 // element is written by one thread in a fixed order: deterministic, no atomics. bfloat16 at head
 // dims 256 and 512 (16-byte aligned tensors) takes the tensor-core kernels instead
-// (attention_mma_forward.cuh, attention_mma_backward.cuh: the same tiles-numbering scheme with
-// larger tiles; D from the forward's out when the caller passes it).
+// (attention_wgmma_forward.cuh: Hopper's warpgroup products; attention_mma_backward.cuh: mma.sync;
+// the same tile-numbering scheme with larger tiles; D from the forward's out when the caller
+// passes it).
 #include "gpu/ops/cuda/attention.h"
 
 #include <cstddef>
@@ -15,7 +16,7 @@
 
 #include "gpu/ops/cuda/attention_dkdv.cuh"
 #include "gpu/ops/cuda/attention_mma_backward.cuh"
-#include "gpu/ops/cuda/attention_mma_forward.cuh"
+#include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
@@ -114,7 +115,9 @@ status attention_forward(const exec_context& ctx, dtype storage, const tensor& q
     a.d = static_cast<int>(c.d);
     a.scale = static_cast<float>(options.scaling);
     a.window = options.sliding_window;
-    const attn::packed_keys<bf16> keys{k.as<const bf16>(), v.as<const bf16>(), c.tokens, c.kv_heads, c.d};
+    attn::mma::tma_keys keys{};
+    TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(
+        op, attn::packed_keys<bf16>{k.as<const bf16>(), v.as<const bf16>(), c.tokens, c.kv_heads, c.d}, keys));
     return attn::mma::launch_forward(stream, op, grid, a, layout, keys);
   }
   TANDEM_RETURN_IF_ERROR(tile_offsets(stream, op, cu_seqlens, c.num_seqs, c.tiling.rows_per_tile, offsets));

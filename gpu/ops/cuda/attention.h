@@ -11,11 +11,14 @@
 // outside the tensors. Head dims up to 512 (any d <= 512); larger ones are refused (unsupported).
 //
 // Tensor cores: bfloat16 storage at head dim 256 or 512 with 16-byte aligned tensors runs
-// mma.sync (bf16 operands, f32 accumulation) kernels instead (attention_mma_*.cuh): blocks of
-// 64 or 128 query rows, key tiles at multiples of 64 positions, exp2 softmax, P and dS rounded to
-// bfloat16 as mma operands; still deterministic (no atomics, fixed summation orders). The paged
-// forward runs the same forward kernel, so a paged row still gives the packed row's bits. Keys
-// and values must be finite there (a masked key's value meets a zero probability in the mma).
+// tensor-core kernels instead (bf16 operands, f32 accumulation): the forward on Hopper's
+// warpgroup instructions (attention_wgmma_forward.cuh: blocks of 128 rows at d 256, 64 at d 512,
+// key tiles at multiples of 64 or 32 positions), the backward on mma.sync
+// (attention_mma_backward.cuh); exp2 softmax, P and dS rounded to bfloat16 as operands; still
+// deterministic (no atomics, fixed summation orders). The paged forward runs the same forward
+// kernel, so a paged row still gives the packed row's bits. Keys and values must be finite there
+// (a masked key's value meets a zero probability in the product). A forward kernel whose
+// pipeline lost a signal traps after 10 seconds (the launch fails) rather than hang the stream.
 #pragma once
 
 #include "gpu/core/dtype.h"

@@ -408,14 +408,8 @@ __global__ void __launch_bounds__(threads, 1) mma_dq_kernel(query_args<bf16> a, 
     delta_s[l] = qrow >= 0 ? a.delta_in[qrow] : 0.f;
   }
   __syncthreads();
-  std::int64_t pmin = INT64_MAX, pmax = -1;
-  for (int l = 0; l < BM; ++l) {
-    const std::int64_t p = pos_s[l];
-    if (p >= 0) {
-      pmin = p < pmin ? p : pmin;
-      pmax = p > pmax ? p : pmax;
-    }
-  }
+  std::int64_t pmin, pmax;
+  position_range(pos_s, BM, pmin, pmax);
   if (pmax < 0) return;
   const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
   const std::int64_t kt_first = kmin / BN, kt_last = kmax / BN;

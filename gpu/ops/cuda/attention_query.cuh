@@ -82,14 +82,8 @@ __global__ void __launch_bounds__(threads, 1) query_tile_kernel(query_args<S> a,
     delta_s[threadIdx.x] = is_dq && qrow >= 0 ? a.delta_in[qrow] : 0.f;
   }
   __syncthreads();
-  std::int64_t pmin = INT64_MAX, pmax = -1;
-  for (int l = 0; l < tile_rows; ++l) {
-    const std::int64_t p = pos_s[l];
-    if (p >= 0) {
-      pmin = p < pmin ? p : pmin;
-      pmax = p > pmax ? p : pmax;
-    }
-  }
+  std::int64_t pmin, pmax;
+  position_range(pos_s, tile_rows, pmin, pmax);
   if (pmax < 0) return;  // no row (uniform over the block)
   const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
   const auto query_offset = [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * d : std::int64_t{-1}; };

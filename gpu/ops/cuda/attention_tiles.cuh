@@ -140,6 +140,20 @@ __device__ __forceinline__ query_tile find_query_tile(const query_layout& q) {
   return t;
 }
 
+/// The least and greatest position among the `rows` entries of pos_s (-1: no row); pmax < 0 when
+/// there is no row at all.
+__device__ __forceinline__ void position_range(const std::int64_t* pos_s, int rows, std::int64_t& pmin, std::int64_t& pmax) {
+  pmin = INT64_MAX;
+  pmax = -1;
+  for (int l = 0; l < rows; ++l) {
+    const std::int64_t p = pos_s[l];
+    if (p >= 0) {
+      pmin = p < pmin ? p : pmin;
+      pmax = p > pmax ? p : pmax;
+    }
+  }
+}
+
 /// Local row l of a query tile: its row index in q ([rows · heads], -1: none) and position (-1: none).
 __device__ __forceinline__ void query_row(const query_layout& q, const query_tile& t, int l, std::int64_t& qrow,
                                           std::int64_t& pos) {

@@ -2,7 +2,7 @@
 // CPU's refusals, found on the device and copied back), the K/V write (a block per new row, 16-byte
 // copies where aligned), and the forward: the packed forward's query-tile kernel with the keys read
 // through the block table (attention_query.cuh), so a row gives the packed kernel's bits; bfloat16
-// at d 256 / 512 runs the packed forward's tensor-core kernel (attention_mma_forward.cuh) likewise.
+// at d 256 / 512 runs the packed forward's tensor-core kernel (attention_wgmma_forward.cuh) likewise.
 #include "gpu/ops/cuda/paged_attention.h"
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include <string>
 #include <type_traits>
 
-#include "gpu/ops/cuda/attention_mma_forward.cuh"
+#include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/attention_tiles.cuh"
 #include "gpu/ops/cuda/device_math.cuh"

@@ -2,8 +2,9 @@
 // the vector width, at most 256·K vectors): a group of G threads per row (several rows per block),
 // each thread holding its K vectors of the row in registers between the row's sum and the output,
 // so x (and dy) are read once, with 16-byte loads and stores. The backward fuses dx and dw: each
-// block takes a fixed chunk of rows (the next row's x and dy loaded while the current one is
-// computed), every thread keeps its columns' dw partial in registers, the block's groups add
+// block takes a fixed chunk of rows, its threads copying the x and dy of the rows two iterations
+// ahead into their own shared-memory slots (cp.async, a 3-stage pipeline: ~40 KB in flight per
+// block without registers), every thread keeps its columns' dw partial in registers, the block's groups add
 // theirs in group order, and a finish kernel adds the blocks' partials in block order. Other rows
 // take the scalar path: one block per row for y and dx (the fixed block tree of device_math.cuh),
 // dw by column tiles x row chunks. Every sum has one order per shape: deterministic.
@@ -206,18 +207,42 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const 
   }
 }
 
+/// 16 bytes copied from global to shared memory asynchronously (cp.async, L2 only), in the
+/// calling thread's current group of copies.
+__device__ __forceinline__ void copy_async16(uint4* to, const void* from) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(from) : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/// Waits until at most N of the calling thread's groups of copies are still in flight.
+template <int N>
+__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+/// Stages of the backward's copy pipeline: while the block computes one iteration (R rows), the
+/// x and dy of the next stages - 1 are on their way into shared memory.
+constexpr int backward_stages = 3;
+
+/// Shared memory of rmsnorm_backward_vec_kernel: the stages, each x and dy of R rows of K · G
+/// vectors (reused for the groups' dw sums, K · G · V floats, after the rows).
+template <class S, int K>
+constexpr std::size_t backward_shared_bytes = std::size_t{backward_stages} * 2 * K * vec_threads * 16;
+
 /// Block b takes rows [b · rows_per_block, ...) , its group g rows begin + g, begin + g + R, ...;
-/// thread t of a group holds vectors t, t + G, ... (at most K) of each. dx (when given) as in
-/// rmsnorm_dx_kernel; partial[b, j] (when given) = Σ over the block's rows of dy · x · inv: each
-/// thread sums its rows in order, then the groups in group order.
+/// thread t of a group holds vectors t, t + G, ... (at most K) of each. Each thread copies its own
+/// vectors of the rows backward_stages - 1 iterations ahead into its own slots of shared memory
+/// (cp.async; no other thread reads them, so no barrier guards them) and reads them back when
+/// their iteration comes. dx (when given) as in rmsnorm_dx_kernel; partial[b, j] (when given) =
+/// Σ over the block's rows of dy · x · inv: each thread sums its rows in order, then the groups in
+/// group order.
 template <class S, int G, int K>
 __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     const S* __restrict__ x, const S* __restrict__ w, const float* __restrict__ inv_rms, const S* __restrict__ dy,
     std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
     float* __restrict__ partial) {
-  constexpr int V = width<S>, R = vec_threads / G;
+  constexpr int V = width<S>, R = vec_threads / G, slots = K * G;
   __shared__ float shared[vec_threads / 32];
-  extern __shared__ float combine[];  // K · G · V floats when R > 1 and partial
+  extern __shared__ __align__(16) uint4 stage[];  // [backward_stages][R][x, dy][K · G]
+  float* combine = reinterpret_cast<float*>(stage);  // K · G · V floats when R > 1 and partial
   const int t = threadIdx.x % G, g = threadIdx.x / G;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.x) * rows_per_block;
@@ -230,32 +255,38 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
 #pragma unroll
     for (int e = 0; e < V; ++e) acc[k][e] = 0.f;
 
-  uint4 xn[K], gn[K];  // the next row's vectors
-  auto load_row = [&](std::int64_t r) {
+  // This thread's slots of stage i: x at [k], dy at [slots + k].
+  auto slot = [&](std::int64_t i, int k) { return stage + ((i % backward_stages) * R + g) * 2 * slots + k * G + t; };
+  // Copies of iteration i's row (nothing past the block's rows), one group per iteration.
+  auto copy_row = [&](std::int64_t i) {
+    const std::int64_t r = begin + i * R + g;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int c = t + k * G;
-      xn[k] = make_uint4(0, 0, 0, 0);
-      gn[k] = make_uint4(0, 0, 0, 0);
       if (r < end && c < nv) {
         const std::int64_t off = r * d + static_cast<std::int64_t>(c) * V;
-        xn[k] = load16_nc(x + off);
-        gn[k] = load16_nc(dy + off);
+        copy_async16(slot(i, k), x + off);
+        copy_async16(slot(i, k) + slots, dy + off);
       }
     }
+    commit_copies();
   };
-  load_row(begin + g);
+#pragma unroll
+  for (int i = 0; i < backward_stages - 1; ++i) copy_row(i);
+  std::int64_t it = 0;
 #pragma unroll 1
-  for (std::int64_t r0 = begin; r0 < end; r0 += R) {  // the same trip count in every group
+  for (std::int64_t r0 = begin; r0 < end; r0 += R, ++it) {  // the same trip count in every group
     const std::int64_t r = r0 + g;
     const bool live = r < end;
+    copy_row(it + backward_stages - 1);  // into the stage iteration it - 1 has read
+    wait_copies<backward_stages - 1>();  // iteration it's copies have landed
     uint4 xc[K], gc[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      xc[k] = xn[k];
-      gc[k] = gn[k];
+      const bool in = live && t + k * G < nv;
+      xc[k] = in ? *slot(it, k) : make_uint4(0, 0, 0, 0);
+      gc[k] = in ? *(slot(it, k) + slots) : make_uint4(0, 0, 0, 0);
     }
-    load_row(r + R);
     const float inv = live ? inv_rms[r] : 0.f;
     float dot = 0.f;
 #pragma unroll
@@ -299,6 +330,8 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     }
   }
   if (!partial) return;
+  wait_copies<0>();  // the last (empty) groups; then every thread is done with the stages
+  __syncthreads();
   float* prow = partial + static_cast<std::int64_t>(blockIdx.x) * d;
   // The groups in order: group 0 stores its sums, each next one adds its own, the last writes.
 #pragma unroll 1
@@ -435,8 +468,11 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           if (!scratch) return scratch.error();
           partial = reinterpret_cast<float*>(scratch->data());
         }
-        const std::size_t combine_bytes = partial && R > 1 ? std::size_t{backward_k<S>} * G * V * sizeof(float) : 0;
-        rmsnorm_backward_vec_kernel<S, G, backward_k<S>><<<static_cast<unsigned>(blocks), vec_threads, combine_bytes, stream>>>(
+        constexpr std::size_t bytes = backward_shared_bytes<S, backward_k<S>>;
+        static_assert(bytes >= std::size_t{backward_k<S>} * G * V * sizeof(float), "the dw sums fit in the stages");
+        auto* kernel = &rmsnorm_backward_vec_kernel<S, G, backward_k<S>>;
+        TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+        kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
             x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), inv_rms.as<const float>(), dy.as<const S>(), rows,
             static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
         TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));

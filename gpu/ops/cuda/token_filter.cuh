@@ -9,10 +9,13 @@
 // target (weight 1 for top-k: the k-th token; for top-p the mass e_j in 2^-F fixed point, so
 // every sum is an exact integer, independent of the order the block adds it in) is located by
 // three histogram passes over the key's digits (13, 10 and 9 bits, shared-memory integer
-// atomics, warp-aggregated when a warp hits one bin), then among equal keys by id. Sums of e_j
-// (S, the entropy) are float32 exponentials accumulated in double by a fixed block tree.
-// Traversal: thread t holds chunks t, t + blockDim, ... of 16 bytes of the row whether or not
-// the row is 16-byte aligned (vector loads when it is), so every sum has one order per shape.
+// atomics, warp-aggregated when a warp hits one bin), then among equal keys by id. The weights
+// e_j = 2^((x_j - x_max) · log2(e) / T) are one float32 ex2 each (token_weight: S, the top-p
+// masses, the sampler's draw and the gradient use the same formula); sums of e_j (S, the
+// entropy) are accumulated in double by a fixed block tree (without top-k / top-p: float32 over
+// a thread's batch of 4 chunks, then double). Traversal: thread t holds chunks t, t + blockDim,
+// ... of 16 bytes of the row whether or not the row is 16-byte aligned (vector loads when it is,
+// the next batch loaded ahead), so every sum has one order per shape.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -49,6 +52,7 @@ inline std::size_t dynamic_bytes(bool use_k, bool use_p) {
 /// The sampling parameters as the kernels read them.
 struct params {
   float temperature = 1.f;      ///< T in float32 (the scaled logits)
+  float exp2_scale = 1.4426950408889634f;  ///< log2(e) / T in float32 (the weights e_j)
   double temperature_d = 1.0;   ///< T as given (the gradient's 1 / T)
   std::int32_t top_k = 0;
   double top_p = 1.0;
@@ -59,6 +63,7 @@ struct params {
 /// prefix, stored as its last token (cut_key, cut_id).
 struct row_state {
   float temperature;
+  float exp2_scale;      ///< log2(e) / T: e_j = 2^((x_j - x_max) · exp2_scale)
   float x_max;           ///< the row's largest logit
   std::int32_t argmax;   ///< the first-ranked token
   bool finite;           ///< every logit is finite (else nothing else is filled)
@@ -116,6 +121,7 @@ inline params make_params(const sampling_params& p, std::int64_t v) {
   params k;
   k.temperature = static_cast<float>(p.temperature);
   k.temperature_d = p.temperature;
+  k.exp2_scale = static_cast<float>(1.4426950408889634 / p.temperature);
   k.top_k = p.top_k;
   k.top_p = p.top_p;
   k.use_k = p.top_k > 0 && p.top_k < v;
@@ -151,8 +157,21 @@ __device__ __forceinline__ float scaled_by(float x, float m, float t) { return t
 /// d = (x - x_max) / T in float32.
 __device__ __forceinline__ float scaled_logit(const row_state& row, float x) { return scaled_by(x, row.x_max, row.temperature); }
 
-/// e = exp(d): the unnormalised probability entering S.
-__device__ __forceinline__ float token_weight(const row_state& row, float x) { return expf(scaled_logit(row, x)); }
+/// 2^t by the special-function unit (ex2.approx.ftz: relative error ~2^-22, 2^t below 2^-126
+/// flushed to +0, 2^-inf = +0, NaN stays NaN): one instruction, where expf takes eight.
+__device__ __forceinline__ float exp2_approx(float t) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t));
+  return y;
+}
+
+/// e = 2^((x - m) · log2(e) / T) ~ exp((x - m) / T) for a row maximum m: x - m is exact for
+/// bfloat16 logits, one rounding of the product, one ex2 (no division, no expf).
+__device__ __forceinline__ float weight_of(float x, float m, float exp2_scale) { return exp2_approx((x - m) * exp2_scale); }
+
+/// e_j: the unnormalised probability entering S, the top-p masses and the gradient (one formula
+/// for all of them).
+__device__ __forceinline__ float token_weight(const row_state& row, float x) { return weight_of(x, row.x_max, row.exp2_scale); }
 
 /// Whether the token of key `key` and id j is in P.
 __device__ __forceinline__ bool is_kept(const row_state& row, std::uint32_t key, std::int64_t j) {
@@ -436,7 +455,8 @@ __device__ void select_cut(const S* x, std::int64_t v, bins b, scratch& sh, Elig
 // ---------------------------------------------------------------------------------------------
 // the filter
 
-/// Chunks of 16 bytes a thread loads at once in unfiltered_row.
+/// Chunks of 16 bytes a thread takes at once in unfiltered_row (a batch); it loads the next
+/// batch before it computes this one, so 2 · batch_chunks loads of 16 bytes are in flight.
 constexpr int batch_chunks = 4;
 
 /// The largest float over the block (every thread gets it); `shared` holds 32 doubles.
@@ -451,102 +471,225 @@ __device__ __forceinline__ float block_max_f(float v, double* shared) {
   return m;
 }
 
-/// filter_row without top-k and top-p (P = every token): the maximum, S and sum e_j d_j in ONE
-/// pass over the row. Thread t takes chunks t, t + blockDim, ... in order, batch_chunks at a time;
-/// it keeps its running maximum m_t and its sums relative to it (s_t = sum e^((x - m_t) / T),
-/// the exponentials of each 16-byte chunk added in float32, then to s_t in double), rescaling
-/// them by exp(delta) (double) when a batch raises m_t by delta / T; the block then rescales
-/// every thread's sums to the row's maximum and adds them by the fixed tree. One order per shape:
-/// the scorer and the sampler get the same bits. With `argmax` also the first-ranked token.
-template <class S>
-__device__ void unfiltered_row(const S* x, std::int64_t v, const params& p, scratch& sh, bool weighted, bool argmax) {
-  constexpr int n = 16 / sizeof(S), U = batch_chunks;
-  const int tid = threadIdx.x;
-  const float temp = p.temperature;
-  const std::int64_t chunks = (v + n - 1) / n;
-  const bool vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && v % n == 0;
-  const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
+/// One thread's part of unfiltered_row: its running maximum m, s = sum e^((x - m) / T) and
+/// ws = sum e^((x - m) / T) (x - m) / T over its tokens so far, whether they were all finite, and
+/// the largest (key, -id).
+struct online_sums {
   float m = -INFINITY;
   double s = 0.0, ws = 0.0;
   bool finite = true;
   unsigned long long best = 0;
-  for (std::int64_t c0 = tid; c0 < chunks; c0 += U * step) {
-    float xs[U][n];
-    bool in[U];
+};
+
+/// A batch of NU chunks raw (16 bytes of storage S each, chunk u at index c0 + u · step;
+/// `valid(u, k)` says which elements are in the row, hi and lo their largest and smallest value)
+/// added to st: st.m raised to hi when larger (the sums rescaled by exp(delta) in double), then
+/// per chunk the float sums of e = weight_of(x, m) and (with Weighted) e (x - m), the chunks' sums
+/// added in chunk order in float, then to st.s (st.ws: times 1 / T) in double. The elements are
+/// converted to float where they are used, so the batch stays 16 bytes per chunk in registers.
+template <class S, int NU, bool Weighted, bool Argmax, class Valid>
+__device__ __forceinline__ void add_batch(const uint4 (&raw)[NU], float hi, float lo, Valid valid, std::int64_t c0,
+                                          std::int64_t step, float temp, float exp2_scale, double inv_t,
+                                          online_sums& st) {
+  constexpr int n = 16 / sizeof(S);
+  // A NaN reaches st.s through its e; +-infinity are caught here.
+  st.finite = st.finite && lo > -INFINITY && hi < INFINITY;
+  if (hi > st.m) {
+    if (st.s != 0.0) {  // s > 0 once any token is in: its own term is exp(0) = 1
+      const float delta = scaled_by(st.m, hi, temp);
+      const double a = exp(static_cast<double>(delta));
+      if (Weighted) st.ws = __dmul_rn(a, __fma_rn(static_cast<double>(delta), st.s, st.ws));
+      st.s = __dmul_rn(st.s, a);
+    }
+    st.m = hi;
+  }
+  const float m = st.m;
+  float te = 0.f, tw = 0.f;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int64_t c = c0 + u * step;
-      in[u] = c < chunks;
-      if (vec) {
-        uint4 raw = make_uint4(0, 0, 0, 0);
-        if (in[u]) raw = __ldg(reinterpret_cast<const uint4*>(x) + c);
-        S e[n];
-        memcpy(e, &raw, sizeof raw);
+  for (int u = 0; u < NU; ++u) {
+    S el[n];
+    memcpy(el, &raw[u], sizeof el);
+    float pe = 0.f, pw = 0.f;
 #pragma unroll
-        for (int k = 0; k < n; ++k) xs[u][k] = to_float(e[k]);
+    for (int k = 0; k < n; ++k) {
+      const float xv = to_float(el[k]);
+      const float dd = xv - m;  // -infinity past the end: e = 0
+      const float e = exp2_approx(dd * exp2_scale);
+      pe += e;
+      if (Weighted && e != 0.f) pw = fmaf(e, dd, pw);
+      if (Argmax && valid(u, k)) {
+        const std::int64_t j = (c0 + u * step) * n + k;
+        const unsigned long long key =
+            (static_cast<unsigned long long>(rank_key(xv)) << 32) | (0xffffffffu - static_cast<std::uint32_t>(j));
+        st.best = key > st.best ? key : st.best;
+      }
+    }
+    te += pe;
+    if (Weighted) tw += pw;
+  }
+  st.s = __dadd_rn(st.s, static_cast<double>(te));
+  if (Weighted) st.ws = __fma_rn(static_cast<double>(tw), inv_t, st.ws);
+}
+
+/// Loads chunk c of a 16-byte-aligned row.
+__device__ __forceinline__ uint4 load_chunk(const void* row, std::int64_t c) {
+  return __ldg(reinterpret_cast<const uint4*>(row) + c);
+}
+
+/// The largest and smallest value of the chunks (bfloat16: by pairs).
+template <class S, int NU>
+__device__ __forceinline__ void batch_range(const uint4 (&raw)[NU], float& hi, float& lo) {
+  if constexpr (std::is_same_v<S, bf16>) {
+    __nv_bfloat162 h[NU][4];
+    memcpy(h, raw, sizeof h);
+    __nv_bfloat162 mx = h[0][0], mn = h[0][0];
+#pragma unroll
+    for (int u = 0; u < NU; ++u)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        mx = __hmax2(mx, h[u][q]);
+        mn = __hmin2(mn, h[u][q]);
+      }
+    hi = fmaxf(__low2float(mx), __high2float(mx));
+    lo = fminf(__low2float(mn), __high2float(mn));
+  } else {
+    float f[NU][4];
+    memcpy(f, raw, sizeof f);
+    hi = -INFINITY;
+    lo = INFINITY;
+#pragma unroll
+    for (int u = 0; u < NU; ++u)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        hi = fmaxf(hi, f[u][k]);
+        lo = fminf(lo, f[u][k]);
+      }
+  }
+}
+
+/// NU chunks from c0 by step of a row that is not 16-byte aligned or not a whole number of
+/// chunks, by element loads, -infinity past the end (hi and lo over the row's elements only).
+template <class S, int NU>
+__device__ __forceinline__ void load_batch_scalar(const S* x, std::int64_t v, std::int64_t c0, std::int64_t step,
+                                                  uint4 (&raw)[NU], float& hi, float& lo) {
+  constexpr int n = 16 / sizeof(S);
+  hi = -INFINITY;
+  lo = INFINITY;
+#pragma unroll
+  for (int u = 0; u < NU; ++u) {
+    S el[n];
+#pragma unroll
+    for (int k = 0; k < n; ++k) {
+      const std::int64_t j = (c0 + u * step) * n + k;
+      el[k] = from_float<S>(-INFINITY);
+      if (j < v) {
+        el[k] = x[j];
+        hi = fmaxf(hi, to_float(el[k]));
+        lo = fminf(lo, to_float(el[k]));  // a NaN reaches st.s through its e
+      }
+    }
+    memcpy(&raw[u], el, sizeof el);
+  }
+}
+
+/// One thread's chunks t, t + blockDim, ... in batches of batch_chunks (the whole batches, then
+/// the last chunks one at a time), the same batches and float sums whether the row is 16-byte
+/// aligned (vector loads, the next batch loaded ahead unless Argmax) or not (element loads).
+template <class S, bool Weighted, bool Argmax>
+__device__ __forceinline__ void row_sums(const S* x, std::int64_t v, const params& p, online_sums& st) {
+  constexpr int n = 16 / sizeof(S), U = batch_chunks;
+  const std::int64_t chunks = (v + n - 1) / n;
+  const std::int64_t step = static_cast<std::int64_t>(blockDim.x);
+  const bool vec = reinterpret_cast<std::uintptr_t>(x) % 16 == 0 && v % n == 0;
+  const float temp = p.temperature, c2 = p.exp2_scale;
+  const double inv_t = 1.0 / p.temperature_d;
+  std::int64_t c0 = threadIdx.x;
+  const auto all = [](int, int) { return true; };
+  if (vec) {
+    uint4 next[U];
+    if (!Argmax && c0 + (U - 1) * step < chunks) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) next[u] = load_chunk(x, c0 + u * step);
+    }
+    for (; c0 + (U - 1) * step < chunks; c0 += U * step) {
+      uint4 cur[U];
+      if constexpr (Argmax) {  // the key search needs the registers: no batch loaded ahead
+#pragma unroll
+        for (int u = 0; u < U; ++u) cur[u] = load_chunk(x, c0 + u * step);
       } else {
 #pragma unroll
-        for (int k = 0; k < n; ++k) {
-          const std::int64_t j = c * n + k;
-          xs[u][k] = in[u] && j < v ? to_float(x[j]) : -INFINITY;
+        for (int u = 0; u < U; ++u) cur[u] = next[u];
+        const std::int64_t c1 = c0 + U * step;
+        if (c1 + (U - 1) * step < chunks) {
+#pragma unroll
+          for (int u = 0; u < U; ++u) next[u] = load_chunk(x, c1 + u * step);
         }
       }
+      float hi, lo;
+      batch_range<S, U>(cur, hi, lo);
+      add_batch<S, U, Weighted, Argmax>(cur, hi, lo, all, c0, step, temp, c2, inv_t, st);
     }
-    // Past the row's end: -infinity (vector chunks lie wholly inside or wholly outside).
-    float bm = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-#pragma unroll
-      for (int k = 0; k < n; ++k) {
-        const std::int64_t j = (c0 + u * step) * n + k;
-        const bool valid = in[u] && (vec || j < v);
-        if (!valid) xs[u][k] = -INFINITY;
-        finite = finite && (!valid || isfinite(xs[u][k]));
-        bm = fmaxf(bm, xs[u][k]);
-        if (argmax && valid) {
-          const unsigned long long key =
-              (static_cast<unsigned long long>(rank_key(xs[u][k])) << 32) | (0xffffffffu - static_cast<std::uint32_t>(j));
-          best = key > best ? key : best;
-        }
-      }
+    for (; c0 < chunks; c0 += step) {
+      const uint4 one[1] = {load_chunk(x, c0)};
+      float hi, lo;
+      batch_range<S, 1>(one, hi, lo);
+      add_batch<S, 1, Weighted, Argmax>(one, hi, lo, all, c0, step, temp, c2, inv_t, st);
     }
-    if (bm > m) {
-      if (s != 0.0) {  // s > 0 once any token is in: its own term is exp(0) = 1
-        const float delta = scaled_by(m, bm, temp);
-        const double a = exp(static_cast<double>(delta));
-        if (weighted) ws = __dmul_rn(a, __fma_rn(static_cast<double>(delta), s, ws));
-        s = __dmul_rn(s, a);
-      }
-      m = bm;
+  } else {
+    for (; c0 + (U - 1) * step < chunks; c0 += U * step) {
+      uint4 raw[U];
+      float hi, lo;
+      load_batch_scalar<S, U>(x, v, c0, step, raw, hi, lo);
+      add_batch<S, U, Weighted, Argmax>(
+          raw, hi, lo, [&](int u, int k) { return (c0 + u * step) * n + k < v; }, c0, step, temp, c2, inv_t, st);
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float pe = 0.f;
-#pragma unroll
-      for (int k = 0; k < n; ++k) {
-        const float d = scaled_by(xs[u][k], m, temp);  // -infinity past the end: e = 0
-        const float e = expf(d);
-        pe += e;
-        if (weighted && e != 0.f) ws = __fma_rn(static_cast<double>(e), static_cast<double>(d), ws);
-      }
-      s = __dadd_rn(s, static_cast<double>(pe));
+    for (; c0 < chunks; c0 += step) {
+      uint4 raw[1];
+      float hi, lo;
+      load_batch_scalar<S, 1>(x, v, c0, step, raw, hi, lo);
+      add_batch<S, 1, Weighted, Argmax>(
+          raw, hi, lo, [&](int, int k) { return c0 * n + k < v; }, c0, step, temp, c2, inv_t, st);
     }
   }
-  finite = __syncthreads_and(finite) != 0;
-  float x_max = block_max_f(m, sh.red_d);
+  st.finite = st.finite && !isnan(st.s);
+}
+
+/// filter_row without top-k and top-p (P = every token): the maximum, S and sum e_j d_j in ONE
+/// pass over the row (row_sums): each thread keeps its running maximum m_t and its sums relative
+/// to it, rescaling them by exp(delta) (double) when a batch raises m_t by delta / T; the block
+/// then rescales every thread's sums to the row's maximum and adds them by the fixed tree. One
+/// order per shape: the scorer and the sampler get the same bits. With `argmax` also the
+/// first-ranked token. Per element: a subtraction, a multiplication, one ex2, an addition (and a
+/// fused multiply-add for the entropy); double arithmetic once per batch.
+template <class S>
+__device__ void unfiltered_row(const S* x, std::int64_t v, const params& p, scratch& sh, bool weighted, bool argmax) {
+  const int tid = threadIdx.x;
+  const float temp = p.temperature;
+  online_sums t;
+  if (weighted) {
+    if (argmax) row_sums<S, true, true>(x, v, p, t);
+    else row_sums<S, true, false>(x, v, p, t);
+  } else {
+    if (argmax) row_sums<S, false, true>(x, v, p, t);
+    else row_sums<S, false, false>(x, v, p, t);
+  }
+  const bool finite = __syncthreads_and(t.finite) != 0;
+  float x_max = block_max_f(t.m, sh.red_d);
   if (x_max == 0.f) x_max = 0.f;  // +0
-  if (argmax) best = block_max_u64(best, sh.red_u);
+  unsigned long long best = 0;
+  if (argmax) best = block_max_u64(t.best, sh.red_u);
   double st = 0.0, wt = 0.0;
-  if (finite && s != 0.0) {
-    const float delta = scaled_by(m, x_max, temp);
+  if (finite && t.s != 0.0) {
+    const float delta = scaled_by(t.m, x_max, temp);
     const double a = exp(static_cast<double>(delta));
-    st = __dmul_rn(s, a);
-    if (weighted) wt = __dmul_rn(a, __fma_rn(static_cast<double>(delta), s, ws));
+    st = __dmul_rn(t.s, a);
+    if (weighted) wt = __dmul_rn(a, __fma_rn(static_cast<double>(delta), t.s, t.ws));
   }
   const double sum = block_sum_d(st, sh.red_d);
   const double wsum = weighted ? block_sum_d(wt, sh.red_d) : 0.0;
   if (tid == 0) {
     sh.row.temperature = temp;
+    sh.row.exp2_scale = p.exp2_scale;
     sh.row.finite = finite;
     sh.row.x_max = x_max;
     sh.row.argmax = argmax ? static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(best)) : 0;
@@ -587,6 +730,7 @@ __device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, 
   best = block_max_u64(best, sh.red_u);
   if (tid == 0) {
     sh.row.temperature = p.temperature;
+    sh.row.exp2_scale = p.exp2_scale;
     sh.row.finite = finite;
     sh.row.x_max = key_value(static_cast<std::uint32_t>(best >> 32));
     sh.row.argmax = static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(best));
@@ -620,7 +764,7 @@ __device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, 
   row_loop(x, v, [&](std::int64_t j, float xv, bool valid) {
     if (!valid || !is_kept(row, rank_key(xv), j)) return;
     const float d = scaled_logit(row, xv);
-    const double e = static_cast<double>(expf(d));
+    const double e = static_cast<double>(token_weight(row, xv));
     sum += e;
     if (weighted) wsum += e * static_cast<double>(d);
   });

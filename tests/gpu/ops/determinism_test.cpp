@@ -3,11 +3,14 @@
 // gradient of layer_scalar, the logprob gradient over a 262144-token vocabulary, AdamW) run twice
 // on the same inputs gives the same bits, in float32 and bfloat16 storage. Sizes are large enough
 // that every reduction spans many blocks. This is what lets a two-GPU run later match a one-GPU
-// run bit for bit.
+// run bit for bit. And a row of the paged forward (decoding and chunked prefill) gets the bits of
+// the same row of the packed forward, at the head dims with tensor-core kernels too, so what the
+// generator samples from is what the trainer scores.
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,6 +28,7 @@
 #include "gpu/ops/linear.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/moe.h"
+#include "gpu/ops/paged_attention.h"
 #include "gpu/ops/rmsnorm.h"
 
 using namespace tandem::gpu;
@@ -163,6 +167,76 @@ std::vector<std::string> scenario_names() {
   return names;
 }
 
+
+/// The packed forward of sequences `lengths` (bfloat16 or float32), then the same keys and values
+/// written into a paged cache of `block`-position blocks (physical blocks in reverse order) and the
+/// last `fresh` rows of each sequence run through paged_attention_forward: their out and lse must
+/// be the packed rows' bits.
+void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d, std::int64_t window) {
+  const exec_context ctx = cuda_context();
+  const std::vector<std::int32_t> lengths{300, 77, 129};
+  const std::vector<std::int32_t> cu = offsets(lengths);
+  const std::int64_t t = cu.back(), seqs = static_cast<std::int64_t>(lengths.size()), block = 16;
+  device_buffer q(s, {t, heads, d}), k(s, {t, kv_heads, d}), v(s, {t, kv_heads, d});
+  device_buffer cu_seqlens(dtype::int32, {seqs + 1}), out(s, {t, heads, d}), lse(dtype::float32, {t, heads});
+  q.fill_uniform(11);
+  k.fill_uniform(12);
+  v.fill_uniform(13);
+  cu_seqlens.upload_ints(cu);
+  ops::attention_options o;
+  o.scaling = 1.0 / 16;
+  o.sliding_window = window;
+  require_ok(ops::attention_forward(ctx, q.view(), k.view(), v.view(), cu_seqlens.view(), out.view(), lse.view(), o));
+
+  // The cache: every position of every sequence, blocks handed out from the last one down.
+  std::int64_t cols = 0;
+  for (auto n : lengths) cols = std::max<std::int64_t>(cols, (n + block - 1) / block);
+  const std::int64_t blocks = seqs * cols;
+  std::vector<std::int32_t> table(static_cast<std::size_t>(seqs * cols)), positions;
+  for (std::int64_t i = 0; i < seqs * cols; ++i) table[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(blocks - 1 - i);
+  for (auto n : lengths)
+    for (std::int32_t p = 0; p < n; ++p) positions.push_back(p);
+  device_buffer kc(s, {blocks, block, kv_heads, d}), vc(s, {blocks, block, kv_heads, d});
+  device_buffer table_d(dtype::int32, {seqs, cols}), all_cu(dtype::int32, {seqs + 1}), all_pos(dtype::int32, {t});
+  kc.fill_uniform(14);
+  vc.fill_uniform(15);
+  table_d.upload_ints(table);
+  all_cu.upload_ints(cu);
+  all_pos.upload_ints(positions);
+  require_ok(ops::paged_kv_write(ctx, k.view(), v.view(), {table_d.view(), all_cu.view(), all_pos.view()}, kc.view(), vc.view()));
+
+  // The new rows: the last `fresh` of each sequence (1: decoding; more: a chunk of prefill).
+  const std::vector<std::int32_t> fresh{37, 1, 64};
+  std::vector<std::int32_t> row_cu{0}, row_pos;
+  std::vector<std::int64_t> packed_row;
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    for (std::int32_t p = lengths[i] - fresh[i]; p < lengths[i]; ++p) {
+      row_pos.push_back(p);
+      packed_row.push_back(cu[i] + p);
+    }
+    row_cu.push_back(static_cast<std::int32_t>(row_pos.size()));
+  }
+  const std::int64_t n = static_cast<std::int64_t>(row_pos.size());
+  const std::size_t q_row = static_cast<std::size_t>(heads * d) * size_of(s), lse_row = static_cast<std::size_t>(heads) * 4;
+  const std::vector<unsigned char> q_all = q.raw(), out_all = out.raw(), lse_all = lse.raw();
+  std::vector<unsigned char> q_rows, want_out, want_lse;
+  for (const std::int64_t r : packed_row) {
+    const auto at = static_cast<std::size_t>(r);
+    q_rows.insert(q_rows.end(), q_all.begin() + at * q_row, q_all.begin() + (at + 1) * q_row);
+    want_out.insert(want_out.end(), out_all.begin() + at * q_row, out_all.begin() + (at + 1) * q_row);
+    want_lse.insert(want_lse.end(), lse_all.begin() + at * lse_row, lse_all.begin() + (at + 1) * lse_row);
+  }
+  device_buffer pq(s, {n, heads, d}), pout(s, {n, heads, d}), plse(dtype::float32, {n, heads});
+  device_buffer prow_cu(dtype::int32, {seqs + 1}), prow_pos(dtype::int32, {n});
+  pq.upload(q_rows.data());
+  prow_cu.upload_ints(row_cu);
+  prow_pos.upload_ints(row_pos);
+  require_ok(ops::paged_attention_forward(ctx, pq.view(), kc.view(), vc.view(), {table_d.view(), prow_cu.view(), prow_pos.view()},
+                                          pout.view(), plse.view(), o));
+  BOOST_TEST((pout.raw() == want_out), "paged out differs from the packed rows' bits");
+  BOOST_TEST((plse.raw() == want_lse), "paged lse differs from the packed rows' bits");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cuda_determinism)
@@ -189,6 +263,15 @@ BOOST_DATA_TEST_CASE(every_op_with_a_reduction_gives_the_same_bits_twice,
                                                    << first_at);
       }
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_paged_row_gets_the_bits_of_the_same_row_of_the_packed_forward) {
+  for (const dtype s : {dtype::float32, dtype::bfloat16}) {
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 256, 8/1 heads, window 100") { check_paged_rows_match_packed(s, 8, 1, 256, 100); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 256, 4/2 heads, full") { check_paged_rows_match_packed(s, 4, 2, 256, 0); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 512, 8/1 heads, full") { check_paged_rows_match_packed(s, 8, 1, 512, 0); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 64, 4/1 heads, window 20") { check_paged_rows_match_packed(s, 4, 1, 64, 20); }
   }
 }
 

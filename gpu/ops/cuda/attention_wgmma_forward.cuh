@@ -1,0 +1,426 @@
+// The forward of bfloat16 attention at head dims 256 and 512 on Hopper's warpgroup tensor cores
+// (wgmma, sm_90a; nvcc only; private to attention.cu and paged_attention.cu). Flash style: a block
+// of two warpgroups owns the query rows of one tile (the GQA heads of one kv head times
+// consecutive positions, attn::query_layout), streams key and value tiles through a two-stage
+// pipeline in shared memory (tile kt + 1 lands while tile kt is computed), and keeps an online
+// softmax in f32 registers. Q·Kᵀ takes both operands from shared memory; P·V takes P from
+// registers (the score accumulators, rounded to bf16) and V from shared memory, transposed.
+//
+//   d 256: each warpgroup owns 64 rows (block of 128 rows), key tiles of 64 positions; a thread
+//          holds 32 scores and 128 output accumulators.
+//   d 512: both warpgroups own the same 64 rows; warpgroup w computes the partial scores over
+//          columns [256w, 256w + 256) and its half of the output; the partials meet in shared
+//          memory and each warpgroup adds them in warpgroup order (identical bits in both), so
+//          both run the same softmax. Key tiles of 32 positions (two stages of K and V fit).
+//
+// Per row: s2 = scaling·log2(e)·q·k (-inf where masked), m = running max, p = exp2(s2 - m),
+// l = Σ p (f32, unrounded p), p rounded to bf16 as the A operand of P·V, out = acc / l,
+// lse = ln 2 · m + ln l. Key tiles sit at multiples of the key tile in POSITION space; a tile a
+// row sees nothing of leaves its m, l and acc unchanged, and a row's numbers never depend on the
+// other rows of its tile (an output element of a matrix product uses only its row of A), so the
+// packed and the paged kernels (Keys) give a row the same bits. The sign of an exact zero output
+// is canonicalised (+0). Keys and values must be finite (a masked key's value still meets a zero
+// probability in the product).
+//
+// Roles and pipeline of one block (three warpgroups; the consumers own the rows, the producer
+// only copies, with few registers, so the consumers can hold 128 accumulators and the scores):
+//
+//   producer (warpgroup 2):  cp.async Q, wait, -> q_full;  for tile i (stage s = i % 2, round r = i / 2):
+//                            [i >= 2: wait k_empty[s] of round r - 1] K_i -> k_full[s];
+//                            [i >= 2: wait v_empty[s] of round r - 1] V_i -> v_full[s];
+//                            then (copy engine) wait until the last two tiles are released
+//   consumer (warpgroups 0, 1), tile i:
+//                            wait k_full[s] (round r); S = Q·Kᵀ (wgmma, wait); release k_empty[s]
+//                            [d 512: partials through shared memory (two buffers), barrier, add]
+//                            mask, online softmax, rescale acc
+//                            wait v_full[s] (round r); acc += P·V (wgmma, wait); release v_empty[s]
+//
+// Packed keys (tma_keys) are copied by the bulk tensor copy engine: one producer thread issues a
+// copy per 64 columns of a tile, and the full barrier completes when the tile's bytes have landed
+// (rows past the batch read as zeros; rows of neighbouring sequences are masked like any other).
+// Paged keys, whose rows come from scattered cache blocks, are copied with cp.async by the
+// producer's 128 threads, the full barrier completing when every thread's copies have landed. An
+// empty barrier completes when the 8 consumer warps have released the stage. The consumers never
+// wait on each other (but at d 512, to meet their partial scores), so one warpgroup's softmax runs
+// while the other's products occupy the tensor cores. Every wait traps after 10 seconds
+// (wgmma::mbarrier_wait): a lost signal fails the launch instead of hanging the stream.
+
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+
+#include "gpu/ops/cuda/attention_mma_common.cuh"
+#include "gpu/ops/cuda/wgmma.cuh"
+
+namespace tandem::gpu::ops::cuda::attn::mma {
+
+template <int D>
+struct fwd_shape {
+  static constexpr int consumers = 2;                    // warpgroups that own rows
+  static constexpr int threads = 128 * (consumers + 1);  // and one producer warpgroup
+  static constexpr int ns = D / 256;                     // consumer warpgroups per row group
+  static constexpr int block_rows = 64 * consumers / ns;  // BM
+  static constexpr int key_tile = D == 512 ? 32 : 64;    // BN
+  static constexpr int dw = D / ns;                      // columns of a warpgroup (256)
+  static constexpr int score_regs = key_tile / 2;        // m64nBN accumulators per thread
+  // setmaxnreg moves registers between the warpgroups of the block: at entry each thread holds
+  // the launch cap (65536 / threads, rounded down to 8), and the new budgets must fit in what the
+  // block holds, or the consumers' increase waits forever.
+  static constexpr int entry_registers = (65536 / threads) / 8 * 8;
+  static constexpr int producer_registers = 40, consumer_registers = 232;
+  static constexpr std::size_t q_bytes = static_cast<std::size_t>(block_rows) * D * 2;
+  static constexpr std::size_t kv_bytes = static_cast<std::size_t>(key_tile) * D * 2;  // one K or V tile
+  static constexpr std::size_t exchange_floats = ns > 1 ? 2 * static_cast<std::size_t>(128 * consumers) * score_regs : 0;
+  static constexpr std::size_t barrier_bytes = 9 * sizeof(std::uint64_t);
+  static constexpr std::size_t smem_bytes = 1024 /* alignment */ + q_bytes + 4 * kv_bytes +
+                                            exchange_floats * sizeof(float) + block_rows * 2 * sizeof(std::int64_t) +
+                                            barrier_bytes;
+  static_assert(dw == 256, "a warpgroup owns 256 output columns (128 accumulators per thread)");
+  static_assert(q_bytes % 1024 == 0 && kv_bytes % 1024 == 0, "tiles stay 1024-byte aligned");
+  static_assert(128 * producer_registers + 128 * consumers * consumer_registers <= threads * entry_registers,
+                "the registers the block holds at entry");
+};
+
+/// Keys and values of a packed batch with the bulk tensor copy engine's maps of them: 3-d
+/// (d, G, T), boxes of (64 columns, 1 kv head, one key tile of positions), 128-byte swizzle (the
+/// sw128 layout), rows past T read as zeros. The producer of a block then copies a tile with one
+/// instruction per 64 columns instead of one per 16 bytes.
+struct tma_keys : packed_keys<bf16> {
+  CUtensorMap k_map, v_map;
+};
+
+template <class Keys>
+constexpr bool has_tensor_maps = false;
+template <>
+constexpr bool has_tensor_maps<tma_keys> = true;
+
+/// cp.async of ROWS rows of D bf16 into the sw128 tile dst: row r from src + offset_of(r) (an
+/// element offset; -1: zeros), by the THREADS threads numbered `thread` = 0 .. THREADS - 1.
+template <int D, int ROWS, int THREADS, class OffsetOf>
+__device__ __forceinline__ void load_sw128(unsigned char* dst, const bf16* src, int thread, OffsetOf offset_of) {
+  constexpr int chunks = D / 8;  // 16-byte chunks per row
+  static_assert(THREADS % chunks == 0, "a thread keeps one chunk column");
+  constexpr int rows_per_pass = THREADS / chunks;
+  const int chunk = thread % chunks;
+  unsigned char* const column = dst + (chunk >> 3) * ROWS * 128;
+#pragma unroll 4
+  for (int r = thread / chunks; r < ROWS; r += rows_per_pass) {
+    const std::int64_t off = offset_of(r);
+    cp_async16(reinterpret_cast<bf16*>(column + r * 128 + (((chunk & 7) ^ (r & 7)) << 4)),
+               off >= 0 ? src + off + chunk * 8 : src, off >= 0);
+  }
+}
+
+/// out, lse of the rows of `layout` (forward arguments of attn::query_args: q, out, lse_out, scale, window).
+template <int D, class Keys>
+__global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
+    wgmma_forward_kernel(query_args<bf16> a, query_layout layout, const __grid_constant__ Keys keys) {
+  using shape = fwd_shape<D>;
+  constexpr int NS = shape::ns, BM = shape::block_rows, BN = shape::key_tile, DW = shape::dw;
+  constexpr int SR = shape::score_regs, CONSUMER_THREADS = 128 * shape::consumers;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* const smem = smem_raw + ((1024u - (smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* const qs = smem;                                   // sw128 [BM][D]
+  unsigned char* const ks = qs + shape::q_bytes;                    // 2 stages of sw128 [BN][D]
+  unsigned char* const vs = ks + 2 * shape::kv_bytes;               // 2 stages of sw128 [BN][D]
+  float* const exch = reinterpret_cast<float*>(vs + 2 * shape::kv_bytes);   // [2][consumer warpgroups][SR][128]
+  std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [BM]
+  std::int64_t* const pos_s = qrow_s + BM;                                                      // [BM]
+  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  const std::uint32_t bars = smem_address(pos_s + BM);
+  const std::uint32_t q_full = bars;
+  const auto k_full = [&](int s) { return bars + 8u * (1 + s); };
+  const auto v_full = [&](int s) { return bars + 8u * (3 + s); };
+  const auto k_empty = [&](int s) { return bars + 8u * (5 + s); };
+  const auto v_empty = [&](int s) { return bars + 8u * (7 + s); };
+
+  const query_tile tile = find_query_tile(layout);
+  if (!tile.place.valid) return;
+  for (int l = static_cast<int>(threadIdx.x); l < BM; l += shape::threads) {
+    std::int64_t qrow = -1, pos = -1;
+    query_row(layout, tile, l, qrow, pos);
+    qrow_s[l] = qrow;
+    pos_s[l] = pos;
+  }
+  if (threadIdx.x == 0) {
+    wgmma::mbarrier_init(q_full, 128);
+    const std::uint32_t copiers = has_tensor_maps<Keys> ? 1 : 128;  // arrivals that fill a stage
+    for (int s = 0; s < 2; ++s) {
+      wgmma::mbarrier_init(k_full(s), copiers);
+      wgmma::mbarrier_init(v_full(s), copiers);
+      wgmma::mbarrier_init(k_empty(s), CONSUMER_THREADS / 32);
+      wgmma::mbarrier_init(v_empty(s), CONSUMER_THREADS / 32);
+    }
+    wgmma::mbarrier_init_fence();
+  }
+  __syncthreads();
+  std::int64_t pmin, pmax;
+  position_range(pos_s, BM, pmin, pmax);
+  if (pmax < 0) return;  // no row (uniform over the block)
+  const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
+  const std::int64_t kt_first = kmin / BN, kt_last = kmax / BN;
+  const int wg = static_cast<int>(threadIdx.x) >> 7, tid = static_cast<int>(threadIdx.x) & 127;
+
+  if (wg == shape::consumers) {  // the producer
+    wgmma::registers_down<shape::producer_registers>();
+    load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; });
+    cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
+    wgmma::fence_proxy_async();
+    wgmma::mbarrier_arrive(q_full);
+    if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
+      if (tid == 0) {
+        for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
+          const int i = static_cast<int>(kt - kt_first), s = i & 1;
+          const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
+          const int row = static_cast<int>(tile.place.start + kt * BN), g = static_cast<int>(tile.g);
+          if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+          wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+          for (int c = 0; c < D / 64; ++c)
+            wgmma::tensor_load_3d(smem_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
+          if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+          wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+          for (int c = 0; c < D / 64; ++c)
+            wgmma::tensor_load_3d(smem_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
+        }
+        // Stay until the consumers have released the last tiles: the copies in flight must not
+        // outlive the thread that issued them.
+        const int tiles = static_cast<int>(kt_last - kt_first + 1);
+        for (int i = tiles > 2 ? tiles - 2 : 0; i < tiles; ++i) {
+          wgmma::mbarrier_wait(k_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
+          wgmma::mbarrier_wait(v_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
+        }
+      }
+    } else {
+      for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
+        const int i = static_cast<int>(kt - kt_first), s = i & 1;
+        const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
+        const std::int64_t j0 = kt * BN;
+        const auto offset_of = [&](int jl) {
+          const std::int64_t j = j0 + jl;
+          return j >= kmin && j <= kmax ? keys.offset(tile.place.seq, tile.place.start, j, tile.g) : std::int64_t{-1};
+        };
+        if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+        load_sw128<D, BN, 128>(ks + s * shape::kv_bytes, keys.k, tid, offset_of);
+        wgmma::mbarrier_arrive_on_copies(k_full(s));
+        if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+        load_sw128<D, BN, 128>(vs + s * shape::kv_bytes, keys.v, tid, offset_of);
+        wgmma::mbarrier_arrive_on_copies(v_full(s));
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  wgmma::registers_up<shape::consumer_registers>();
+  const int rg = wg / NS, sub = wg % NS;  // row group, column half
+  const int lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int row0 = rg * 64 + (tid >> 5) * 16 + g;  // this thread's rows: row0 (e = 0, 1) and row0 + 8 (e = 2, 3)
+  // positions fit 32 bits (cu_seqlens and the paged positions are I32); -1: no row
+  const int pos0 = static_cast<int>(pos_s[row0]), pos1 = static_cast<int>(pos_s[row0 + 8]);
+  const int first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
+  const int first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
+  // A key tile every row sees whole needs no mask: the same bits as the masked path.
+  const std::int64_t full_first = first_visible(pmax, a.window);
+  const float scale2 = a.scale * log2e;
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  const std::uint32_t q_addr = smem_address(qs) + rg * 64 * 128;
+  const std::uint32_t k_addr0 = smem_address(ks), v_addr0 = smem_address(vs);
+  wgmma::mbarrier_wait(q_full, 0);
+
+  for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
+    const int i = static_cast<int>(kt - kt_first), stage = i & 1;
+    const std::uint32_t round = static_cast<std::uint32_t>((i >> 1) & 1);
+
+    // s = Q·Kᵀ over this warpgroup's columns [sub·DW, (sub+1)·DW)
+    float s[SR];
+#pragma unroll
+    for (int e = 0; e < SR; ++e) s[e] = 0.f;
+    const std::uint32_t k_addr = k_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes);
+    wgmma::mbarrier_wait(k_full(stage), round);
+    wgmma::fence_proxy_async();
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < DW / 16; ++kk) {
+      const int c0 = sub * DW + kk * 16;
+      const std::uint64_t da = wgmma::sw128_desc(q_addr + (c0 >> 6) * BM * 128 + (c0 & 63) * 2, 16, 1024);
+      const std::uint64_t db = wgmma::sw128_desc(k_addr + (c0 >> 6) * BN * 128 + (c0 & 63) * 2, 16, 1024);
+      if constexpr (BN == 64) wgmma::mma_ss_m64n64k16(s, da, db, true);
+      else wgmma::mma_ss_m64n32k16(s, da, db, true);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_registers(s);
+    __syncwarp();
+    if (lane == 0) wgmma::mbarrier_arrive(k_empty(stage));
+    if constexpr (NS > 1) {  // the row group's partial sums, added in warpgroup order by both
+      float* const buffer = exch + static_cast<std::size_t>(stage) * CONSUMER_THREADS * SR;
+#pragma unroll
+      for (int e = 0; e < SR; ++e) buffer[(wg * SR + e) * 128 + tid] = s[e];
+      named_barrier(1, CONSUMER_THREADS);
+#pragma unroll
+      for (int e = 0; e < SR; ++e) {
+        float sum = buffer[(rg * NS * SR + e) * 128 + tid];
+#pragma unroll
+        for (int w = 1; w < NS; ++w) sum = __fadd_rn(sum, buffer[((rg * NS + w) * SR + e) * 128 + tid]);
+        s[e] = sum;
+      }
+    }
+    // mask, scale, online softmax (rows row0: e = 0, 1; row0 + 8: e = 2, 3; s[4i + e], n-tile i)
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+    if (kt * BN + BN - 1 <= pmin && kt * BN >= full_first) {  // uniform over the block
+#pragma unroll
+      for (int e = 0; e < SR; ++e) {
+        s[e] = __fmul_rn(s[e], scale2);
+        if ((e & 2) == 0) mx0 = fmaxf(mx0, s[e]); else mx1 = fmaxf(mx1, s[e]);
+      }
+    } else {
+      const int j0 = static_cast<int>(kt * BN);
+#pragma unroll
+      for (int e = 0; e < SR; ++e) {
+        const int j = j0 + (e >> 2) * 8 + 2 * t + (e & 1);
+        const bool visible = (e & 2) == 0 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
+        s[e] = visible ? __fmul_rn(s[e], scale2) : -INFINITY;
+        if ((e & 2) == 0) mx0 = fmaxf(mx0, s[e]); else mx1 = fmaxf(mx1, s[e]);
+      }
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    // a row that has seen no key yet keeps m = -inf, l = 0, acc = 0 (p = exp2(-inf) = 0)
+    const float base0 = mn0 == -INFINITY ? 0.f : mn0, base1 = mn1 == -INFINITY ? 0.f : mn1;
+    const float alpha0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0);
+    const float alpha1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int i = 0; i < SR; i += 4) {
+      s[i] = exp2f(s[i] - base0);
+      s[i + 1] = exp2f(s[i + 1] - base0);
+      s[i + 2] = exp2f(s[i + 2] - base1);
+      s[i + 3] = exp2f(s[i + 3] - base1);
+      sum0 = __fadd_rn(__fadd_rn(sum0, s[i]), s[i + 1]);
+      sum1 = __fadd_rn(__fadd_rn(sum1, s[i + 2]), s[i + 3]);
+    }
+    sum0 = __fadd_rn(sum0, __shfl_xor_sync(0xffffffffu, sum0, 1));
+    sum0 = __fadd_rn(sum0, __shfl_xor_sync(0xffffffffu, sum0, 2));
+    sum1 = __fadd_rn(sum1, __shfl_xor_sync(0xffffffffu, sum1, 1));
+    sum1 = __fadd_rn(sum1, __shfl_xor_sync(0xffffffffu, sum1, 2));
+    l0 = __fadd_rn(__fmul_rn(l0, alpha0), sum0);
+    l1 = __fadd_rn(__fmul_rn(l1, alpha1), sum1);
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int i = 0; i < 128; i += 4) {
+      o[i] = __fmul_rn(o[i], alpha0);
+      o[i + 1] = __fmul_rn(o[i + 1], alpha0);
+      o[i + 2] = __fmul_rn(o[i + 2], alpha1);
+      o[i + 3] = __fmul_rn(o[i + 3], alpha1);
+    }
+    std::uint32_t pa[BN / 16][4];  // P as the A operand of P·V (C -> A: n-tiles 2kk, 2kk + 1)
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+
+    // o += P·V over this warpgroup's columns: V rows kk·16.. of the stage, N-major
+    const std::uint32_t v_addr = v_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes) + (sub * DW >> 6) * BN * 128;
+    wgmma::mbarrier_wait(v_full(stage), round);
+    wgmma::fence_proxy_async();
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma::mma_rs_m64n256k16_tn(o, pa[kk], wgmma::sw128_desc(v_addr + kk * 16 * 128, BN * 128, 1024));
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_registers(o);
+    __syncwarp();
+    if (lane == 0) wgmma::mbarrier_arrive(v_empty(stage));
+  }
+
+  const std::int64_t qrow0 = qrow_s[row0], qrow1 = qrow_s[row0 + 8];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int col = sub * DW + i * 8 + 2 * t;
+    if (qrow0 >= 0)
+      *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
+          pack_bf16(__fadd_rn(o[4 * i] / l0, 0.f), __fadd_rn(o[4 * i + 1] / l0, 0.f));
+    if (qrow1 >= 0)
+      *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
+          pack_bf16(__fadd_rn(o[4 * i + 2] / l1, 0.f), __fadd_rn(o[4 * i + 3] / l1, 0.f));
+  }
+  if (sub == 0 && t == 0) {
+    if (qrow0 >= 0) a.lse_out[qrow0] = fmaf(m0, ln2, logf(l0));
+    if (qrow1 >= 0) a.lse_out[qrow1] = fmaf(m1, ln2, logf(l1));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// launchers (shared by attention.cu and paged_attention.cu)
+
+/// The bulk tensor copy maps of packed keys and values for the forward at head dim d (256 or 512).
+inline status make_tma_keys(const char* op, const packed_keys<bf16>& keys, tma_keys& out) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (encode == nullptr)
+    return {status_code::device_error, std::string(op) + ": the driver offers no cuTensorMapEncodeTiled (CUDA 12 or later needed)"};
+  static_cast<packed_keys<bf16>&>(out) = keys;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(keys.d), static_cast<cuuint64_t>(keys.kv_heads),
+                              static_cast<cuuint64_t>(keys.tokens)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(keys.d) * 2, static_cast<cuuint64_t>(keys.kv_heads * keys.d) * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(keys.d == 512 ? fwd_shape<512>::key_tile : fwd_shape<256>::key_tile)};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  for (const auto& [map, data, name] : {std::tuple{&out.k_map, keys.k, "keys"}, std::tuple{&out.v_map, keys.v, "values"}}) {
+    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(data), dims, strides, box, steps,
+                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+      return {status_code::device_error, std::string(op) + ": cuTensorMapEncodeTiled of the " + name + " failed (CUresult " +
+                                             std::to_string(static_cast<int>(r)) + ")"};
+  }
+  return status::ok();
+}
+
+/// Rows per block of the forward at head dim d (256 or 512): the block_rows of mma_tiling.
+inline std::int64_t forward_block_rows(std::int64_t d) { return d == 512 ? fwd_shape<512>::block_rows : fwd_shape<256>::block_rows; }
+
+template <int D, class Keys>
+status launch_forward_dim(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
+                          const query_layout& layout, const Keys& keys) {
+  constexpr std::size_t smem = fwd_shape<D>::smem_bytes;
+  auto* kernel = &wgmma_forward_kernel<D, Keys>;
+  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kernel<<<grid, fwd_shape<D>::threads, smem, stream>>>(a, layout, keys);
+  return launch_status(op, "wgmma_forward_kernel");
+}
+
+/// Grid (query tiles of mma_tiling(H, G, forward_block_rows(d)), kv heads x head chunks); d 256 or 512.
+template <class Keys>
+status launch_forward(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
+                      const query_layout& layout, const Keys& keys) {
+  if (a.d == 512) return launch_forward_dim<512>(stream, op, grid, a, layout, keys);
+  return launch_forward_dim<256>(stream, op, grid, a, layout, keys);
+}
+
+}  // namespace tandem::gpu::ops::cuda::attn::mma
