@@ -50,6 +50,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -169,36 +170,41 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
 
   if (wg == shape::consumers) {  // the producer
     wgmma::registers_down<shape::producer_registers>();
-    load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; });
-    cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
-    wgmma::fence_proxy_async();
-    wgmma::mbarrier_arrive(q_full);
+    const auto load_q = [&] {
+      load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; });
+      cp_async_commit();  // (wait_group waits for committed groups only)
+      cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
+      wgmma::fence_proxy_async();
+      wgmma::mbarrier_arrive(q_full);
+    };
+    const int tiles = static_cast<int>(kt_last - kt_first + 1);
     if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
+      const auto issue = [&](int i) {       // the copies of tile i, once its stage is free
+        const int s = i & 1, row = static_cast<int>(tile.place.start + (kt_first + i) * BN), g = static_cast<int>(tile.g);
+        const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
+        if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+        wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+        for (int c = 0; c < D / 64; ++c)
+          wgmma::tensor_load_3d(smem_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
+        if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+        wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+        for (int c = 0; c < D / 64; ++c)
+          wgmma::tensor_load_3d(smem_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
+      };
+      load_q();
       if (tid == 0) {
-        for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
-          const int i = static_cast<int>(kt - kt_first), s = i & 1;
-          const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
-          const int row = static_cast<int>(tile.place.start + kt * BN), g = static_cast<int>(tile.g);
-          if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
-          wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
-#pragma unroll 1
-          for (int c = 0; c < D / 64; ++c)
-            wgmma::tensor_load_3d(smem_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
-          if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
-          wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
-#pragma unroll 1
-          for (int c = 0; c < D / 64; ++c)
-            wgmma::tensor_load_3d(smem_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
-        }
+        for (int i = 0; i < tiles; ++i) issue(i);
         // Stay until the consumers have released the last tiles: the copies in flight must not
         // outlive the thread that issued them.
-        const int tiles = static_cast<int>(kt_last - kt_first + 1);
         for (int i = tiles > 2 ? tiles - 2 : 0; i < tiles; ++i) {
           wgmma::mbarrier_wait(k_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
           wgmma::mbarrier_wait(v_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
         }
       }
     } else {
+      load_q();
       for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
         const int i = static_cast<int>(kt - kt_first), s = i & 1;
         const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
@@ -215,7 +221,8 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
         wgmma::mbarrier_arrive_on_copies(v_full(s));
       }
     }
-    cp_async_wait<0>();
+    cp_async_commit();
+    cp_async_wait<0>();  // no copy outlives its thread
     return;
   }
 
@@ -410,7 +417,16 @@ status launch_forward_dim(cudaStream_t stream, const char* op, dim3 grid, const 
                           const query_layout& layout, const Keys& keys) {
   constexpr std::size_t smem = fwd_shape<D>::smem_bytes;
   auto* kernel = &wgmma_forward_kernel<D, Keys>;
-  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // The shared-memory limit is raised once per device (a host call per launch showed in the
+  // time of short calls).
+  static std::atomic<std::uint64_t> raised{0};
+  int device = 0;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
+  if ((raised.load(std::memory_order_acquire) & bit) == 0) {
+    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    raised.fetch_or(bit, std::memory_order_release);
+  }
   kernel<<<grid, fwd_shape<D>::threads, smem, stream>>>(a, layout, keys);
   return launch_status(op, "wgmma_forward_kernel");
 }
