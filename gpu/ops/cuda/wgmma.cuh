@@ -1,7 +1,7 @@
 // Warpgroup matrix instructions of Hopper (sm_90a; nvcc only; private to the attention kernels):
 // shared-memory matrix descriptors for the 128-byte swizzled layout, the wgmma.mma_async shapes
-// the kernels use, and the fences, commits and waits around them (PTX ISA, "Asynchronous
-// Warpgroup Level Matrix Multiply-Accumulate").
+// the kernels use, the fences, commits and waits around them (PTX ISA, "Asynchronous Warpgroup
+// Level Matrix Multiply-Accumulate"), mbarriers, the bulk tensor copy and register budgets.
 //
 // Layout of a [rows][cols] bf16 tile in shared memory ("sw128"): cols / 64 column blocks, each
 // [rows][64] (rows of 128 bytes), block cb at byte cb · rows · 128; in it, the 16-byte chunk c of
@@ -13,8 +13,8 @@
 //     block contiguous, the next 64 at the leading byte offset (rows · 128), 8-row K groups 1024
 //     bytes apart; a k-step of 16 rows starts 2048 bytes further.
 //
-// Accumulator ownership of m64nN (f32), for thread T = 128 · 0 + 32 · w + L of a warpgroup, lane
-// L = 4g + t: warp w owns rows 16w .. 16w + 15, and d[4i + e] is the m16n8 C fragment of n-tile i:
+// Accumulator ownership of m64nN (f32), for thread 32w + L of a warpgroup, lane L = 4g + t: warp w
+// owns rows 16w .. 16w + 15, and d[4i + e] is the m16n8 C fragment of n-tile i:
 //   d[4i] = C[16w + g][8i + 2t]  d[4i + 1] = C[16w + g][8i + 2t + 1]
 //   d[4i + 2] = C[16w + g + 8][8i + 2t]  d[4i + 3] = C[16w + g + 8][8i + 2t + 1]
 // and an A operand from registers is the m16n8k16 A fragment of the warp's 16 rows (see
@@ -24,11 +24,6 @@
 #include <cstdint>
 
 namespace tandem::gpu::ops::cuda::attn::wgmma {
-
-/// Byte offset of element (r, c) of a sw128 [rows][cols] bf16 tile.
-__host__ __device__ constexpr std::uint32_t sw128_offset(int rows, int r, int c) {
-  return static_cast<std::uint32_t>((c >> 6) * rows * 128 + r * 128 + ((((c >> 3) & 7) ^ (r & 7)) << 4) + ((c & 7) << 1));
-}
 
 /// Descriptor of a 128-byte swizzled operand at shared address `addr` (bytes).
 __device__ __forceinline__ std::uint64_t sw128_desc(std::uint32_t addr, std::uint32_t leading_bytes, std::uint32_t stride_bytes) {
@@ -50,7 +45,8 @@ __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.ali
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // ---------------------------------------------------------------------------------------------
-// mbarriers (shared::cta): a producer's cp.async completions and consumers' releases of a stage
+// mbarriers (shared::cta): a producer's copies landing (cp.async or the copy engine's bytes) and
+// the consumers' releases of a stage
 
 __device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
