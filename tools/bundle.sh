@@ -6,7 +6,7 @@
 #   BUNDLE_DIR/bin/tandem        the build's tandem, debug info stripped, RPATH $ORIGIN/../lib
 #   BUNDLE_DIR/lib/              every other library it loads (CAF, ZeroMQ, yaml-cpp, OpenBLAS,
 #                                SentencePiece, ... and theirs), under their sonames
-#   BUNDLE_DIR/configs/          the recipes and model presets (set TANDEM_CONFIG_DIR to it)
+#   BUNDLE_DIR/configs/          the recipes and model presets (bin/tandem finds them there)
 #   BUNDLE_DIR/tools/launch/     the cluster launchers
 #
 # Copy the folder anywhere (BUNDLE_DIR.tar.xz holds the same). It is written as BUNDLE_DIR.partial

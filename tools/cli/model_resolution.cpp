@@ -76,6 +76,10 @@ std::optional<fs::path> find_model(const std::string& name, const std::string& r
 
 fs::path config_dir() {
   if (const char* d = std::getenv("TANDEM_CONFIG_DIR")) return d;
+  // Beside the binary: a bundle's bin/../configs, or build/../configs of a checkout's build tree.
+  std::error_code ec;
+  const fs::path beside = fs::read_symlink("/proc/self/exe", ec).parent_path().parent_path() / "configs";
+  if (!ec && fs::is_directory(beside / "models", ec)) return beside;
   return fs::path(TANDEM_SOURCE_DIR) / "configs";
 }
 

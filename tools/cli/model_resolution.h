@@ -15,7 +15,8 @@
 
 namespace tandem::cli {
 
-/// Folder of the shipped configs: $TANDEM_CONFIG_DIR, else the source tree's configs/.
+/// Folder of the shipped configs: $TANDEM_CONFIG_DIR, else configs/ beside the binary's folder (a
+/// bundle's, or the checkout's for build/tandem) when it holds models/, else the source tree's.
 std::filesystem::path config_dir();
 
 struct resolved_model {

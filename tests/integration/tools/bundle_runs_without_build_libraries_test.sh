@@ -86,7 +86,7 @@ in_root() {
     while [ "$n" -gt 0 ]; do mount --bind "$1" "$2"; shift 2; n=$((n - 2)); done
     mount --rbind /proc "$root/proc"
     mount --rbind /dev "$root/dev"
-    exec env -i HOME=/tmp PATH=/opt/tandem/bin TANDEM_CONFIG_DIR=/opt/tandem/configs "$(command -v chroot)" "$root" "$@"
+    exec env -i HOME=/tmp PATH=/opt/tandem/bin "$(command -v chroot)" "$root" "$@"
   ' in_root "$root" "${#binds[@]}" "${binds[@]}" "$@" >"$log" 2>&1
 }
 

@@ -18,7 +18,7 @@
 #
 # The checkout: TANDEM_HOME, else the one this script is in, else (under sbatch, which runs a copy
 # of the script from Slurm's spool directory) the directory sbatch was called from.
-# TANDEM: the tandem binary (default: build/tandem of the checkout).
+# TANDEM: the tandem binary (default: build/tandem of the checkout, or bin/tandem of a bundle).
 # TANDEM_LAUNCH_DRY_RUN=1: print the commands instead of running them.
 set -euo pipefail
 if [ $# -lt 1 ]; then
@@ -42,6 +42,7 @@ recipe="$(realpath -- "$1")"
 shift
 cd "$root"
 tandem="${TANDEM:-$PWD/build/tandem}"
+[ -n "${TANDEM:-}" ] || [ -x "$tandem" ] || [ ! -x "$PWD/bin/tandem" ] || tandem="$PWD/bin/tandem"  # a bundle
 nodes=(${SLURM_JOB_NODELIST:+$(scontrol show hostnames "$SLURM_JOB_NODELIST")})
 if [ ${#nodes[@]} -eq 0 ]; then
   echo "tools/launch/slurm/run.sh: not inside a Slurm allocation (SLURM_JOB_NODELIST is unset)" >&2
