@@ -39,18 +39,12 @@ controller="tcp://$mh_subnet.1:$mh_port"
 
 # run ATTEMPT: the controller and the four members, started in their namespaces.
 run() {
-  local attempt="$1" rank ns host
+  local attempt="$1"
   mh_start "$mh_ns_ctl" ctl-host "$mh_work/controller$attempt.txt" env TANDEM_KEYS="$keys" \
     "$tandem" run "$recipe" "${overrides[@]}" --no-spawn
   ctl_pid=$mh_last_pid
   mh_wait_listen || mh_fail "the controller does not listen on port $mh_port" "$mh_work/controller$attempt.txt"
-  member_pids=()
-  for rank in 0 1 2 3; do
-    if [ $rank -lt 2 ]; then ns=$mh_ns_pol host=policy-host; else ns=$mh_ns_rol host=rollout-host; fi
-    mh_start "$ns" "$host" "$mh_work/member$rank.$attempt.txt" env TANDEM_KEYS="$keys" TANDEM_LOCAL_MEMBERS=2 \
-      "$tandem" join --controller "$controller" --rank $rank --world 4
-    member_pids+=("$mh_last_pid")
-  done
+  mh_start_members "$tandem" "$keys" "$controller" ".$attempt"
 }
 
 # The first run, cut once a checkpoint is complete.

@@ -48,13 +48,7 @@ if ip netns exec "$mh_ns_ctl" timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/$mh_
 fi
 echo "controller namespace: a connection to 127.0.0.1:$mh_port is refused"
 
-member_pids=()
-for rank in 0 1 2 3; do
-  if [ $rank -lt 2 ]; then ns=$mh_ns_pol host=policy-host; else ns=$mh_ns_rol host=rollout-host; fi
-  mh_start "$ns" "$host" "$mh_work/member$rank.txt" env TANDEM_KEYS="$keys" TANDEM_LOCAL_MEMBERS=2 \
-    "$tandem" join --controller "$controller" --rank $rank --world 4
-  member_pids+=("$mh_last_pid")
-done
+mh_start_members "$tandem" "$keys" "$controller" ""
 # Every process in its own host's namespace, seen while the run is on.
 for _ in $(seq 300); do
   grep -q "all 4 members joined" "$ctl_log" && break

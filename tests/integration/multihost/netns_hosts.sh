@@ -143,3 +143,17 @@ mh_wait_listen() {
 
 mh_cut_link() { ip -n "$mh_ns_switch" link set "to-$1" down; }
 mh_mend_link() { ip -n "$mh_ns_switch" link set "to-$1" up; }
+
+# mh_start_members TANDEM KEYS CONTROLLER SUFFIX: the four members (`tandem join`), ranks 0 and 1
+# on the policy host, 2 and 3 on the rollout host, each logging into $mh_work/memberRANK$SUFFIX.txt;
+# sets member_pids.
+mh_start_members() {
+  local tandem="$1" keys="$2" controller="$3" suffix="$4" rank ns host
+  member_pids=()
+  for rank in 0 1 2 3; do
+    if [ $rank -lt 2 ]; then ns=$mh_ns_pol host=policy-host; else ns=$mh_ns_rol host=rollout-host; fi
+    mh_start "$ns" "$host" "$mh_work/member$rank$suffix.txt" env TANDEM_KEYS="$keys" TANDEM_LOCAL_MEMBERS=2 \
+      "$tandem" join --controller "$controller" --rank $rank --world 4
+    member_pids+=("$mh_last_pid")
+  done
+}
