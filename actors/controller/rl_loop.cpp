@@ -122,7 +122,9 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
 // after step n when n % val_period == 0, and after the last step with val_at_end (once, when the
 // last step is also a multiple of val_period). A step's records wait for the pass after it, whose
 // metrics join the step's record; a failed pass writes the step's records without them and ends
-// the run. After rl_stop no pass starts.
+// the run. After rl_stop no pass starts, unless the run checkpoints: then the pass due after the
+// step in flight runs, so the checkpoint saved on the stop holds the records an uninterrupted run
+// has there.
 
 void next_step(loop_ptr self);
 
@@ -130,7 +132,7 @@ void next_step(loop_ptr self);
 /// val_period counts RL steps.
 bool validates_after(const rl_loop_state& st, std::int64_t done) {
   const auto& g = st.s.recipe.grpo;
-  if (!st.validation || st.stop_requested) return false;
+  if (!st.validation || (st.stop_requested && st.s.checkpoints.directory.empty())) return false;
   if (done <= st.sft_steps) return done == st.sft_steps && st.sft_steps > 0;
   const std::int64_t rl = done - st.sft_steps;
   return (g.val_period > 0 && rl % g.val_period == 0) || (g.val_at_end && rl == st.steps);
@@ -358,11 +360,14 @@ void save_checkpoint(loop_ptr self) {
           failed);
 }
 
-/// Whether a checkpoint is due now, after st.done steps.
+/// Whether a checkpoint is due now, after st.done steps: every save_period steps, after the last
+/// step, and after the step in flight when the run was stopped on request (SIGINT or SIGTERM;
+/// Slurm's time-limit signal reaches the controller as SIGTERM through tools/launch/slurm/run.sh),
+/// so that the same command resumes where it stopped.
 bool checkpoint_due(const rl_loop_state& st) {
   const auto& plan = st.s.checkpoints;
   if (plan.directory.empty() || st.done == 0 || st.done == st.checkpointed) return false;
-  return st.done % plan.save_period == 0 || st.done == st.sft_steps + st.steps;
+  return st.done % plan.save_period == 0 || st.done == st.sft_steps + st.steps || st.stop_requested;
 }
 
 // ---- resuming -----------------------------------------------------------------------------------

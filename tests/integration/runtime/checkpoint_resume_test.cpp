@@ -1,7 +1,9 @@
 // Step checkpoints and resuming, as `tandem run` processes of the tiny Gemma 4 recipe on the CPU:
 // a run of 4 steps and a run of 2 steps resumed to 4 write bitwise-identical metrics, generations
 // and final weights; a resume with another recipe is refused listing the differing keys; a resume
-// with one policy rank instead of two agrees within float32 reduction order; a process killed
+// with one policy rank instead of two agrees within float32 reduction order; SIGTERM between
+// periodic checkpoints saves one after the step in flight, from which the same command resumes as
+// the uninterrupted run, byte for byte; a process killed
 // (SIGKILL) at each fault-injection point, during generation, training, each rank's write and the
 // commit, fails the run (naming the member), the previous checkpoint stays complete, and the same
 // command then resumes and finishes as the uninterrupted run, byte for byte; retention keeps the
@@ -9,11 +11,14 @@
 // fails naming the path, and the previous checkpoint still resumes.
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -109,6 +114,38 @@ BOOST_AUTO_TEST_CASE(a_run_of_4_steps_and_a_run_of_2_steps_resumed_to_4_give_bit
     BOOST_TEST(fs::exists(run / "checkpoints" / "step_4" / "ranks" / "policy-1.json"));
     BOOST_TEST(fs::exists(run / "checkpoints" / "step_4" / "metrics.jsonl"));
   }
+}
+
+BOOST_AUTO_TEST_CASE(sigterm_to_a_checkpointing_run_saves_a_checkpoint_after_the_step_in_flight_and_the_same_command_resumes_as_the_uninterrupted_run) {
+  // What Slurm's time-limit signal comes to (tools/launch/slurm/run.sh forwards it as SIGTERM): the
+  // run is stopped between periodic checkpoints (save_period 1000), by a signal, after some step K
+  // that the test reads from the records; the run's length may change on a resume, so the whole
+  // run and the resumed one are both K + 2 steps long.
+  tandem::test::temp_dir dir;
+  const fs::path whole = dir.path() / "whole", stopped = dir.path() / "stopped";
+  const std::vector<std::string> rare = {"checkpointing.save_period=1000"};
+  child_process run(gemma4_run(stopped, 100000, rare));
+  BOOST_TEST_REQUIRE(run.await_out(std::regex("step 1/")).has_value(), run.output());
+  BOOST_TEST_REQUIRE(::kill(run.pid(), SIGTERM) == 0);
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(240000)) == 128 + SIGTERM, run.output());
+  const std::size_t k = records(stopped / "metrics.jsonl").size();
+  BOOST_TEST_REQUIRE(k >= 1u, run.output());
+  const std::string step_k = "step_" + std::to_string(k);
+  BOOST_TEST(run.out().find("checkpoint " + step_k + " (v" + std::to_string(k) + ") saved in " + (stopped / "checkpoints" / step_k).string()) !=
+                 std::string::npos,
+             run.output());
+  BOOST_TEST_REQUIRE(fs::exists(stopped / "checkpoints" / step_k / "manifest.json"));
+
+  const int total = static_cast<int>(k) + 2;
+  const std::string again = run_ok(gemma4_run(stopped, total, rare));
+  BOOST_TEST(again.find("(resuming from " + (stopped / "checkpoints" / step_k).string() + ")") != std::string::npos, again);
+  run_ok(gemma4_run(whole, total, rare));
+  const auto a = comparable_records(whole / "metrics.jsonl"), b = comparable_records(stopped / "metrics.jsonl");
+  BOOST_TEST_REQUIRE(a.size() == static_cast<std::size_t>(total));
+  BOOST_TEST_REQUIRE(b.size() == a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(a[i] == b[i], "step " << i + 1 << ":\n" << a[i].dump() << "\n" << b[i].dump());
+  BOOST_TEST(bytes_of(whole / "generations.jsonl") == bytes_of(stopped / "generations.jsonl"));
+  BOOST_TEST((bytes_of(whole / "final_weights" / "model.safetensors") == bytes_of(stopped / "final_weights" / "model.safetensors")));
 }
 
 BOOST_AUTO_TEST_CASE(a_resume_with_another_recipe_is_refused_listing_the_differing_keys) {
