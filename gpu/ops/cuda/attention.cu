@@ -16,6 +16,7 @@
 
 #include "gpu/ops/cuda/attention_dkdv.cuh"
 #include "gpu/ops/cuda/attention_mma_backward.cuh"
+#include "gpu/ops/cuda/attention_wgmma_dkdv.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/device_math.cuh"
@@ -213,7 +214,9 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
                                static_cast<float>(options.scaling), options.sliding_window};
     if constexpr (std::is_same_v<S, bf16>) {
       if (mma) {  // tensor cores: bf16 at d 256 / 512
-        TANDEM_RETURN_IF_ERROR(attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
+        // d 256: the warpgroup kernel (64 keys a block, as dkdv_block_keys(256)); d 512: mma.sync
+        TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part)
+                                          : attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
         const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
         dim3 grid;
         TANDEM_RETURN_IF_ERROR(mma_grid(op, c, tiling, grid));

@@ -54,10 +54,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <tuple>
 
 #include "gpu/ops/cuda/attention_mma_common.cuh"
 #include "gpu/ops/cuda/wgmma.cuh"
+#include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
 
@@ -380,8 +380,11 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
 // ---------------------------------------------------------------------------------------------
 // launchers (shared by attention.cu and paged_attention.cu)
 
-/// The bulk tensor copy maps of packed keys and values for the forward at head dim d (256 or 512).
-inline status make_tma_keys(const char* op, const packed_keys<bf16>& keys, tma_keys& out) {
+/// The bulk tensor copy map of `data` [tokens, heads, d] (bf16): 3-d (d, heads, tokens), boxes of
+/// (64 columns, 1 head, `rows` positions), 128-byte swizzle (the sw128 layout), rows past `tokens`
+/// read as zeros. `what` names the tensor in an error.
+inline status encode_rows_map(const char* op, const char* what, const bf16* data, std::int64_t tokens, std::int64_t heads,
+                              std::int64_t d, int rows, CUtensorMap& map) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -392,21 +395,25 @@ inline status make_tma_keys(const char* op, const packed_keys<bf16>& keys, tma_k
   }();
   if (encode == nullptr)
     return {status_code::device_error, std::string(op) + ": the driver offers no cuTensorMapEncodeTiled (CUDA 12 or later needed)"};
-  static_cast<packed_keys<bf16>&>(out) = keys;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(keys.d), static_cast<cuuint64_t>(keys.kv_heads),
-                              static_cast<cuuint64_t>(keys.tokens)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(keys.d) * 2, static_cast<cuuint64_t>(keys.kv_heads * keys.d) * 2};
-  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(keys.d == 512 ? fwd_shape<512>::key_tile : fwd_shape<256>::key_tile)};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(d), static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(tokens)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(d) * 2, static_cast<cuuint64_t>(heads * d) * 2};
+  const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(rows)};
   const cuuint32_t steps[3] = {1, 1, 1};
-  for (const auto& [map, data, name] : {std::tuple{&out.k_map, keys.k, "keys"}, std::tuple{&out.v_map, keys.v, "values"}}) {
-    const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(data), dims, strides, box, steps,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS)
-      return {status_code::device_error, std::string(op) + ": cuTensorMapEncodeTiled of the " + name + " failed (CUresult " +
-                                             std::to_string(static_cast<int>(r)) + ")"};
-  }
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(data), dims, strides, box, steps,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return {status_code::device_error, std::string(op) + ": cuTensorMapEncodeTiled of the " + what + " failed (CUresult " +
+                                           std::to_string(static_cast<int>(r)) + ")"};
   return status::ok();
+}
+
+/// The bulk tensor copy maps of packed keys and values for the forward at head dim d (256 or 512).
+inline status make_tma_keys(const char* op, const packed_keys<bf16>& keys, tma_keys& out) {
+  static_cast<packed_keys<bf16>&>(out) = keys;
+  const int rows = keys.d == 512 ? fwd_shape<512>::key_tile : fwd_shape<256>::key_tile;
+  TANDEM_RETURN_IF_ERROR(encode_rows_map(op, "keys", keys.k, keys.tokens, keys.kv_heads, keys.d, rows, out.k_map));
+  return encode_rows_map(op, "values", keys.v, keys.tokens, keys.kv_heads, keys.d, rows, out.v_map);
 }
 
 /// Rows per block of the forward at head dim d (256 or 512): the block_rows of mma_tiling.
