@@ -28,7 +28,7 @@ run() {  # name, command...
   [ "$rc" -eq 0 ] || failed=1
 }
 [ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
-for suite in backend_ops cuda_determinism cuda_large_tensors; do
+for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors; do
   run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=test_suite
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick
