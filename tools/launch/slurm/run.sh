@@ -159,9 +159,10 @@ controller_cmd=("$tandem" run "$recipe" ${args[@]+"${args[@]}"} "cluster.control
 [ "${SLURMD_NODENAME:-}" = "$head_node" ] || controller_cmd=(srun --nodes=1 --ntasks=1 --nodelist="$head_node" --overlap "${controller_cmd[@]}")
 ctl_log="$logs/controller-on-$head_node.log"
 # One member per device, node-major ranks (block distribution), each logging to its own file.
+member_env="ALL,TANDEM_CONTROLLER=tcp://$head_addr:$port,TANDEM_WORLD=$world,TANDEM_LOCAL_MEMBERS=$gpus_per_node,TANDEM_KEYS=$keys"
 # shellcheck disable=SC2016  # expanded by the member's shell
 members_cmd=(srun --nodes="${#nodes[@]}" --ntasks="$world" --ntasks-per-node="$gpus_per_node" --distribution=block --overlap
-  --export=ALL,TANDEM_CONTROLLER="tcp://$head_addr:$port",TANDEM_WORLD="$world",TANDEM_LOCAL_MEMBERS="$gpus_per_node",TANDEM_KEYS="$keys"
+  --export="$member_env"
   bash -c 'TANDEM_RANK=$SLURM_PROCID exec "$0" join >"$1/member-$SLURM_PROCID-on-${SLURMD_NODENAME:-$(hostname)}.log" 2>&1'
   "$tandem" "$logs")
 if [ "$dry_run" = 1 ]; then
@@ -171,6 +172,7 @@ if [ "$dry_run" = 1 ]; then
 fi
 "${controller_cmd[@]}" >"$ctl_log" 2>&1 &
 controller=$!
+echo "$me: the controller: pid $controller, log $ctl_log"
 "${members_cmd[@]}" &
 members=$!
 
@@ -190,6 +192,7 @@ echoer=$!
 # every process of the job: the controller then gets a second SIGTERM, which stops it at once, as
 # the members are being killed anyway.)
 stop_requested=0
+# shellcheck disable=SC2317  # called by the traps below
 on_stop_signal() {
   echo "$me: $1: the controller finishes the step in flight, saves a checkpoint and stops (SIGTERM)"
   stop_requested=1

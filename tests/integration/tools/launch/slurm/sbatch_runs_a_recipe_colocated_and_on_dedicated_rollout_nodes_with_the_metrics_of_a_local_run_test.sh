@@ -26,7 +26,7 @@ short=(sft.max_num_steps=10 grpo.max_num_steps=4 grpo.val_period=2)
 
 # layout NAME SLURM_OVERRIDES LOCAL_OVERRIDES: the job, then the local run, then the comparison.
 layout() {
-  local name="$1" job out state
+  local name="$1" job out
   local -a on_slurm local_run
   read -r -a on_slurm <<<"$2"
   read -r -a local_run <<<"$3"

@@ -41,7 +41,9 @@ pids="$(sed -nE 's/.*member [0-9]+ \[[^]]*\] \(pid ([0-9]+) on .*joined$/\1/p' "
 for pid in $pids; do
   ! kill -0 "$pid" 2>/dev/null || sl_fail "member pid $pid outlived the cancelled job" "$ctl_log"
 done
-! pgrep -f -- "logger.log_dir=$run .*--no-spawn" >/dev/null || sl_fail "the controller outlived the cancelled job"
+controller="$(sed -n 's/.*run.sh: the controller: pid \([0-9]*\),.*/\1/p' "$sl_work/job1.out")"
+[ -n "$controller" ] || sl_fail "the launcher does not say the controller's pid" "$sl_work/job1.out"
+! kill -0 "$controller" 2>/dev/null || sl_fail "the controller (pid $controller) outlived the cancelled job" "$sl_work/job1.out"
 newest=""
 for dir in "$run"/checkpoints/step_*; do
   [[ "${dir##*_}" =~ ^[0-9]+$ ]] || continue  # not step_N.partial

@@ -33,6 +33,12 @@ sl_fail() {
     echo "--- $f:" >&2
     cat "$f" >&2 || true
   done
+  local log
+  for log in "${sl_work:-/nonexistent}"/log/*.log; do
+    [ -e "$log" ] || continue
+    echo "--- the last lines of $log:" >&2
+    tail -n 8 "$log" >&2
+  done
   exit 1
 }
 
@@ -94,7 +100,9 @@ sl_start() {
     echo "SlurmdUser=root"
     echo "AuthType=auth/munge"
     echo "CredType=cred/munge"
-    echo "AuthInfo=socket=$sl_work/munge/munge.sock"
+    # cred_expire: a job credential's lifetime (120 s by default), also how long a requeued job
+    # waits before it may start again: until then the nodes refuse it as revoked.
+    echo "AuthInfo=socket=$sl_work/munge/munge.sock,cred_expire=5"
     echo "StateSaveLocation=$sl_work/state"
     echo "SlurmdSpoolDir=$sl_work/spool/%n"
     echo "SlurmctldPidFile=$sl_work/slurmctld.pid"
