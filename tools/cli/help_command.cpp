@@ -296,11 +296,12 @@ controller.log, metrics.png or final_weights) is refused; --fresh leaves it as i
 be written (a full disk, a file-size limit, an I/O error) is cut off the file and fails the run,
 naming the file and the reason.
 
-checkpointing.enabled=true saves a checkpoint after every checkpointing.save_period steps and the
-last into checkpointing.checkpoint_dir (relative: inside the run directory): step_N/ holds the
-weights (a Hugging Face directory, optimizer state beside), every policy rank's part, the
-controller's state and manifest.json, written last; keep_top_k keeps the newest and the best K by
-metric_name. Run the same command again in a directory that holds a complete checkpoint and the
+checkpointing.enabled=true saves a checkpoint after every checkpointing.save_period steps, the
+last, and the step in flight when SIGINT or SIGTERM stops the run (Slurm's time-limit signal
+through tools/launch/slurm/run.sh) into checkpointing.checkpoint_dir (relative: inside the run
+directory): step_N/ holds the weights (a Hugging Face directory, optimizer state beside), every
+policy rank's part, the controller's state and manifest.json, written last; keep_top_k keeps the
+newest and the best K by metric_name. Run the same command again in a directory that holds a complete checkpoint and the
 run resumes from the newest (its first lines say so) and continues exactly as if it had not
 stopped; a recipe that changed other keys than the run's length, logging, checkpointing and
 placement is refused, listing them (--fresh starts a new run instead).
