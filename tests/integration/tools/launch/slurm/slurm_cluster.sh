@@ -79,7 +79,7 @@ sl_start() {
   trap 'exit 130' INT TERM
   sl_work="$(mktemp -d "$build/slurm_test.XXXXXX")"
   chmod 755 "$sl_work"
-  base=$((20000 + ($$ % 2000) * 10))
+  base=$((10000 + ($$ % 2000) * 10))  # below the ephemeral ports (32768 and up)
   sl_port=$((base + 9))
   mkdir -p "$sl_work/munge" "$sl_work/state" "$sl_work/log" "$sl_work/spool"
   chmod 700 "$sl_work/munge"
