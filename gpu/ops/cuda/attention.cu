@@ -3,9 +3,10 @@
 // (D into scratch), the dK/dV key-tile kernel (attention_dkdv.cuh) and its dq pass. Every output
 // element is written by one thread in a fixed order: deterministic, no atomics. bfloat16 at head
 // dims 256 and 512 (16-byte aligned tensors) takes the tensor-core kernels instead
-// (attention_wgmma_forward.cuh: Hopper's warpgroup products; attention_mma_backward.cuh: mma.sync;
-// the same tile-numbering scheme with larger tiles; D from the forward's out when the caller
-// passes it).
+// (the forward on Hopper's warpgroup products, attention_wgmma_forward.cuh; the backward's dK/dV
+// and dQ passes on them at d 256, attention_wgmma_dkdv.cuh and attention_wgmma_dq.cuh, and on
+// mma.sync at d 512, attention_mma_backward.cuh; the same tile-numbering scheme with larger tiles;
+// D from the forward's out when the caller passes it).
 #include "gpu/ops/cuda/attention.h"
 
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include "gpu/ops/cuda/attention_dkdv.cuh"
 #include "gpu/ops/cuda/attention_mma_backward.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dkdv.cuh"
+#include "gpu/ops/cuda/attention_wgmma_dq.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/device_math.cuh"
@@ -214,7 +216,10 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
                                static_cast<float>(options.scaling), options.sliding_window};
     if constexpr (std::is_same_v<S, bf16>) {
       if (mma) {  // tensor cores: bf16 at d 256 / 512
-        // d 256: the warpgroup kernel (64 keys a block, as dkdv_block_keys(256)); d 512: mma.sync
+        // d 256: the warpgroup kernels (64 keys a dK/dV block and 128 rows a dQ block, as the
+        // tilings here: dkdv_block_keys, dq_block_rows); d 512: mma.sync
+        static_assert(attn::mma::dkdv_wg_shape::keys == attn::mma::dkdv_shape<256>::keys &&
+                      attn::mma::dq_wg_shape::block_rows == attn::mma::dq_shape<256>::block_rows);
         TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part)
                                           : attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
         const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
@@ -224,7 +229,10 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
         const attn::query_layout dq_layout{cu_seqlens.as<const std::int32_t>(), mma_offsets, nullptr, c.num_seqs,
                                            c.tokens, c.heads, tiling.group, tiling.rows_per_tile,
                                            tiling.heads_per_tile, tiling.head_chunks};
-        return attn::mma::launch_dq(stream, op, grid, a, dq_layout, keys);
+        if (c.d != 256) return attn::mma::launch_dq(stream, op, grid, a, dq_layout, keys);
+        attn::mma::tma_keys maps{};  // d 256: the warpgroup kernel (the forward's 128-row tiles)
+        TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(op, keys, maps));
+        return attn::mma::launch_wgmma_dq(stream, op, grid, a, dq_layout, maps);
       }
     }
     TANDEM_RETURN_IF_ERROR(attn::launch_dkdv(stream, op, c.slots, key_grid, b));

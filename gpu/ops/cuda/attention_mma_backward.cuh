@@ -1,5 +1,7 @@
-// The tensor-core backward of bfloat16 attention at head dims 256 and 512 (nvcc only; private to
-// attention.cu). Deterministic, no atomics: every output element is owned by one thread and
+// The tensor-core backward of bfloat16 attention on mma.sync (nvcc only; private to attention.cu):
+// its kernels run head dim 512, and D and the split reduction serve head dim 256 too, whose dK/dV
+// and dQ passes run on warpgroup instructions (attention_wgmma_dkdv.cuh, attention_wgmma_dq.cuh;
+// the shapes below still give their tilings: 64 keys a dK/dV tile, 128 rows a dQ tile). Deterministic, no atomics: every output element is owned by one thread and
 // summed in a fixed order. Three kernels:
 //
 //   delta: D_i = Σ_c dO_ic · o_ic from the forward's out (a warp per row, a fixed shuffle tree);
@@ -560,19 +562,20 @@ status launch_dq_dim(cudaStream_t stream, const char* op, dim3 grid, const query
   return launch_status(op, "mma_dq_kernel");
 }
 
-/// key_tiles tiles of dkdv_block_keys(d) positions (numbering a.offsets) x kv heads x part.splits
-/// blocks, then (splits > 1) the reduction of the partials; d 256 or 512.
+/// key_tiles tiles of dkdv_block_keys(512) positions (numbering a.offsets) x kv heads x part.splits
+/// blocks, then (splits > 1) the reduction of the partials; d 512 (d 256: launch_wgmma_dkdv).
 inline status launch_dkdv(cudaStream_t stream, const char* op, std::int64_t key_tiles, const dkdv_args<bf16>& a,
                           const dkdv_partials& part) {
-  return a.d == 512 ? launch_dkdv_dim<512>(stream, op, key_tiles, a, part)
-                    : launch_dkdv_dim<256>(stream, op, key_tiles, a, part);
+  if (a.d != 512) return {status_code::unsupported, std::string(op) + ": the mma.sync dK/dV kernel runs head dim 512 only"};
+  return launch_dkdv_dim<512>(stream, op, key_tiles, a, part);
 }
 
-/// Grid (query tiles of mma_tiling(H, G, dq_block_rows(d)), kv heads x head chunks); d 256 or 512.
+/// Grid (query tiles of mma_tiling(H, G, dq_block_rows(512)), kv heads x head chunks); d 512 (d 256:
+/// launch_wgmma_dq).
 inline status launch_dq(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
                         const query_layout& layout, const packed_keys<bf16>& keys) {
-  return a.d == 512 ? launch_dq_dim<512>(stream, op, grid, a, layout, keys)
-                    : launch_dq_dim<256>(stream, op, grid, a, layout, keys);
+  if (a.d != 512) return {status_code::unsupported, std::string(op) + ": the mma.sync dQ kernel runs head dim 512 only"};
+  return launch_dq_dim<512>(stream, op, grid, a, layout, keys);
 }
 
 }  // namespace tandem::gpu::ops::cuda::attn::mma

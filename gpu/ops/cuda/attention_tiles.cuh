@@ -59,30 +59,44 @@ __device__ __forceinline__ std::int64_t tiles_of(const std::int32_t* cu, std::in
 // ---------------------------------------------------------------------------------------------
 // kernels
 
+/// Inclusive prefix sum over the lanes of a warp (the same tree on every call).
+__device__ __forceinline__ std::int64_t warp_inclusive_scan(std::int64_t v) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const std::int64_t other = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += other;
+  }
+  return v;
+}
+
 /// offsets I64 [S + 1]: offsets[s] = Σ_{s' < s} tiles_of(s'), offsets[S] the total. One block of
-/// 1024 threads: contiguous chunks of sequences, a scan of the chunk sums in shared memory.
+/// 1024 threads: contiguous chunks of sequences, their sums scanned within each warp by shuffles,
+/// then the 32 warp totals by warp 0 (two block barriers, where a tree over shared memory took
+/// twenty).
 static __global__ void __launch_bounds__(1024) tile_offsets_kernel(const std::int32_t* __restrict__ cu, std::int64_t num_seqs,
                                                             std::int64_t rows_per_tile, std::int64_t* __restrict__ offsets) {
-  __shared__ std::int64_t part[1024];
-  const int tid = threadIdx.x, n = blockDim.x;
+  __shared__ std::int64_t warp_total[32];
+  const int tid = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
+  const int warp = tid >> 5, lane = tid & 31;
   const std::int64_t per = (num_seqs + n - 1) / n;
   const std::int64_t begin = tid * per, end = begin + per < num_seqs ? begin + per : num_seqs;
   std::int64_t sum = 0;
   for (std::int64_t s = begin; s < end; ++s) sum += tiles_of(cu, s, rows_per_tile);
-  part[tid] = sum;
+  const std::int64_t inclusive = warp_inclusive_scan(sum);
+  if (lane == 31) warp_total[warp] = inclusive;
   __syncthreads();
-  for (int offset = 1; offset < n; offset <<= 1) {
-    const std::int64_t add = tid >= offset ? part[tid - offset] : 0;
-    __syncthreads();
-    part[tid] += add;
-    __syncthreads();
+  if (warp == 0) {
+    const std::int64_t w = lane < (n >> 5) ? warp_total[lane] : 0;
+    warp_total[lane] = warp_inclusive_scan(w);  // inclusive over the warps
   }
-  std::int64_t acc = tid > 0 ? part[tid - 1] : 0;
+  __syncthreads();
+  std::int64_t acc = inclusive - sum + (warp > 0 ? warp_total[warp - 1] : 0);
   for (std::int64_t s = begin; s < end; ++s) {
     offsets[s] = acc;
     acc += tiles_of(cu, s, rows_per_tile);
   }
-  if (tid == n - 1) offsets[num_seqs] = part[n - 1];
+  if (tid == n - 1) offsets[num_seqs] = acc;
 }
 
 // ---------------------------------------------------------------------------------------------
