@@ -46,6 +46,25 @@
 #SBATCH --open-mode=append
 set -euo pipefail
 me="tools/launch/slurm/run.sh"
+# USR1 (the time-limit warning), TERM and INT to this shell: SIGTERM to the controller, which
+# finishes the step in flight, saves a checkpoint and stops the members; before it started: no
+# run. (A plain scancel signals every process of the job: the controller then gets a second
+# SIGTERM, which stops it at once, as the members are being killed anyway.)
+controller=""
+stop_requested=0
+# shellcheck disable=SC2317  # called by the traps below
+on_stop_signal() {
+  stop_requested=1
+  if [ -z "$controller" ]; then
+    echo "$me: $1 before the run started: nothing started"
+    exit 143
+  fi
+  echo "$me: $1: the controller finishes the step in flight, saves a checkpoint and stops (SIGTERM)"
+  kill -TERM "$controller" 2>/dev/null || true
+}
+trap 'on_stop_signal "the time-limit signal (USR1)"' USR1
+trap 'on_stop_signal SIGTERM' TERM
+trap 'on_stop_signal SIGINT' INT
 if [ $# -lt 1 ]; then
   echo "usage: $me RECIPE [key=value ...] [--fresh]" >&2
   exit 2
@@ -187,20 +206,6 @@ tail -n +1 -F --pid="$controller" "$ctl_log" 2>/dev/null | while IFS= read -r li
 done &
 echoer=$!
 
-# USR1 (the time-limit warning), TERM and INT to this shell: SIGTERM to the controller, which
-# finishes the step in flight, saves a checkpoint and stops the members. (A plain scancel signals
-# every process of the job: the controller then gets a second SIGTERM, which stops it at once, as
-# the members are being killed anyway.)
-stop_requested=0
-# shellcheck disable=SC2317  # called by the traps below
-on_stop_signal() {
-  echo "$me: $1: the controller finishes the step in flight, saves a checkpoint and stops (SIGTERM)"
-  stop_requested=1
-  kill -TERM "$controller" 2>/dev/null || true
-}
-trap 'on_stop_signal "the time-limit signal (USR1)"' USR1
-trap 'on_stop_signal SIGTERM' TERM
-trap 'on_stop_signal SIGINT' INT
 # wait returns early (above 128) when a trapped signal arrives: wait again while the controller lives.
 while :; do
   wait "$controller" && status=0 || status=$?
