@@ -14,7 +14,7 @@
 //          both run the same softmax. Key tiles of 32 positions (two stages of K and V fit).
 //
 // Per row: s2 = scaling·log2(e)·q·k (-inf where masked), m = running max, p = exp2(s2 - m),
-// l = Σ p (f32, unrounded p), p rounded to bf16 as the A operand of P·V, out = acc / l,
+// l = Σ p (f32, unrounded p), p rounded to bf16 as the A operand of P·V, out = acc · (1 / l),
 // lse = ln 2 · m + ln l. Key tiles sit at multiples of the key tile in POSITION space; a tile a
 // row sees nothing of leaves its m, l and acc unchanged, and a row's numbers never depend on the
 // other rows of its tile (an output element of a matrix product uses only its row of A), so the
@@ -361,15 +361,19 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   }
 
   const std::int64_t qrow0 = qrow_s[row0], qrow1 = qrow_s[row0 + 8];
+  // out = acc · (1 / l) (a row with a real query has seen itself: l >= 1; one division a row, not
+  // 128), an exact zero as +0. Staging the outputs in shared memory for 16-byte stores made ptxas
+  // keep the consumers at the launch's 168 registers and spill (docs/cuda-kernel-notes.md).
+  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int col = sub * DW + i * 8 + 2 * t;
     if (qrow0 >= 0)
       *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
-          pack_bf16(__fadd_rn(o[4 * i] / l0, 0.f), __fadd_rn(o[4 * i + 1] / l0, 0.f));
+          pack_bf16(__fadd_rn(__fmul_rn(o[4 * i], inv0), 0.f), __fadd_rn(__fmul_rn(o[4 * i + 1], inv0), 0.f));
     if (qrow1 >= 0)
       *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
-          pack_bf16(__fadd_rn(o[4 * i + 2] / l1, 0.f), __fadd_rn(o[4 * i + 3] / l1, 0.f));
+          pack_bf16(__fadd_rn(__fmul_rn(o[4 * i + 2], inv1), 0.f), __fadd_rn(__fmul_rn(o[4 * i + 3], inv1), 0.f));
   }
   if (sub == 0 && t == 0) {
     if (qrow0 >= 0) a.lse_out[qrow0] = fmaf(m0, ln2, logf(l0));
