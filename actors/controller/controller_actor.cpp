@@ -94,7 +94,7 @@ void fail(controller_ptr self, const std::string& why, std::int64_t lost_rank = 
   if (st.now == phase::finished) return;
   st.now = phase::finished;
   for (const auto& w : st.members)
-    if (present(w) && w.plan.rank != lost_rank) send_to(self, w.peer, control::shutdown{"the run failed: " + why});
+    if (present(w) && w.plan.rank != lost_rank) send_to(self, w.peer, control::shutdown{"the run failed: " + why, true});
   log_event("the run failed: " + why);
   self->send(st.s.listener, ctl_done_atom::value, false, why, lost_rank);
 }

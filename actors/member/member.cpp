@@ -99,8 +99,8 @@ member_result run(const member_options& o) {
   std::optional<member_result> result;
   while (!result)
     self->receive(
-        [&](mbr_done_atom, std::int32_t code, const std::string& message) {
-          result = member_result{code, message};
+        [&](mbr_done_atom, std::int32_t code, const std::string& message, bool shut_down) {
+          result = member_result{code, message, shut_down};
         },
         [&](caf::down_msg& d) {
           result = member_result{1, "the member actor ended unexpectedly: " + caf::to_string(d.reason)};
@@ -113,8 +113,9 @@ member_result run(const member_options& o) {
              " ms of the end; exiting without it");
     std::_Exit(code);
   }).detach();
-  // After a shutdown the goodbye is posted: give it up to a second to leave before the close.
-  socket->stop(result->exit_code == 0 ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(0));
+  // After a shutdown (of a run that ended or failed) the goodbye is posted: give it up to a second
+  // to leave before the close.
+  socket->stop(result->shut_down ? std::chrono::milliseconds(1000) : std::chrono::milliseconds(0));
   self->send_exit(w, caf::exit_reason::user_shutdown);
   return *result;
 }

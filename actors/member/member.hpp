@@ -40,11 +40,13 @@ struct member_options {
   std::optional<run_keys> keys;
 };
 
-/// How the member ended: exit_code 0 after a shutdown, 1 after a failure (no welcome, refused,
-/// controller silent, parent gone), 2 for unusable options. `message` says why.
+/// How the member ended: exit_code 0 after the shutdown of a run that ended, 1 after the shutdown
+/// of a run that failed or a failure of its own (no welcome, refused, controller silent, parent
+/// gone), 2 for unusable options. `message` says why.
 struct member_result {
   int exit_code = 1;
   std::string message;
+  bool shut_down = false;  ///< the controller shut the member down (a goodbye is on its way)
 };
 
 /// Runs the member until shutdown or failure; blocks. Never throws; prints progress to stderr

@@ -43,11 +43,11 @@ void send_control(member_ptr self, control::message m) {
   self->send(self->state.bridge, ctl_send_atom::value, std::string(), std::move(m));
 }
 
-void finish(member_ptr self, std::int32_t code, const std::string& message) {
+void finish(member_ptr self, std::int32_t code, const std::string& message, bool shut_down = false) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   st.now = phase::finished;
-  self->send(st.s.listener, mbr_done_atom::value, code, message);
+  self->send(st.s.listener, mbr_done_atom::value, code, message, shut_down);
 }
 
 std::string roles_text(const control::welcome& w) {
@@ -105,9 +105,11 @@ void on_shutdown(member_ptr self, const control::shutdown& m) {
   send_control(self, control::goodbye{static_cast<std::int32_t>(st.s.rank), "shut down: " + m.reason});
   const std::string message =
       "shut down by the controller (" + m.reason + ") after " + std::to_string(st.received) + " controller heartbeats";
+  // The member of a failed run exits with 1, so whatever started it (srun, a launcher) sees it.
+  const std::int32_t code = m.failed ? 1 : 0;
   // Finish once the goodbye is posted, so the socket does not close before it.
   self->request(st.bridge, caf::infinite, ctl_flush_atom::value)
-      .then([=](bool) { finish(self, 0, message); }, [=](caf::error&) { finish(self, 0, message); });
+      .then([=](bool) { finish(self, code, message, true); }, [=](caf::error&) { finish(self, code, message, true); });
 }
 
 void on_control(member_ptr self, const control::message& m) {

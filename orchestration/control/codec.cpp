@@ -88,7 +88,7 @@ template <class F, is<refit_commit> M> void fields(F& f, M& m) { f("weight_versi
 template <class F, is<refit_abort> M> void fields(F& f, M& m) { f("weight_version", m.weight_version); }
 template <class F, is<error> M>
 void fields(F& f, M& m) { f("code", m.code); f("text", m.text); f("rank", m.rank); f("request", m.request); }
-template <class F, is<shutdown> M> void fields(F& f, M& m) { f("reason", m.reason); }
+template <class F, is<shutdown> M> void fields(F& f, M& m) { f("reason", m.reason); f("failed", m.failed); }
 template <class F, is<goodbye> M> void fields(F& f, M& m) { f("rank", m.rank); f("reason", m.reason); }
 
 // ---- type traits ----------------------------------------------------------------------------

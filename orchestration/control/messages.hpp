@@ -52,7 +52,8 @@ namespace tandem::control {
 /// policy rank saves its weights where the controller says). Version 9: a save names its part
 /// (the engine's state, or a data-parallel rank's attestation of a step checkpoint) and answers
 /// the weights digest; load_request and load_result (a resumed run's ranks load a checkpoint).
-inline constexpr std::uint16_t protocol_version = 9;
+/// Version 10: shutdown says whether the run failed (the members of a failed run exit with 1).
+inline constexpr std::uint16_t protocol_version = 10;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.
@@ -367,6 +368,7 @@ struct error {
 struct shutdown {
   static constexpr message_kind kind = message_kind::shutdown;
   std::string reason;
+  bool failed = false;  ///< the run failed: the member exits with status 1, not 0
   bool operator==(const shutdown&) const = default;
 };
 

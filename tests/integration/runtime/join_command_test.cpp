@@ -140,6 +140,27 @@ BOOST_AUTO_TEST_CASE(a_welcomed_member_sends_heartbeats_and_answers_shutdown_wit
              w.output());
 }
 
+BOOST_AUTO_TEST_CASE(a_member_shut_down_because_the_run_failed_says_goodbye_and_exits_with_1) {
+  fake_controller c;
+  child_process w({tandem_binary, "join", "--controller", c.endpoint, "--rank", "0", "--world", "1"}, {}, member_variables);
+  BOOST_TEST_REQUIRE(c.receive_a<control::hello>("w0").has_value(), w.output());
+  control::welcome welcome;
+  welcome.assigned = {false, true};
+  welcome.rollout_size = 1;
+  welcome.run_id = "failing-run";
+  welcome.heartbeat_interval_ms = 100;
+  welcome.heartbeat_timeout_ms = 20000;
+  c.send("w0", welcome);
+  BOOST_TEST_REQUIRE(c.receive_a<control::heartbeat>("w0").has_value(), w.output());
+  c.send("w0", control::shutdown{"the run failed: member 1 [rollout-1] (pid 7 on n2) exited with status 1", true});
+  const auto goodbye = c.receive_a<control::goodbye>("w0");
+  BOOST_TEST_REQUIRE(goodbye.has_value(), w.output());
+  BOOST_TEST(goodbye->reason == "shut down: the run failed: member 1 [rollout-1] (pid 7 on n2) exited with status 1");
+  BOOST_TEST(w.exit_code() == 1, w.output());
+  BOOST_TEST(w.err().find("tandem member 0: shut down by the controller (the run failed: member 1") != std::string::npos,
+             w.output());
+}
+
 BOOST_AUTO_TEST_CASE(a_member_whose_spawning_controller_is_gone_exits_at_once) {
   fake_controller c;
   // TANDEM_PARENT_PID names a process that is not the member's parent (this test is).

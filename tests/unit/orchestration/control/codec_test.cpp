@@ -166,7 +166,7 @@ tc::message sample(tc::message_kind k) {
       return tc::error{.code = 65535, .text = "member 3 (node-07, cuda:3) missed 20 heartbeats", .rank = 3,
                        .request = 13};
     case K::shutdown:
-      return tc::shutdown{.reason = std::string("step 12 failed\0with a NUL inside", 32)};
+      return tc::shutdown{.reason = std::string("step 12 failed\0with a NUL inside", 32), .failed = true};
     case K::goodbye:
       return tc::goodbye{.rank = 7, .reason = "shutdown requested"};
     case K::save_request:
@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 9, 0, 3, 0, 12, 0, 0, 0,         // header (protocol 9)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 10, 0, 3, 0, 12, 0, 0, 0,        // header (protocol 10)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_d
 
 BOOST_AUTO_TEST_CASE(strings_are_a_uint32_length_then_bytes_and_doubles_their_ieee_bits) {
   const tc::frame s = encoded(tc::shutdown{.reason = "ab"});
-  BOOST_REQUIRE(s.size() == 12u + 4 + 2);
+  BOOST_REQUIRE(s.size() == 12u + 4 + 2 + 1);  // the header, the length, the bytes, then `failed`
   BOOST_TEST(std::to_integer<int>(s[12]) == 2);
   BOOST_TEST(std::to_integer<int>(s[16]) == 'a');
   BOOST_TEST(std::to_integer<int>(s[17]) == 'b');
@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 9"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 10"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {
@@ -404,7 +404,7 @@ BOOST_AUTO_TEST_CASE(a_huge_declared_string_length_is_refused_without_allocating
   BOOST_REQUIRE(!d.ok());
   BOOST_TEST((d.error().code == tc::codec_errc::truncated));
   BOOST_TEST(d.error().offset == 16u);
-  BOOST_TEST(d.error().text == "truncated body: string shutdown.reason at byte 16 needs 4294967280 bytes, 4 left");
+  BOOST_TEST(d.error().text == "truncated body: string shutdown.reason at byte 16 needs 4294967280 bytes, 5 left");
   BOOST_TEST(largest < 4096u, "decode allocated " << largest << " bytes");
 }
 
@@ -483,14 +483,14 @@ BOOST_AUTO_TEST_CASE(a_bool_other_than_0_or_1_and_an_unknown_enum_value_are_refu
 
 BOOST_AUTO_TEST_CASE(encode_refuses_a_message_above_the_frame_limit_and_accepts_one_exactly_at_it) {
   const tc::shutdown m{.reason = std::string(100, 'x')};
-  const std::size_t size = tc::header_bytes + 4 + 100;
+  const std::size_t size = tc::header_bytes + 4 + 100 + 1;
   BOOST_TEST(tc::encode(m, size).ok());
   allocation_probe probe;
   const auto r = tc::encode(m, size - 1);
   const std::size_t largest = probe.largest();
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST((r.error().code == tc::codec_errc::too_large));
-  BOOST_TEST(r.error().text == "too large: a shutdown frame of 116 bytes exceeds the frame limit of 115 bytes");
+  BOOST_TEST(r.error().text == "too large: a shutdown frame of 117 bytes exceeds the frame limit of 116 bytes");
   BOOST_TEST(largest < 1024u, "encode allocated " << largest << " bytes for a refused frame");
   BOOST_TEST(!tc::encode(tc::message{m}, 20).ok());
 }
@@ -500,7 +500,7 @@ BOOST_AUTO_TEST_CASE(decode_refuses_a_frame_above_the_limit_and_a_body_length_ab
   BOOST_TEST(tc::decode(bytes_of(f), f.size()).ok());
   const tc::codec_error small = refused(f, f.size() - 1);
   BOOST_TEST((small.code == tc::codec_errc::too_large));
-  BOOST_TEST(mentions(small.text, "116 bytes exceeds the frame limit of 115"), small.text);
+  BOOST_TEST(mentions(small.text, "117 bytes exceeds the frame limit of 116"), small.text);
 
   tc::frame header = encoded(tc::shutdown{});
   put_u32(header, 8, 0xFFFFFFF0u);
