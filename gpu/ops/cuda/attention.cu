@@ -220,7 +220,9 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
         // tilings here: dkdv_block_keys, dq_block_rows); d 512: mma.sync
         static_assert(attn::mma::dkdv_wg_shape::keys == attn::mma::dkdv_shape<256>::keys &&
                       attn::mma::dq_wg_shape::block_rows == attn::mma::dq_shape<256>::block_rows);
-        TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part)
+        attn::mma::tma_keys maps{};  // d 256: the copy engine's maps of k and v, for both passes
+        if (c.d == 256) TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(op, keys, maps));
+        TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part, maps)
                                           : attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
         const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
         dim3 grid;
@@ -229,10 +231,8 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
         const attn::query_layout dq_layout{cu_seqlens.as<const std::int32_t>(), mma_offsets, nullptr, c.num_seqs,
                                            c.tokens, c.heads, tiling.group, tiling.rows_per_tile,
                                            tiling.heads_per_tile, tiling.head_chunks};
-        if (c.d != 256) return attn::mma::launch_dq(stream, op, grid, a, dq_layout, keys);
-        attn::mma::tma_keys maps{};  // d 256: the warpgroup kernel (the forward's 128-row tiles)
-        TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(op, keys, maps));
-        return attn::mma::launch_wgmma_dq(stream, op, grid, a, dq_layout, maps);
+        return c.d == 256 ? attn::mma::launch_wgmma_dq(stream, op, grid, a, dq_layout, maps)
+                          : attn::mma::launch_dq(stream, op, grid, a, dq_layout, keys);
       }
     }
     TANDEM_RETURN_IF_ERROR(attn::launch_dkdv(stream, op, c.slots, key_grid, b));

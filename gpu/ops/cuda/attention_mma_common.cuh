@@ -98,6 +98,20 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
+/// The f32 accumulators of a warpgroup product m64n(16·KS) (wgmma.cuh's layout) as the bf16 A
+/// operand of a product with K = 16·KS from registers: the C fragments of n-tiles 2kk, 2kk + 1 are
+/// A's k-step kk.
+template <int KS>
+__device__ __forceinline__ void accumulators_as_a(const float (&c)[8 * KS], std::uint32_t (&a)[KS][4]) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk) {
+    a[kk][0] = pack_bf16(c[8 * kk], c[8 * kk + 1]);
+    a[kk][1] = pack_bf16(c[8 * kk + 2], c[8 * kk + 3]);
+    a[kk][2] = pack_bf16(c[8 * kk + 4], c[8 * kk + 5]);
+    a[kk][3] = pack_bf16(c[8 * kk + 6], c[8 * kk + 7]);
+  }
+}
+
 /// Element offset of (row, col) in a swizzled [rows][D] tile.
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {

@@ -259,13 +259,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
       if (i + 1 < w.n) named_barrier_arrive(p_free, 256);
     }
     std::uint32_t xa[BQ / 16][4];  // Pᵀ or dSᵀ as the A operand (C -> A: n-tiles 2kk, 2kk + 1)
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk) {
-      xa[kk][0] = pack_bf16(x[8 * kk], x[8 * kk + 1]);
-      xa[kk][1] = pack_bf16(x[8 * kk + 2], x[8 * kk + 3]);
-      xa[kk][2] = pack_bf16(x[8 * kk + 4], x[8 * kk + 5]);
-      xa[kk][3] = pack_bf16(x[8 * kk + 6], x[8 * kk + 7]);
-    }
+    accumulators_as_a<BQ / 16>(x, xa);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < BQ / 16; ++kk)
@@ -323,27 +317,18 @@ inline status make_tma_queries(const char* op, const bf16* q, const bf16* dout, 
 }
 
 /// key_tiles tiles of 64 positions (numbering a.offsets) x kv heads x part.splits blocks, then
-/// (splits > 1) the reduction of the partials; a.d 256, bf16, 16-byte aligned rows.
+/// (splits > 1) the reduction of the partials; a.d 256, bf16, 16-byte aligned rows; keys: the maps
+/// of a.k and a.v (make_tma_keys, which the dQ pass takes too).
 inline status launch_wgmma_dkdv(cudaStream_t stream, const char* op, std::int64_t key_tiles, const dkdv_args<bf16>& a,
-                                const dkdv_partials& part) {
+                                const dkdv_partials& part, const tma_keys& keys) {
   using shape = dkdv_wg_shape;
   const std::int64_t blocks = key_tiles * a.kv_heads * part.splits;
   if (blocks > 0x7fffffffLL || key_tiles * a.kv_heads > 0x7fffffffLL)
     return {status_code::unsupported, std::string(op) + ": too many tokens or kv heads for one CUDA grid"};
-  tma_keys keys{};
-  TANDEM_RETURN_IF_ERROR(make_tma_keys(op, packed_keys<bf16>{a.k, a.v, a.tokens, a.kv_heads, a.d}, keys));
   tma_queries queries{};
   TANDEM_RETURN_IF_ERROR(make_tma_queries(op, a.q, a.dout, a.tokens, a.heads, queries));
-  auto* kernel = &wgmma_dkdv_kernel;
-  static std::atomic<std::uint64_t> raised{0};  // the shared-memory limit, once per device
-  int device = 0;
-  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  if ((raised.load(std::memory_order_acquire) & bit) == 0) {
-    TANDEM_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shape::smem_bytes)));
-    raised.fetch_or(bit, std::memory_order_release);
-  }
+  constexpr auto kernel = &wgmma_dkdv_kernel;
+  TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(shape::smem_bytes));
   kernel<<<static_cast<unsigned>(blocks), shape::threads, shape::smem_bytes, stream>>>(a, part, keys, queries);
   status st = launch_status(op, "wgmma_dkdv_kernel");
   if (!st.ok() || part.splits == 1) return st;

@@ -52,7 +52,6 @@
 //                                                       k_empty[2], v_empty
 #pragma once
 
-#include <atomic>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -274,13 +273,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
       }
     }
     std::uint32_t dsa[BN / 16][4];  // dS as the A operand of dS·K (C -> A: n-tiles 2kk, 2kk + 1)
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      dsa[kk][0] = pack_bf16(x[8 * kk], x[8 * kk + 1]);
-      dsa[kk][1] = pack_bf16(x[8 * kk + 2], x[8 * kk + 3]);
-      dsa[kk][2] = pack_bf16(x[8 * kk + 4], x[8 * kk + 5]);
-      dsa[kk][3] = pack_bf16(x[8 * kk + 6], x[8 * kk + 7]);
-    }
+    accumulators_as_a<BN / 16>(x, dsa);
 
     // dQ += dS·K: K rows kk·16.. of the stage (the reduction), its 256 columns N-major
     wgmma::fence();
@@ -330,16 +323,8 @@ inline status launch_wgmma_dq(cudaStream_t stream, const char* op, dim3 grid, co
   using shape = dq_wg_shape;
   if (a.d != shape::d || keys.d != shape::d)
     return {status_code::unsupported, std::string(op) + ": the wgmma dq kernel takes head dim 256 only"};
-  auto* kernel = &wgmma_dq_kernel;
-  static std::atomic<std::uint64_t> raised{0};  // the shared-memory limit, once per device
-  int device = 0;
-  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  if ((raised.load(std::memory_order_acquire) & bit) == 0) {
-    TANDEM_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shape::smem_bytes)));
-    raised.fetch_or(bit, std::memory_order_release);
-  }
+  constexpr auto kernel = &wgmma_dq_kernel;
+  TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(shape::smem_bytes));
   kernel<<<grid, shape::threads, shape::smem_bytes, stream>>>(a, layout, keys);
   return launch_status(op, "wgmma_dq_kernel");
 }

@@ -50,7 +50,6 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -337,13 +336,7 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       o[i + 3] = __fmul_rn(o[i + 3], alpha1);
     }
     std::uint32_t pa[BN / 16][4];  // P as the A operand of P·V (C -> A: n-tiles 2kk, 2kk + 1)
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
-      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    accumulators_as_a<BN / 16>(s, pa);
 
     // o += P·V over this warpgroup's columns: V rows kk·16.. of the stage, N-major
     const std::uint32_t v_addr = v_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes) + (sub * DW >> 6) * BN * 128;
@@ -427,17 +420,8 @@ template <int D, class Keys>
 status launch_forward_dim(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
                           const query_layout& layout, const Keys& keys) {
   constexpr std::size_t smem = fwd_shape<D>::smem_bytes;
-  auto* kernel = &wgmma_forward_kernel<D, Keys>;
-  // The shared-memory limit is raised once per device (a host call per launch showed in the
-  // time of short calls).
-  static std::atomic<std::uint64_t> raised{0};
-  int device = 0;
-  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
-  const std::uint64_t bit = std::uint64_t{1} << (device & 63);
-  if ((raised.load(std::memory_order_acquire) & bit) == 0) {
-    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    raised.fetch_or(bit, std::memory_order_release);
-  }
+  constexpr auto kernel = &wgmma_forward_kernel<D, Keys>;
+  TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(smem));
   kernel<<<grid, fwd_shape<D>::threads, smem, stream>>>(a, layout, keys);
   return launch_status(op, "wgmma_forward_kernel");
 }

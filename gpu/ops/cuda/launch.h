@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,6 +34,20 @@ inline status launch_status(std::string_view op, const char* kernel) {
   if (e == cudaSuccess) return status::ok();
   const status_code code = e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error;
   return {code, std::string(op) + ": " + kernel + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+}
+
+/// Raises `kernel`'s dynamic shared-memory limit to `bytes` on the current device, once per device
+/// (below 64; above, on every call): the attribute call costs host time that showed in short ops.
+template <auto kernel>
+status allow_shared_memory(std::size_t bytes) {
+  static std::atomic<std::uint64_t> raised{0};  // a bit per device
+  int device = 0;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
+  const std::uint64_t bit = device >= 0 && device < 64 ? std::uint64_t{1} << device : 0;
+  if (bit != 0 && (raised.load(std::memory_order_acquire) & bit) != 0) return status::ok();
+  TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  raised.fetch_or(bit, std::memory_order_release);
+  return status::ok();
 }
 
 /// Blocks for a grid-stride loop over n items at `threads` per block: enough to fill the GPU

@@ -7,14 +7,9 @@
 # munge; else skipped (77), or a failure with TANDEM_CI_NO_SKIP=1.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../../../.." && pwd)"
-tandem="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-build="$(dirname "$tandem")"
 # shellcheck source=tests/integration/tools/launch/slurm/slurm_cluster.sh
 source "$source_dir/tests/integration/tools/launch/slurm/slurm_cluster.sh"
-sl_require
-sl_start "$build" 2 2
-started=$SECONDS
-export TANDEM="$tandem" TANDEM_HOME="$source_dir"
+sl_begin "$1"
 cd "$sl_work"
 job="$(TANDEM_FAULT_KILL_AT=train@3 sbatch --parsable --nodes=2 --exclusive -o "$sl_work/job.out" \
   "$source_dir/tools/launch/slurm/run.sh" "$source_dir/configs/recipes/tiny-cpu-ci.yaml" \

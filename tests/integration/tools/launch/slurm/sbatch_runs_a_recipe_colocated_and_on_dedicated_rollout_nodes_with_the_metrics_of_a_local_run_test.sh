@@ -13,14 +13,9 @@
 # with TANDEM_CI_NO_SKIP=1.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../../../.." && pwd)"
-tandem="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-build="$(dirname "$tandem")"
 # shellcheck source=tests/integration/tools/launch/slurm/slurm_cluster.sh
 source "$source_dir/tests/integration/tools/launch/slurm/slurm_cluster.sh"
-sl_require
-sl_start "$build" 2 2
-started=$SECONDS
-export TANDEM="$tandem" TANDEM_HOME="$source_dir"
+sl_begin "$1"
 recipe="$source_dir/configs/recipes/tiny-cpu-ci.yaml"
 short=(sft.max_num_steps=10 grpo.max_num_steps=4 grpo.val_period=2)
 
@@ -48,10 +43,8 @@ layout() {
       sl_fail "member $rank on $node did not end with the run" "$logs/member-$rank-on-$node.log"
   done
   echo "$name: $(cd "$logs" && ls | tr '\n' ' ')"
-  "$tandem" run "$recipe" "${short[@]}" "${local_run[@]}" "logger.log_dir=$sl_work/$name-local" >"$sl_work/$name-local.txt" 2>&1 ||
-    sl_fail "the local $name run failed" "$sl_work/$name-local.txt"
-  same="$(sl_same_metrics "$sl_work/$name-local/metrics.jsonl" "$sl_work/$name/metrics.jsonl" 2>&1)" ||
-    sl_fail "the $name job's metrics differ from the local run's: $same" "$out"
+  sl_match_local_run "$sl_work/$name-local" "$sl_work/$name" "the $name job's metrics differ from the local run's" \
+    "$recipe" "${short[@]}" "${local_run[@]}"
   echo "$name: job $job $sl_state (exit code $sl_exit); metrics as the local run's: $same"
 }
 

@@ -8,14 +8,9 @@
 # or a failure with TANDEM_CI_NO_SKIP=1.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../../../.." && pwd)"
-tandem="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-build="$(dirname "$tandem")"
 # shellcheck source=tests/integration/tools/launch/slurm/slurm_cluster.sh
 source "$source_dir/tests/integration/tools/launch/slurm/slurm_cluster.sh"
-sl_require
-sl_start "$build" 2 2
-started=$SECONDS
-export TANDEM="$tandem" TANDEM_HOME="$source_dir"
+sl_begin "$1"
 recipe="$source_dir/configs/recipes/tiny-cpu-ci.yaml"
 keys=(cluster.num_nodes=2 cluster.gpus_per_node=1 grpo.max_num_steps=30 checkpointing.enabled=true
   checkpointing.save_period=4)
@@ -60,9 +55,7 @@ ctl_log="$sl_work/.tandem/job-$job/attempt-0/controller-on-n1.log"
   sl_fail "the second job ended $sl_state, exit code ${sl_exit:-?}" "$sl_work/job2.out" "$ctl_log"
 grep -q "run directory: $run (resuming from $newest)" "$ctl_log" || sl_fail "the second job did not resume from $newest" "$ctl_log"
 grep -qE "40 warm-up and 30 RL steps done" "$ctl_log" || sl_fail "the second job did not complete the run" "$ctl_log"
-"$tandem" run "$recipe" "${keys[@]}" cluster.num_nodes=1 cluster.gpus_per_node=2 "logger.log_dir=$sl_work/whole" >"$sl_work/whole.txt" 2>&1 ||
-  sl_fail "the local uninterrupted run failed" "$sl_work/whole.txt"
-same="$(sl_same_metrics "$sl_work/whole/metrics.jsonl" "$run/metrics.jsonl" 2>&1)" ||
-  sl_fail "the cancelled and resubmitted run's metrics differ from the uninterrupted run's: $same"
+sl_match_local_run "$sl_work/whole" "$run" "the cancelled and resubmitted run's metrics differ from the uninterrupted run's" \
+  "$recipe" "${keys[@]}" cluster.num_nodes=1 cluster.gpus_per_node=2
 echo "resumed from $(basename "$newest") and completed: metrics as the uninterrupted run's: $same"
 echo "passed in $((SECONDS - started)) s"

@@ -42,6 +42,29 @@ sl_fail() {
   exit 1
 }
 
+# sl_begin TANDEM_BINARY: what every test does first. Sets tandem (the binary's absolute path),
+# checks the tools (sl_require), starts a cluster of 2 nodes of 2 CPUs in the binary's build
+# directory (sl_start), sets started (the time) and exports TANDEM and TANDEM_HOME (source_dir,
+# the test's checkout) for the launcher.
+sl_begin() {
+  tandem="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+  sl_require
+  sl_start "$(dirname "$tandem")" 2 2
+  started=$SECONDS
+  export TANDEM="$tandem" TANDEM_HOME="$source_dir"
+}
+
+# sl_match_local_run LOCAL_DIR RUN_DIR FAILURE ARG...: `tandem run ARG... logger.log_dir=LOCAL_DIR`
+# here (its output in LOCAL_DIR.txt), then fails the test with FAILURE if RUN_DIR's metrics differ
+# from that run's (sl_same_metrics); sets same to the comparison's summary.
+sl_match_local_run() {
+  local local_dir="$1" run_dir="$2" failure="$3"
+  shift 3
+  "$tandem" run "$@" "logger.log_dir=$local_dir" >"$local_dir.txt" 2>&1 ||
+    sl_fail "the local $(basename "$local_dir") run failed" "$local_dir.txt"
+  same="$(sl_same_metrics "$local_dir/metrics.jsonl" "$run_dir/metrics.jsonl" 2>&1)" || sl_fail "$failure: $same"
+}
+
 sl_require() {
   [ "$(id -u)" = 0 ] || sl_skip "needs root (slurmd starts jobs as their user)"
   local tool

@@ -10,14 +10,9 @@
 # or a failure with TANDEM_CI_NO_SKIP=1.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../../../.." && pwd)"
-tandem="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-build="$(dirname "$tandem")"
 # shellcheck source=tests/integration/tools/launch/slurm/slurm_cluster.sh
 source "$source_dir/tests/integration/tools/launch/slurm/slurm_cluster.sh"
-sl_require
-sl_start "$build" 2 2
-started=$SECONDS
-export TANDEM="$tandem" TANDEM_HOME="$source_dir"
+sl_begin "$1"
 recipe="$source_dir/configs/recipes/tiny-cpu-ci.yaml"
 # 40 warm-up steps, then 30 RL steps of about 0.2 s: the signal, sent after the first RL step,
 # lands mid-run. No periodic checkpoint before the end (save_period 1000).
@@ -59,9 +54,7 @@ grep -q "run directory: $run (resuming from $run/checkpoints/step_$k)" "$second"
   sl_fail "the requeued job did not resume in $run from step_$k" "$second"
 grep -qE "40 warm-up and 30 RL steps done" "$second" || sl_fail "the requeued job did not complete the run" "$second"
 
-"$tandem" run "$recipe" "${keys[@]}" cluster.num_nodes=1 cluster.gpus_per_node=2 "logger.log_dir=$sl_work/whole" >"$sl_work/whole.txt" 2>&1 ||
-  sl_fail "the local uninterrupted run failed" "$sl_work/whole.txt"
-same="$(sl_same_metrics "$sl_work/whole/metrics.jsonl" "$run/metrics.jsonl" 2>&1)" ||
-  sl_fail "the stopped and requeued job's metrics differ from the uninterrupted run's: $same"
+sl_match_local_run "$sl_work/whole" "$run" "the stopped and requeued job's metrics differ from the uninterrupted run's" \
+  "$recipe" "${keys[@]}" cluster.num_nodes=1 cluster.gpus_per_node=2
 echo "stopped after step $k of 70, requeued, resumed and completed: metrics as the uninterrupted run's: $same"
 echo "passed in $((SECONDS - started)) s"
