@@ -36,6 +36,8 @@ class host_buffer {
 
   template <class T>
   T* data() const { return static_cast<T*>(data_.get()); }
+  /// The shared storage (a device_buffer on the CPU holds it).
+  const std::shared_ptr<void>& storage() const { return data_; }
   template <class T>
   std::span<T> span() const { return {data<T>(), static_cast<std::size_t>(numel())}; }
   template <class T>

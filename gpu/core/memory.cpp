@@ -7,12 +7,17 @@
 
 namespace tandem::gpu {
 namespace internal {
+enum class copy_kind { device_to_device, device_to_host, host_to_device };  // as cuda/memory.cpp has it
 #if TANDEM_HAVE_CUDA
 result<void*> cuda_allocate(int index, std::int64_t bytes);
 void cuda_free(int index, void* p);
 result<void*> cuda_host_allocate(std::int64_t bytes);
 void cuda_host_free(void* p);
 status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool to_device);
+result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes);
+void cuda_free_ordered(int index, void* stream, void* p);
+status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, std::int64_t bytes, copy_kind kind);
+status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes);
 #endif
 }  // namespace internal
 
@@ -85,6 +90,68 @@ status copy_to_device(device dev, void* device_dst, const void* host, std::int64
   }
 #if TANDEM_HAVE_CUDA
   return internal::cuda_copy(dev.index, device_dst, host, bytes, true);
+#else
+  return no_cuda();
+#endif
+}
+
+result<void*> device_allocate_ordered(const exec_context& ctx, std::int64_t bytes) {
+  if (ctx.dev.is_cpu()) return host_allocate(bytes);
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_allocate_ordered(ctx.dev.index, ctx.stream.native, bytes);
+#else
+  return no_cuda();
+#endif
+}
+
+void device_free_ordered(const device& dev, stream_ref stream, void* p) {
+  if (!p) return;
+  if (dev.is_cpu()) return std::free(p);
+#if TANDEM_HAVE_CUDA
+  internal::cuda_free_ordered(dev.index, stream.native, p);
+#else
+  (void)stream;
+#endif
+}
+
+namespace {
+
+status ordered_copy(const exec_context& ctx, void* dst, const void* src, std::int64_t bytes, internal::copy_kind kind) {
+  if (bytes == 0) return status::ok();
+  if (ctx.dev.is_cpu()) {
+    std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+    return status::ok();
+  }
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_copy_ordered(ctx.dev.index, ctx.stream.native, dst, src, bytes, kind);
+#else
+  (void)kind;
+  return no_cuda();
+#endif
+}
+
+}  // namespace
+
+status copy_on_device(const exec_context& ctx, void* dst, const void* src, std::int64_t bytes) {
+  return ordered_copy(ctx, dst, src, bytes, internal::copy_kind::device_to_device);
+}
+
+status copy_to_host(const exec_context& ctx, void* host, const void* device_src, std::int64_t bytes) {
+  return ordered_copy(ctx, host, device_src, bytes, internal::copy_kind::device_to_host);
+}
+
+status copy_to_device(const exec_context& ctx, void* device_dst, const void* host, std::int64_t bytes) {
+  return ordered_copy(ctx, device_dst, host, bytes, internal::copy_kind::host_to_device);
+}
+
+status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes) {
+  if (bytes == 0) return status::ok();
+  if (ctx.dev.is_cpu()) {
+    std::memset(p, 0, static_cast<std::size_t>(bytes));
+    return status::ok();
+  }
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_fill_zero(ctx.dev.index, ctx.stream.native, p, bytes);
 #else
   return no_cuda();
 #endif

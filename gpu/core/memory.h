@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "gpu/core/device.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 
 namespace tandem::gpu {
@@ -21,5 +22,19 @@ void host_staging_free(device dev, void* p);
 /// Copies between a device buffer and a host buffer, in either direction; synchronous.
 status copy_to_host(device dev, void* host, const void* device_src, std::int64_t bytes);
 status copy_to_device(device dev, void* device_dst, const void* host, std::int64_t bytes);
+
+/// Stream-ordered memory of ctx.dev: `bytes`, zero-filled, usable by work on ctx.stream (on the
+/// CPU: device_allocate). Free it with device_free_ordered on the same stream.
+result<void*> device_allocate_ordered(const exec_context& ctx, std::int64_t bytes);
+void device_free_ordered(const device& dev, stream_ref stream, void* p);
+
+/// Copies ordered on ctx.stream, after the work enqueued there: within ctx.dev's memory (returns
+/// once enqueued), and between it and host memory (returns once the copy is complete, so the
+/// host side may be read or reused).
+status copy_on_device(const exec_context& ctx, void* dst, const void* src, std::int64_t bytes);
+status copy_to_host(const exec_context& ctx, void* host, const void* device_src, std::int64_t bytes);
+status copy_to_device(const exec_context& ctx, void* device_dst, const void* host, std::int64_t bytes);
+/// Zeroes `bytes` at `p` in ctx.dev's memory, ordered on ctx.stream.
+status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes);
 
 }  // namespace tandem::gpu

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "gpu/core/convert.h"
+#include "gpu/core/memory.h"
 #include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/backward.h"
 #include "gpu/model/checkpoint_writer.h"
@@ -28,10 +29,18 @@ tensor flat(const slab& s, dtype type, std::int64_t elements) { return *s.view_o
 
 // Row r of the head predicts token r + 1: the token frame puts that value at r + 1, 0 at each
 // sequence's first token.
-std::vector<float> to_token_frame(const packed_sequences& s, const float* rows) {
+std::vector<float> to_token_frame(const packed_sequences& s, const std::vector<float>& rows) {
   std::vector<float> out(s.tokens.size(), 0.0f);
   for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q)
-    for (std::int32_t t = s.offsets[q] + 1; t < s.offsets[q + 1]; ++t) out[static_cast<std::size_t>(t)] = rows[t - 1];
+    for (std::int32_t t = s.offsets[q] + 1; t < s.offsets[q + 1]; ++t)
+      out[static_cast<std::size_t>(t)] = rows[static_cast<std::size_t>(t) - 1];
+  return out;
+}
+
+// The float32 values of a buffer on ctx's device, on the host.
+result<std::vector<float>> read_floats(const exec_context& ctx, const device_buffer& b) {
+  std::vector<float> out(static_cast<std::size_t>(b.numel()));
+  if (status s = copy_to_host(ctx, out.data(), b.data<float>(), b.numel() * 4); !s) return s;
   return out;
 }
 
@@ -108,11 +117,52 @@ status cpu_train_engine::check_batch(const char* op, const packed_sequences& bat
 
 result<std::vector<float>> cpu_train_engine::logprobs(const packed_sequences& batch, const ops::sampling_params& params) {
   if (auto s = check_batch("logprobs", batch); !s) return s;
-  const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
-  host_buffer rows(dtype::float32, {static_cast<std::int64_t>(batch.tokens.size())});
-  if (auto s = forward_logprobs(ctx_, source_.config, w_, b.view(), b.targets, params, rows, options_.logprob_chunk_rows); !s)
-    return fail(s.code(), "logprobs: " + s.message());
-  return to_token_frame(batch, rows.data<float>());
+  auto step = [&](status s) { return s ? s : fail(s.code(), "logprobs: " + s.message()); };
+  auto b = pack_tokens(ctx_, batch.tokens, batch.offsets);
+  if (!b) return step(b.error());
+  device_buffer rows;
+  if (auto s = step(allocate_buffers(ctx_, dtype::float32, {{&rows, {static_cast<std::int64_t>(batch.tokens.size())}}})); !s) return s;
+  if (auto s = step(forward_logprobs(ctx_, source_.config, w_, b->view(), b->targets, params, rows, options_.logprob_chunk_rows)); !s)
+    return s;
+  auto host = read_floats(ctx_, rows);
+  if (!host) return step(host.error());
+  return to_token_frame(batch, *host);
+}
+
+result<cpu_train_engine::micro_batch_forward> cpu_train_engine::forward_micro_batch(const char* op, const packed_sequences& batch,
+                                                                                    const ops::sampling_params& params) {
+  const model_config& c = source_.config;
+  const auto T = static_cast<std::int64_t>(batch.tokens.size());
+  auto step = [op](const char* what, status s) { return s ? s : fail(s.code(), std::string(op) + ": " + what + ": " + s.message()); };
+  auto b = pack_tokens(ctx_, batch.tokens, batch.offsets);
+  if (!b) return step("forward", b.error());
+  micro_batch_forward f{std::move(*b), {}, {}, {}};
+  device_buffer rows;
+  if (auto s = step("forward", allocate_buffers(ctx_, dtype::float32, {{&f.hidden, {T, c.hidden_size}}, {&rows, {T}}})); !s) return s;
+  if (auto s = step("forward", forward_for_backward(ctx_, c, w_, f.batch.view(), f.hidden, f.act, options_.recompute)); !s) return s;
+  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows)); !s)
+    return s;
+  auto host = read_floats(ctx_, rows);
+  if (!host) return step("logprobs", host.error());
+  f.rows = std::move(*host);
+  return f;
+}
+
+status cpu_train_engine::backward_micro_batch(const char* op, const micro_batch_forward& f, const std::vector<float>& d_rows,
+                                              const ops::sampling_params& params) {
+  const model_config& c = source_.config;
+  const auto T = static_cast<std::int64_t>(d_rows.size());
+  auto step = [op](const char* what, status s) { return s ? s : fail(s.code(), std::string(op) + ": " + what + ": " + s.message()); };
+  device_buffer d_rows_dev, d_hidden;
+  if (auto s = step("head backward", allocate_buffers(ctx_, dtype::float32, {{&d_rows_dev, {T}}, {&d_hidden, {T, c.hidden_size}}})); !s)
+    return s;
+  if (auto s = step("head backward", copy_to_device(ctx_, d_rows_dev.data<float>(), d_rows.data(), T * 4)); !s) return s;
+  ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
+  if (auto s = step("head backward", head_backward(ctx_, c, w_, f.hidden, f.batch.targets, params, d_rows_dev, d_hidden, g_,
+                                                   options_.logprob_chunk_rows));
+      !s)
+    return s;
+  return step("backward", model_backward(ctx_, c, w_, f.batch.view(), f.act, d_hidden, g_));
 }
 
 result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_micro_batch_data& mb,
@@ -123,36 +173,29 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   if (auto s = check_resident("train_micro_batch"); !s) return s;
   if (auto s = check_micro_batch_sizes("cpu_train_engine", mb, loss); !s) return s;
   if (auto s = check_batch("train_micro_batch", mb.sequences); !s) return s;
-  const model_config& c = source_.config;
-  const packed_tokens b = pack_tokens(mb.sequences.tokens, mb.sequences.offsets);
-  const auto T = static_cast<std::int64_t>(n);
-  model_activations act;
-  host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
-  host_buffer rows(dtype::float32, {T}), d_rows(dtype::float32, {T});
-  auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_micro_batch: ") + what + ": " + s.message()); };
-  if (auto s = step("forward", forward_for_backward(ctx_, c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
-  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, hidden, b.targets, params, rows, options_.logprob_chunk_rows)); !s) return s;
-  const std::vector<float> lp_cur = to_token_frame(mb.sequences, rows.data<float>());
+  auto f = forward_micro_batch("train_micro_batch", mb.sequences, params);
+  if (!f) return f.error();
+  const std::vector<float> lp_cur = to_token_frame(mb.sequences, f->rows);
   std::vector<float> d_lp(n, 0.0f);
 
+  // The loss runs on the host: one value per token, in and out.
+  const auto T = static_cast<std::int64_t>(n);
+  const exec_context host = exec_context::cpu();
   const ops::pg_loss_inputs in = pg_loss_inputs_of(mb, lp_cur, counts);
   float loss_value = 0;
   ops::pg_loss_metrics metrics;
-  if (auto s = step("loss", ops::pg_loss_forward(ctx_, in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics)); !s) return s;
+  auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_micro_batch: ") + what + ": " + s.message()); };
+  if (auto s = step("loss", ops::pg_loss_forward(host, in, loss, tensor(&loss_value, dtype::float32, {1}), &metrics)); !s) return s;
   if (!std::isfinite(loss_value))
     return fail(status_code::invalid_argument, "train_micro_batch: the loss is not finite (" + std::to_string(loss_value) +
                                                    "); no gradient was accumulated");
-  if (auto s = step("loss backward", ops::pg_loss_backward(ctx_, in, loss, 1.0, tensor(d_lp.data(), dtype::float32, {T}))); !s) return s;
+  if (auto s = step("loss backward", ops::pg_loss_backward(host, in, loss, 1.0, tensor(d_lp.data(), dtype::float32, {T}))); !s) return s;
   // Back to the head's frame: row r predicts token r + 1.
+  std::vector<float> d_rows(n, 0.0f);
   for (std::size_t q = 0; q + 1 < mb.sequences.offsets.size(); ++q)
     for (std::int32_t t = mb.sequences.offsets[q] + 1; t < mb.sequences.offsets[q + 1]; ++t)
-      d_rows.data<float>()[t - 1] = d_lp[static_cast<std::size_t>(t)];
-  ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
-  if (auto s = step("head backward", head_backward(ctx_, c, w_, hidden, b.targets, params, d_rows, d_hidden, g_,
-                                                   options_.logprob_chunk_rows));
-      !s)
-    return s;
-  if (auto s = step("backward", model_backward(ctx_, c, w_, b.view(), act, d_hidden, g_)); !s) return s;
+      d_rows[static_cast<std::size_t>(t) - 1] = d_lp[static_cast<std::size_t>(t)];
+  if (auto s = backward_micro_batch("train_micro_batch", *f, d_rows, params); !s) return s;
   return metrics;
 }
 
@@ -164,31 +207,23 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   if (!mask.empty() && mask.size() != batch.tokens.size())
     return fail(status_code::invalid_argument, "train_cross_entropy: the mask holds " + std::to_string(mask.size()) +
                                                    " values for " + std::to_string(batch.tokens.size()) + " tokens");
-  const model_config& c = source_.config;
-  const packed_tokens b = pack_tokens(batch.tokens, batch.offsets);
-  const auto T = static_cast<std::int64_t>(batch.tokens.size());
-  model_activations act;
-  host_buffer hidden(dtype::float32, {T, c.hidden_size}), d_hidden(dtype::float32, {T, c.hidden_size});
-  host_buffer rows(dtype::float32, {T}), d_rows(dtype::float32, {T});
-  auto step = [&](const char* what, status s) { return s ? s : fail(s.code(), std::string("train_cross_entropy: ") + what + ": " + s.message()); };
-  if (auto s = step("forward", forward_for_backward(ctx_, c, w_, b.view(), hidden, act, options_.recompute)); !s) return s;
-  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, hidden, b.targets, {}, rows, options_.logprob_chunk_rows)); !s) return s;
+  auto f = forward_micro_batch("train_cross_entropy", batch, {});
+  if (!f) return f.error();
+  std::vector<float> d_rows(batch.tokens.size(), 0.0f);
   double loss = 0;
   const float weight = -1.0f / static_cast<float>(global_tokens);
   for (std::size_t q = 0; q + 1 < batch.offsets.size(); ++q)
     for (std::int32_t t = batch.offsets[q]; t + 1 < batch.offsets[q + 1]; ++t) {
       // rows[t] is log p(token t + 1 | tokens up to t): the mask's weight of token t + 1.
-      const float m = mask.empty() ? 1.0f : mask[static_cast<std::size_t>(t) + 1];
-      if (m != 0.0f) loss -= static_cast<double>(m) * static_cast<double>(rows.data<float>()[t]);
-      d_rows.data<float>()[t] = weight * m;
+      const auto at = static_cast<std::size_t>(t);
+      const float m = mask.empty() ? 1.0f : mask[at + 1];
+      if (m != 0.0f) loss -= static_cast<double>(m) * static_cast<double>(f->rows[at]);
+      d_rows[at] = weight * m;
     }
   loss /= static_cast<double>(global_tokens);
   if (!std::isfinite(loss))
     return fail(status_code::invalid_argument, "train_cross_entropy: the loss is not finite; no gradient was accumulated");
-  ++pending_micro_batches_;
-  if (auto s = step("head backward", head_backward(ctx_, c, w_, hidden, b.targets, {}, d_rows, d_hidden, g_, options_.logprob_chunk_rows)); !s)
-    return s;
-  if (auto s = step("backward", model_backward(ctx_, c, w_, b.view(), act, d_hidden, g_)); !s) return s;
+  if (auto s = backward_micro_batch("train_cross_entropy", *f, d_rows, {}); !s) return s;
   return loss;
 }
 

@@ -28,6 +28,7 @@
 #include "gpu/engine/train_engine.h"
 #include "gpu/model/activations.h"
 #include "gpu/model/checkpoint.h"
+#include "gpu/model/forward.h"
 #include "gpu/model/model_weights.h"
 #include "gpu/ops/adamw.h"
 
@@ -77,6 +78,20 @@ class cpu_train_engine final : public train_engine {
   cpu_train_engine() = default;
   status check_batch(const char* op, const packed_sequences& batch) const;
   status check_resident(const char* op) const;
+  /// What a micro-batch's forward leaves for its loss and backward: the packed batch, the final
+  /// hidden states with the activations `recompute` keeps, and the logprob of every row.
+  struct micro_batch_forward {
+    packed_tokens batch;
+    model_activations act;
+    device_buffer hidden;     // F32 [T, H] on the engine's device
+    std::vector<float> rows;  // [T] on the host: row r, the logprob of token r + 1 of its sequence
+  };
+  /// The forward and the head's logprobs of `batch`; errors start with `op`.
+  result<micro_batch_forward> forward_micro_batch(const char* op, const packed_sequences& batch, const ops::sampling_params& params);
+  /// The head's and the model's backward from d_rows [T] (host: the loss's gradient by row);
+  /// gradients accumulate. Counts the micro-batch as pending once gradients may have changed.
+  status backward_micro_batch(const char* op, const micro_batch_forward& f, const std::vector<float>& d_rows,
+                              const ops::sampling_params& params);
   /// The slabs whose contents optimizer state holds: the moments, and the master when separate.
   std::vector<slab*> optimizer_slabs();
 

@@ -49,7 +49,8 @@ status head_backward(const exec_context& ctx, const model_config& c, const model
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   const dtype type = hidden.type();
   const std::int64_t rows = std::min(chunk_rows, std::max<std::int64_t>(T, 1));
-  host_buffer raw(type, {rows, V}), logits(type, {rows, V}), dlogits(type, {rows, V});
+  device_buffer raw, logits, dlogits;
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&raw, {rows, V}}, {&logits, {rows, V}}, {&dlogits, {rows, V}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows), n = end - begin;
     const tensor x = raw.view().rows(0, n), y = logits.view().rows(0, n), dy = dlogits.view().rows(0, n);
@@ -75,10 +76,10 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
   TANDEM_RETURN_IF_ERROR(require(act.layers.size() == static_cast<std::size_t>(L) && act.h_out.numel() == T * H,
                                  "model_backward", "the activations are not those of this batch's forward"));
 
-  host_buffer dh(type, {T, H});
+  device_buffer dh, d_ple;
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&dh, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.h_out, w.final_norm, act.final_inv, d_hidden, dh, g.final_norm));
-  host_buffer d_ple;
-  if (P > 0) d_ple = host_buffer(type, {T, L, P});
+  if (P > 0) TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&d_ple, {T, L, P}}}));
   std::map<int, kv_gradients> dkv;  // by the layer whose K/V they are
 
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
@@ -90,7 +91,8 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
     if (act.mode == recompute_mode::full) {  // rerun the layer from its input and argument bundle
       rerun.h_in = s->h_in;
       rerun.args = s->args;
-      host_buffer h_out(type, {T, H});
+      device_buffer h_out;
+      TANDEM_LAYER(l, allocate_buffers(ctx, type, {{&h_out, {T, H}}}));
       TANDEM_LAYER(l, layer_forward(ctx, c, l, lw, batch, rerun, layer.is_kv_shared ? nullptr : &own, h_out));
       s = &rerun;
     }
@@ -103,7 +105,8 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
 
   if (P > 0) {  // the per-layer inputs: ple = (norm(c_pre) + t) · 2^-1/2
     const tensor dple2 = d_ple.view().reshaped({T, L * P});
-    host_buffer dc(type, {T, L * P}), dt(type, {T, L * P}), dc_pre(type, {T, L * P});
+    device_buffer dc, dt, dc_pre;
+    TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&dc, {T, L * P}}, {&dt, {T, L * P}}, {&dc_pre, {T, L * P}}}));
     TANDEM_RETURN_IF_ERROR(ple_combine_backward(ctx, dple2, dc, dt));
     TANDEM_RETURN_IF_ERROR(embedding_backward(ctx, batch.tokens, dt, embed_scale(P, type), g.embed_tokens_per_layer, padding(c)));
     TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, act.c_inv,

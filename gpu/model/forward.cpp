@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "gpu/core/memory.h"
 #include "gpu/model/layer.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/embedding.h"
@@ -34,10 +35,11 @@ double embed_scale(std::int64_t width, dtype type) {
   return type == dtype::float64 ? s : static_cast<float>(s);
 }
 
-// Allocates the buffers of one forward in the compute dtype.
+// Allocates the buffers of one forward in the compute dtype on the context's device.
 struct alloc {
+  const exec_context& ctx;
   dtype type;
-  host_buffer operator()(std::vector<std::int64_t> shape) const { return host_buffer(type, std::move(shape)); }
+  status operator()(std::initializer_list<buffer_request> requests) const { return allocate_buffers(ctx, type, requests); }
 };
 
 status check_batch(const model_config& c, const model_weights& w, const packed_batch& b, const tensor& hidden) {
@@ -63,22 +65,21 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
   const std::int64_t L = c.num_hidden_layers;
   const double eps = c.rms_norm_eps;
   const dtype type = w.embed_tokens.type();
-  const alloc make{type};
+  const alloc make{ctx, type};
   model_activations local;
   model_activations& act = keep ? *keep : local;
   act = model_activations{};
   act.mode = mode;
   act.layers.resize(static_cast<std::size_t>(L));
 
-  host_buffer h = make({T, H});
+  device_buffer h;
+  TANDEM_RETURN_IF_ERROR(make({{&h, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens, embed_scale(H, type), h));
   trace(h, "embed");
 
   if (P > 0) {  // §2.2: ple = (norm(projection(x0) · H^-1/2) + table[ids] · √P) · 2^-1/2
-    act.c_pre = make({T, L * P});
-    act.c_inv = make({T * L});
-    act.ple = make({T, L, P});
-    host_buffer t = make({T, L * P});
+    device_buffer t;
+    TANDEM_RETURN_IF_ERROR(make({{&act.c_pre, {T, L * P}}, {&act.c_inv, {T * L}}, {&act.ple, {T, L, P}}, {&t, {T, L * P}}}));
     const tensor ple2 = act.ple.view().reshaped({T, L * P});
     TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.ple_model_projection, act.c_pre));
@@ -91,11 +92,11 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
 
   for (const layer_config& layer : c.layers) {
     if (act.rope.count(layer.type)) continue;
-    host_buffer inv_freq(dtype::float32, {layer.head_dim / 2});
+    device_buffer inv_freq;
+    TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::float32, {{&inv_freq, {layer.head_dim / 2}}}));
     TANDEM_RETURN_IF_ERROR(rope_inv_freq(ctx, c.rope_for(layer.type), layer.head_dim, inv_freq));
     rope_table& table = act.rope[layer.type];
-    table.cos = make({T, layer.head_dim});
-    table.sin = make({T, layer.head_dim});
+    TANDEM_RETURN_IF_ERROR(make({{&table.cos, {T, layer.head_dim}}, {&table.sin, {T, layer.head_dim}}}));
     TANDEM_RETURN_IF_ERROR(rope_tables(ctx, batch.positions, inv_freq, table.cos, table.sin));
   }
 
@@ -116,7 +117,8 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
     }
     if (hook) hook(l, s.args);
     kv_activations own;
-    h = make({T, H});
+    h = device_buffer{};
+    TANDEM_RETURN_IF_ERROR(make({{&h, {T, H}}}));
     TANDEM_LAYER(l, layer_forward(ctx, c, l, w.layers[static_cast<std::size_t>(l)], batch, s, layer.is_kv_shared ? nullptr : &own,
                                   h, trace));
     if (!layer.is_kv_shared) act.kv[l] = std::move(own);
@@ -131,11 +133,11 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
       }
       s = std::move(bundle);
     } else if (mode == recompute_mode::selective) {
-      s.attn = s.lse = s.gate = s.up = s.act = host_buffer{};
+      s.attn = s.lse = s.gate = s.up = s.act = device_buffer{};
     }
   }
   act.h_out = h;
-  act.final_inv = make({T});
+  TANDEM_RETURN_IF_ERROR(make({{&act.final_inv, {T}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, h, w.final_norm, eps, hidden, act.final_inv));
   trace(hidden, "final_norm");
   return status::ok();
@@ -143,7 +145,8 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
 
 }  // namespace
 
-packed_tokens pack_tokens(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& offsets) {
+result<packed_tokens> pack_tokens(const exec_context& ctx, const std::vector<std::int32_t>& tokens,
+                                  const std::vector<std::int32_t>& offsets) {
   std::vector<std::int32_t> positions(tokens.size()), targets(tokens.size(), 0);
   for (std::size_t q = 0; q + 1 < offsets.size(); ++q)
     for (std::int32_t t = offsets[q]; t < offsets[q + 1]; ++t) {
@@ -151,9 +154,16 @@ packed_tokens pack_tokens(const std::vector<std::int32_t>& tokens, const std::ve
       if (t + 1 < offsets[q + 1]) targets[static_cast<std::size_t>(t)] = tokens[static_cast<std::size_t>(t) + 1];
     }
   const auto T = static_cast<std::int64_t>(tokens.size());
-  return {host_buffer::of<std::int32_t>({T}, tokens), host_buffer::of<std::int32_t>({T}, positions),
-          host_buffer::of<std::int32_t>({static_cast<std::int64_t>(offsets.size())}, offsets),
-          host_buffer::of<std::int32_t>({T}, targets)};
+  packed_tokens out;
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&out.tokens, {T}}, {&out.positions, {T}},
+                                                             {&out.cu_seqlens, {static_cast<std::int64_t>(offsets.size())}},
+                                                             {&out.targets, {T}}}));
+  using upload = std::pair<const device_buffer*, const std::vector<std::int32_t>*>;
+  for (const auto& [to, from] : {upload{&out.tokens, &tokens}, upload{&out.positions, &positions}, upload{&out.cu_seqlens, &offsets},
+                                 upload{&out.targets, &targets}})
+    TANDEM_RETURN_IF_ERROR(copy_to_device(ctx, to->template data<std::int32_t>(), from->data(),
+                                          static_cast<std::int64_t>(from->size() * sizeof(std::int32_t))));
+  return out;
 }
 
 std::string_view to_string(recompute_mode m) {
@@ -189,7 +199,8 @@ status head_logprobs(const exec_context& ctx, const model_config& c, const model
   TANDEM_RETURN_IF_ERROR(expect_shape(logprobs, op, "logprobs", {T}));
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
-  host_buffer logits(hidden.type(), {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size});
+  device_buffer logits;
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
     const tensor rows = logits.view().rows(0, end - begin);
@@ -221,7 +232,8 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
 
 status forward_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,
                         const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows, const tracer& trace) {
-  host_buffer hidden(w.embed_tokens.type(), {batch.tokens.dim(0), c.hidden_size});
+  device_buffer hidden;
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, w.embed_tokens.type(), {{&hidden, {batch.tokens.dim(0), c.hidden_size}}}));
   TANDEM_RETURN_IF_ERROR(forward_hidden(ctx, c, w, batch, hidden, trace));
   return head_logprobs(ctx, c, w, hidden, targets, params, logprobs, chunk_rows);
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gpu/core/exec_context.h"
-#include "gpu/core/host_buffer.h"
+#include "gpu/core/device_buffer.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 #include "gpu/core/trace.h"
@@ -30,15 +30,18 @@ struct packed_batch {
   tensor cu_seqlens;  // I32 [S + 1]  sequence offsets: 0 = cu[0] <= ... <= cu[S] = T
 };
 
-/// Token sequences packed into a model batch: positions from 0 in each sequence, each token's
-/// target the next token of its sequence (0 on a sequence's last token, whose result nobody reads).
+/// Token sequences packed into a model batch on a context's device: positions from 0 in each
+/// sequence, each token's target the next token of its sequence (0 on a sequence's last token,
+/// whose result nobody reads).
 struct packed_tokens {
-  host_buffer tokens, positions, cu_seqlens, targets;  // I32 [T], [T], [S + 1], [T]
+  device_buffer tokens, positions, cu_seqlens, targets;  // I32 [T], [T], [S + 1], [T]
   packed_batch view() const { return {tokens, positions, cu_seqlens}; }
 };
 
-/// `tokens` of every sequence end to end, sequence s being [offsets[s], offsets[s + 1]).
-packed_tokens pack_tokens(const std::vector<std::int32_t>& tokens, const std::vector<std::int32_t>& offsets);
+/// `tokens` of every sequence end to end, sequence s being [offsets[s], offsets[s + 1]), copied
+/// to ctx's device. Fails only when the buffers cannot be allocated or copied.
+result<packed_tokens> pack_tokens(const exec_context& ctx, const std::vector<std::int32_t>& tokens,
+                                  const std::vector<std::int32_t>& offsets);
 
 /// The final normed hidden state of every token: hidden [T, H] in the weights' dtype (F32 on the
 /// CPU; F64 weights give the float64 reference), written. On failure `hidden` is unspecified; an

@@ -1,8 +1,7 @@
 // A decoder layer's forward and backward over the ops; each block's backward mirrors its forward.
 #include "gpu/model/layer.h"
 
-#include <cstring>
-
+#include "gpu/core/memory.h"
 #include "gpu/ops/attention.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/gated_mlp.h"
@@ -19,10 +18,13 @@ namespace {
 
 using namespace ops;
 
-host_buffer like(const host_buffer& b, std::vector<std::int64_t> shape) { return host_buffer(b.type(), std::move(shape)); }
+// Zero-filled buffers on the context's device in the dtype of `like`.
+status make(const exec_context& ctx, const device_buffer& like, std::initializer_list<buffer_request> requests) {
+  return allocate_buffers(ctx, like.type(), requests);
+}
 
-void copy(const host_buffer& from, const host_buffer& to) {
-  std::memcpy(to.data<std::byte>(), from.data<std::byte>(), static_cast<std::size_t>(from.view().bytes()));
+status copy(const exec_context& ctx, const tensor& from, const device_buffer& to) {
+  return copy_on_device(ctx, to.data<std::byte>(), from.data(), from.bytes());
 }
 
 attention_options attention_of(const model_config& c, const layer_config& L) {
@@ -41,13 +43,15 @@ status kv_forward(const exec_context& ctx, const model_config& c, const layer_co
                   kv_activations& kv) {
   const std::int64_t T = s.a.shape()[0], g = L.num_key_value_heads, d = L.head_dim;
   const double eps = c.rms_norm_eps;
-  kv = kv_activations{like(s.a, {T, g * d}), like(s.a, {T * g}), like(s.a, {T, g, d}), {}, like(s.a, {T * g}), like(s.a, {T, g, d})};
+  kv = kv_activations{};
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&kv.k_raw, {T, g * d}}, {&kv.k_inv, {T * g}}, {&kv.k, {T, g, d}}, {&kv.v_inv, {T * g}},
+                                         {&kv.v, {T, g, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.k_proj, kv.k_raw));
   if (!w.v_proj.empty()) {
-    kv.v_raw = like(s.a, {T, g * d});
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&kv.v_raw, {T, g * d}}}));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.v_proj, kv.v_raw));
   }
-  const host_buffer& v_in = w.v_proj.empty() ? kv.k_raw : kv.v_raw;  // k_eq_v: V is the raw key projection
+  const device_buffer& v_in = w.v_proj.empty() ? kv.k_raw : kv.v_raw;  // k_eq_v: V is the raw key projection
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, kv.k_raw.view().reshaped({T * g, d}), w.k_norm, eps, kv.k.view().reshaped({T * g, d}), kv.k_inv));
   TANDEM_RETURN_IF_ERROR(rope_if(ctx, s.args.k_rope, kv.k));
   return rmsnorm_forward(ctx, v_in.view().reshaped({T * g, d}), tensor{}, eps, kv.v.view().reshaped({T * g, d}), kv.v_inv);
@@ -58,11 +62,12 @@ status kv_backward(const exec_context& ctx, const model_config& c, const layer_c
   const std::int64_t T = s.a.shape()[0], gh = L.num_key_value_heads, hd = L.head_dim;
   (void)c;
   TANDEM_RETURN_IF_ERROR(unrope_if(ctx, s.args.k_rope, d.dk));
-  host_buffer dk_raw = like(s.a, {T, gh * hd}), dv_raw = like(s.a, {T, gh * hd});
+  device_buffer dk_raw, dv_raw;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&dk_raw, {T, gh * hd}}, {&dv_raw, {T, gh * hd}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, kv.k_raw.view().reshaped({T * gh, hd}), w.k_norm, kv.k_inv,
                                           d.dk.view().reshaped({T * gh, hd}), dk_raw.view().reshaped({T * gh, hd}), g.k_norm));
   const bool k_eq_v = w.v_proj.empty();
-  const host_buffer& v_in = k_eq_v ? kv.k_raw : kv.v_raw;
+  const device_buffer& v_in = k_eq_v ? kv.k_raw : kv.v_raw;
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, v_in.view().reshaped({T * gh, hd}), tensor{}, kv.v_inv,
                                           d.dv.view().reshaped({T * gh, hd}), dv_raw.view().reshaped({T * gh, hd}), tensor{}));
   if (k_eq_v) TANDEM_RETURN_IF_ERROR(add_forward(ctx, dk_raw, dv_raw, dk_raw));  // both paths into k_proj
@@ -71,11 +76,10 @@ status kv_backward(const exec_context& ctx, const model_config& c, const layer_c
 }
 
 // The attention core: attn [T, nh*d] and lse [T, nh] from q and the K/V read.
-status core_forward(const exec_context& ctx, const model_config& c, const layer_config& L, const packed_batch& batch, const host_buffer& q,
-                    const kv_activations& kv, host_buffer& attn, host_buffer& lse) {
+status core_forward(const exec_context& ctx, const model_config& c, const layer_config& L, const packed_batch& batch, const device_buffer& q,
+                    const kv_activations& kv, device_buffer& attn, device_buffer& lse) {
   const std::int64_t T = q.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
-  attn = like(q, {T, nh * d});
-  lse = like(q, {T, nh});
+  TANDEM_RETURN_IF_ERROR(make(ctx, q, {{&attn, {T, nh * d}}, {&lse, {T, nh}}}));
   return attention_forward(ctx, q, kv.k, kv.v, batch.cu_seqlens, attn.view().reshaped({T, nh, d}), lse, attention_of(c, L));
 }
 
@@ -83,9 +87,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
                                layer_activations& s, kv_activations* own_kv, const tracer& trace) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.a.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
-  s.q_raw = like(s.a, {T, nh * d});
-  s.q_inv = like(s.a, {T * nh});
-  s.q = like(s.a, {T, nh, d});
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.q_raw, {T, nh * d}}, {&s.q_inv, {T * nh}}, {&s.q, {T, nh, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.q_proj, s.q_raw));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, c.rms_norm_eps,
                                          s.q.view().reshaped({T * nh, d}), s.q_inv));
@@ -103,8 +105,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
       trace(kv->v, "v", l);
       TANDEM_RETURN_IF_ERROR(paged_kv_write(ctx, kv->k, kv->v, cache->rows, cache->k_cache, cache->v_cache));
     }
-    s.attn = like(s.a, {T, nh * d});
-    s.lse = like(s.a, {T, nh});
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.attn, {T, nh * d}}, {&s.lse, {T, nh}}}));
     TANDEM_RETURN_IF_ERROR(paged_attention_forward(ctx, s.q, cache->k_cache, cache->v_cache, cache->rows,
                                                    s.attn.view().reshaped({T, nh, d}), s.lse, attention_of(c, L)));
   } else {
@@ -114,18 +115,16 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
     TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, *kv, s.attn, s.lse));
   }
   trace(s.attn, "attn_core", l);
-  s.o = like(s.a, {T, c.hidden_size});
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.o, {T, c.hidden_size}}}));
   return linear_forward(ctx, s.attn, w.o_proj, s.o);
 }
 
 // --- feed-forward ------------------------------------------------------------------------------
 
-status mlp_activations(const exec_context& ctx, const layer_weights& w, const layer_activations& s, host_buffer& gate, host_buffer& up, host_buffer& act,
-                       std::int64_t I) {
+status mlp_activations(const exec_context& ctx, const layer_weights& w, const layer_activations& s, device_buffer& gate, device_buffer& up,
+                       device_buffer& act, std::int64_t I) {
   const std::int64_t T = s.f.shape()[0];
-  gate = like(s.f, {T, I});
-  up = like(s.f, {T, I});
-  act = like(s.f, {T, I});
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.f, {{&gate, {T, I}}, {&up, {T, I}}, {&act, {T, I}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.f, w.gate_proj, gate));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.f, w.up_proj, up));
   return gated_gelu_forward(ctx, gate, up, act);
@@ -137,10 +136,8 @@ status feedforward_forward(const exec_context& ctx, const model_config& c, int l
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size;
   const double eps = c.rms_norm_eps;
-  const host_buffer& r = s.h_attn;
-  s.f = like(r, {T, H});
-  s.f_inv = like(r, {T});
-  s.m_dense = like(r, {T, H});
+  const device_buffer& r = s.h_attn;
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.f, {T, H}}, {&s.f_inv, {T}}, {&s.m_dense, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm, eps, s.f, s.f_inv));
   TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, s.gate, s.up, s.act, L.intermediate_size));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.act, w.down_proj, s.m_dense));
@@ -150,20 +147,14 @@ status feedforward_forward(const exec_context& ctx, const model_config& c, int l
     return status::ok();
   }
   const std::int64_t K = c.top_k_experts;
-  s.m = like(r, {T, H});
-  s.m_dense_inv = like(r, {T});
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.m, {T, H}}, {&s.m_dense_inv, {T}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m_dense, w.post_feedforward_norm_1, eps, s.m, s.m_dense_inv));
-  s.router_w = like(r, {T, K});
-  s.router_idx = host_buffer(dtype::int32, {T, K});
-  s.router_r = like(r, {T, K});
-  s.router_inv = like(r, {T});
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.router_w, {T, K}}, {&s.router_r, {T, K}}, {&s.router_inv, {T}}}));
+  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&s.router_idx, {T, K}}}));
   TANDEM_RETURN_IF_ERROR(moe_router_forward(ctx, r, w.router_scale, w.router_proj, w.router_per_expert_scale, s.router_w,
                                             s.router_idx, s.router_r, s.router_inv, eps));
-  s.y = like(r, {T, H});
-  s.y_inv = like(r, {T});
-  s.experts = like(r, {T, H});
-  s.experts_inv = like(r, {T});
-  host_buffer normed = like(r, {T, H});
+  device_buffer normed;
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.y, {T, H}}, {&s.y_inv, {T}}, {&s.experts, {T, H}}, {&s.experts_inv, {T}}, {&normed, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm_2, eps, s.y, s.y_inv));
   TANDEM_RETURN_IF_ERROR(moe_experts_forward(ctx, s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, s.experts));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.experts, w.post_feedforward_norm_2, eps, normed, s.experts_inv));
@@ -177,11 +168,13 @@ status feedforward_backward(const exec_context& ctx, const model_config& c, int 
                             const layer_activations& s, const tensor& dm, const tensor& dr) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size, I = L.intermediate_size;
-  host_buffer d_dense = like(s.h_attn, {T, H});
+  device_buffer d_dense;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_attn, {{&d_dense, {T, H}}}));
   if (c.enable_moe_block) {  // m = norm_1(m_dense) + norm_2(experts(norm_pre2(r), router(r)))
     TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.m_dense, w.post_feedforward_norm_1, s.m_dense_inv, dm, d_dense,
                                             g.post_feedforward_norm_1));
-    host_buffer d_experts = like(s.h_attn, {T, H}), dy = like(s.h_attn, {T, H}), dweights = like(s.h_attn, s.router_w.shape());
+    device_buffer d_experts, dy, dweights;
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_attn, {{&d_experts, {T, H}}, {&dy, {T, H}}, {&dweights, s.router_w.shape()}}));
     TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.experts, w.post_feedforward_norm_2, s.experts_inv, dm, d_experts,
                                             g.post_feedforward_norm_2));
     TANDEM_RETURN_IF_ERROR(moe_experts_backward(ctx, s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, d_experts,
@@ -191,11 +184,12 @@ status feedforward_backward(const exec_context& ctx, const model_config& c, int 
                                                s.router_idx, s.router_r, s.router_inv, dweights, dr, g.router_proj,
                                                g.router_scale, g.router_per_expert_scale, true));
   } else {
-    std::memcpy(d_dense.data<std::byte>(), dm.data(), static_cast<std::size_t>(dm.bytes()));
+    TANDEM_RETURN_IF_ERROR(copy(ctx, dm, d_dense));
   }
-  host_buffer gate = s.gate, up = s.up, act = s.act;
-  if (act.view().empty()) TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, gate, up, act, I));  // recompute selective
-  host_buffer d_act = like(s.f, {T, I}), d_gate = like(s.f, {T, I}), d_up = like(s.f, {T, I}), df = like(s.f, {T, H});
+  device_buffer gate = s.gate, up = s.up, act = s.act;
+  if (act.empty()) TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, gate, up, act, I));  // recompute selective
+  device_buffer d_act, d_gate, d_up, df;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.f, {{&d_act, {T, I}}, {&d_gate, {T, I}}, {&d_up, {T, I}}, {&df, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(linear_backward(ctx, act, w.down_proj, d_dense, d_act, g.down_proj));
   TANDEM_RETURN_IF_ERROR(gated_gelu_backward(ctx, gate, up, d_act, d_gate, d_up));
   TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.f, w.gate_proj, d_gate, df, g.gate_proj));
@@ -209,35 +203,28 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
                      kv_activations* own_kv, const tensor& h_out, const tracer& trace) {
   const std::int64_t T = s.h_in.shape()[0], H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const double eps = c.rms_norm_eps;
-  s.a = like(s.h_in, {T, H});
-  s.a_inv = like(s.h_in, {T});
+  device_buffer branch;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}}, {&branch, {T, H}}, {&s.o_inv, {T}}, {&s.h_attn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.h_in, w.input_norm, eps, s.a, s.a_inv));
   TANDEM_RETURN_IF_ERROR(attention_forward_block(ctx, c, l, w, batch, s, own_kv, trace));
-  host_buffer branch = like(s.h_in, {T, H});
-  s.o_inv = like(s.h_in, {T});
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.o, w.post_attention_norm, eps, branch, s.o_inv));
   trace(branch, "attn_out", l);
-  s.h_attn = like(s.h_in, {T, H});
   TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_in, branch, s.h_attn));
   trace(s.h_attn, "attn_residual", l);
   TANDEM_RETURN_IF_ERROR(feedforward_forward(ctx, c, l, w, s, trace));
-  s.m_inv = like(s.h_in, {T});
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.m_inv, {T}}, {&s.h_ffn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m, w.post_feedforward_norm, eps, branch, s.m_inv));
-  s.h_ffn = like(s.h_in, {T, H});
   TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_attn, branch, s.h_ffn));
   trace(s.h_ffn, "ffn_residual", l);
   s.h_pre_scale = s.h_ffn;
   if (P > 0) {
-    s.ple_a = like(s.h_in, {T, P});
-    s.ple_g = like(s.h_in, {T, P});
-    s.ple_o = like(s.h_in, {T, H});
-    s.ple_o_inv = like(s.h_in, {T});
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.ple_a, {T, P}}, {&s.ple_g, {T, P}}, {&s.ple_o, {T, H}}, {&s.ple_o_inv, {T}}}));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.h_ffn, w.ple_gate, s.ple_a));
     TANDEM_RETURN_IF_ERROR(ple_gate_forward(ctx, s.ple_a, s.args.ple, l, s.ple_g));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.ple_g, w.ple_projection, s.ple_o));
     TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.ple_o, w.ple_post_norm, eps, branch, s.ple_o_inv));
     trace(branch, "ple_out", l);
-    s.h_pre_scale = like(s.h_in, {T, H});
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.h_pre_scale, {T, H}}}));
     TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_ffn, branch, s.h_pre_scale));
   }
   TANDEM_RETURN_IF_ERROR(scale_by_forward(ctx, s.h_pre_scale, w.layer_scalar, h_out));
@@ -247,42 +234,43 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
 
 status layer_backward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const layer_weights& g,
                       const packed_batch& batch, const layer_activations& s, const kv_activations& kv, kv_gradients& dkv,
-                      const tensor& d_ple, host_buffer& dh) {
+                      const tensor& d_ple, device_buffer& dh) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_in.shape()[0], H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const std::int64_t nh = c.num_attention_heads, d = L.head_dim;
   // h_out = layer_scalar · h_pre_scale
-  host_buffer d_pre = like(s.h_in, {T, H}), d_ffn = like(s.h_in, {T, H});
+  device_buffer d_pre, d_ffn;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&d_pre, {T, H}}, {&d_ffn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(scale_by_backward(ctx, s.h_pre_scale, w.layer_scalar, dh, d_pre, g.layer_scalar));
-  copy(d_pre, d_ffn);
+  TANDEM_RETURN_IF_ERROR(copy(ctx, d_pre, d_ffn));
   if (P > 0) {  // h_pre_scale = h_ffn + post_ple_norm(ple_projection(ple_gate(h_ffn) ⊙ ple_l))
-    host_buffer d_o = like(s.h_in, {T, H}), d_g = like(s.h_in, {T, P}), d_a = like(s.h_in, {T, P});
+    device_buffer d_o, d_g, d_a;
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&d_o, {T, H}}, {&d_g, {T, P}}, {&d_a, {T, P}}}));
     TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.ple_o, w.ple_post_norm, s.ple_o_inv, d_pre, d_o, g.ple_post_norm));
     TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.ple_g, w.ple_projection, d_o, d_g, g.ple_projection));
     TANDEM_RETURN_IF_ERROR(ple_gate_backward(ctx, s.ple_a, s.args.ple, l, d_g, d_a, d_ple));
     TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.h_ffn, w.ple_gate, d_a, d_ffn, g.ple_gate, true));
   }
   // h_ffn = h_attn + post_feedforward_norm(m)
-  host_buffer dm = like(s.h_in, {T, H}), d_attn = like(s.h_in, {T, H});
+  device_buffer dm, d_attn;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&dm, {T, H}}, {&d_attn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.m, w.post_feedforward_norm, s.m_inv, d_ffn, dm, g.post_feedforward_norm));
-  copy(d_ffn, d_attn);
+  TANDEM_RETURN_IF_ERROR(copy(ctx, d_ffn, d_attn));
   TANDEM_RETURN_IF_ERROR(feedforward_backward(ctx, c, l, w, g, s, dm, d_attn));
   // h_attn = h_in + post_attention_norm(o_proj(attention(q, k, v)))
-  host_buffer d_o = like(s.h_in, {T, H}), d_core = like(s.h_in, {T, nh * d}), dq = like(s.h_in, {T, nh, d});
-  host_buffer da = like(s.h_in, {T, H});
+  device_buffer d_o, d_core, dq, da;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&d_o, {T, H}}, {&d_core, {T, nh * d}}, {&dq, {T, nh, d}}, {&da, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.o, w.post_attention_norm, s.o_inv, d_attn, d_o, g.post_attention_norm));
-  host_buffer attn = s.attn, lse = s.lse;
-  if (lse.view().empty()) TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, kv, attn, lse));  // recompute selective
+  device_buffer attn = s.attn, lse = s.lse;
+  if (lse.empty()) TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, kv, attn, lse));  // recompute selective
   TANDEM_RETURN_IF_ERROR(linear_backward(ctx, attn, w.o_proj, d_o, d_core, g.o_proj));
-  if (dkv.dk.view().empty()) {
-    dkv.dk = like(s.h_in, kv.k.shape());
-    dkv.dv = like(s.h_in, kv.v.shape());
-  }
+  if (dkv.dk.empty()) TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&dkv.dk, kv.k.shape()}, {&dkv.dv, kv.v.shape()}}));
   TANDEM_RETURN_IF_ERROR(attention_backward(ctx, s.q, kv.k, kv.v, batch.cu_seqlens, lse, d_core.view().reshaped({T, nh, d}), dq,
                                             dkv.dk, dkv.dv, attention_of(c, L)));
   // q = rope_q(q_norm(q_proj(a)))
   TANDEM_RETURN_IF_ERROR(unrope_if(ctx, s.args.q_rope, dq));
-  host_buffer dq_raw = like(s.h_in, {T, nh * d});
+  device_buffer dq_raw;
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&dq_raw, {T, nh * d}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, s.q_inv, dq.view().reshaped({T * nh, d}),
                                           dq_raw.view().reshaped({T * nh, d}), g.q_norm));
   TANDEM_RETURN_IF_ERROR(linear_backward(ctx, s.a, w.q_proj, dq_raw, da, g.q_proj));

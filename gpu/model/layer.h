@@ -21,7 +21,7 @@ namespace tandem::gpu {
 /// Gradients of a non-shared layer's K and V (after their norms and RoPE), summed over every
 /// layer that attends to them.
 struct kv_gradients {
-  host_buffer dk, dv;  // [T, g, d]
+  device_buffer dk, dv;  // [T, g, d]
 };
 
 /// Forward of layer l from s.h_in with s.args (both set by the caller): fills every activation
@@ -38,6 +38,6 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
 /// this layer's slice written. Weight gradients accumulate into g.
 status layer_backward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, const layer_weights& g,
                       const packed_batch& batch, const layer_activations& s, const kv_activations& kv, kv_gradients& dkv,
-                      const tensor& d_ple, host_buffer& dh);
+                      const tensor& d_ple, device_buffer& dh);
 
 }  // namespace tandem::gpu

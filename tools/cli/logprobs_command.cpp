@@ -58,7 +58,12 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem logprobs: " << bound.error().message() << "\n";
     return exit_refused;
   }
-  const packed_sequences packed = pack(*sequences);
+  const auto packing = pack(*sequences);
+  if (!packing) {
+    err << "tandem logprobs: " << packing.error().message() << "\n";
+    return exit_refused;
+  }
+  const packed_sequences& packed = *packing;
   gpu::host_buffer logprobs(gpu::dtype::float32, {packed.size()});
   gpu::workspace scratch;
   gpu::exec_context ctx = gpu::exec_context::cpu();

@@ -63,7 +63,12 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem loss: " << problem << "\n";
     return exit_refused;
   }
-  const packed_sequences packed = pack(*sequences);
+  const auto packing = pack(*sequences);
+  if (!packing) {
+    err << "tandem loss: " << packing.error().message() << "\n";
+    return exit_refused;
+  }
+  const packed_sequences& packed = *packing;
   if (packed.predicted == 0) {
     err << "tandem loss: " << p.values.at("--tokens") << ": no sequence has two tokens: nothing to predict\n";
     return exit_refused;

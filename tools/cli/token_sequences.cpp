@@ -49,7 +49,7 @@ std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::
   return out;
 }
 
-packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences) {
+gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences) {
   std::vector<std::int32_t> tokens;
   packed_sequences p;
   p.offsets.push_back(0);
@@ -58,7 +58,9 @@ packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences) {
     if (!seq.empty()) p.predicted += static_cast<std::int64_t>(seq.size()) - 1;
     p.offsets.push_back(static_cast<std::int32_t>(tokens.size()));
   }
-  p.packed = gpu::pack_tokens(tokens, p.offsets);
+  auto packed = gpu::pack_tokens(gpu::exec_context::cpu(), tokens, p.offsets);
+  if (!packed) return packed.error();
+  p.packed = std::move(*packed);
   return p;
 }
 

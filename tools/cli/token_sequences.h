@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/core/host_buffer.h"
+#include "gpu/core/device_buffer.h"
 #include "gpu/model/forward.h"
 
 namespace tandem::cli {
@@ -25,10 +25,11 @@ struct packed_sequences {
   std::int64_t predicted = 0;         // tokens with a target: Σ max(n - 1, 0)
 
   gpu::packed_batch batch() const { return packed.view(); }
-  const gpu::host_buffer& targets() const { return packed.targets; }
+  const gpu::device_buffer& targets() const { return packed.targets; }
   std::int64_t size() const { return packed.tokens.numel(); }
 };
 
-packed_sequences pack(const std::vector<std::vector<std::int32_t>>& sequences);
+/// The sequences packed in CPU memory; fails only when that memory cannot be allocated.
+gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences);
 
 }  // namespace tandem::cli

@@ -62,10 +62,10 @@ gradients_of_case run(const fs::path& dir, tg::recompute_mode mode) {
     cu.push_back(static_cast<std::int32_t>(tokens.size()));
   }
   const auto T = static_cast<std::int64_t>(tokens.size());
-  const tg::packed_tokens packed = tg::pack_tokens(tokens, cu);
+  const tg::packed_tokens packed = *tg::pack_tokens(ctx, tokens, cu);
   const auto d = tg::host_buffer::of<float>({T}, dlp);
   const tg::packed_batch batch = packed.view();
-  const tg::host_buffer& tgt = packed.targets;
+  const tg::device_buffer& tgt = packed.targets;
   tg::model_activations act;
   tg::host_buffer hidden(tg::dtype::float32, {T, c->config.hidden_size}), d_hidden(tg::dtype::float32, {T, c->config.hidden_size});
   BOOST_REQUIRE(tg::forward_for_backward(ctx, c->config, w, batch, hidden, act, mode).is_ok());

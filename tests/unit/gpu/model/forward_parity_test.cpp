@@ -68,7 +68,7 @@ std::vector<std::vector<float>> logprobs(const model& m, const std::vector<std::
     tokens.insert(tokens.end(), s.begin(), s.end());
     cu.push_back(static_cast<std::int32_t>(tokens.size()));
   }
-  const tg::packed_tokens packed = tg::pack_tokens(tokens, cu);
+  const tg::packed_tokens packed = *tg::pack_tokens(ctx, tokens, cu);
   const auto T = static_cast<std::int64_t>(tokens.size());
   tg::host_buffer out(tg::dtype::float32, {T});
   const tg::status st = tg::forward_logprobs(ctx, m.c.config, m.w, packed.view(), packed.targets, params, out, 7);
