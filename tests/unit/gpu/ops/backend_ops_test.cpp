@@ -88,6 +88,7 @@
 #include "gpu/ops/rope.h"
 #include "gpu/ops/sampling.h"
 #include "gpu/ops/softcap.h"
+#include "gpu/ops/sum_squares.h"
 #include "support/op_harness.h"
 
 using namespace tandem::gpu;
@@ -1373,6 +1374,27 @@ void elementwise_cases(case_table& t) {
   }
 }
 
+void sum_squares_cases(case_table& t) {
+  // Lengths across the CUDA kernel's 16384-element chunks; ranges empty, overlapping, out of
+  // order, one element, a whole tensor, and ones that start and end inside a chunk.
+  struct dims {
+    std::int64_t n;
+    std::vector<ops::element_range> ranges;
+  };
+  for (const dims& d : {dims{1, {{0, 1}}}, dims{7, {{0, 7}, {3, 0}, {2, 3}, {0, 7}}},
+                        dims{40000, {{0, 40000}, {16383, 2}, {100, 16384}, {39999, 1}, {5, 0}, {20000, 20000}, {0, 16384}}}}) {
+    const std::uint64_t s = t.seed();
+    const auto S = static_cast<std::int64_t>(d.ranges.size());
+    t.add("sum_squares", cat("n ", d.n, ", ", S, " ranges"), [=](const backend& b) {
+      device_tensors m(b);
+      const tensor x = m.in(f64({d.n}, s, -3, 3));
+      host_buffer sums(dtype::float64, {S});
+      require_ok(ops::sum_squares(b.ctx, x, d.ranges, sums.span<double>()));
+      return outputs{{"sums", sums}};
+    });
+  }
+}
+
 const std::vector<op_case>& case_list() {
   static const std::vector<op_case> cases = [] {
     case_table t;
@@ -1391,6 +1413,7 @@ const std::vector<op_case>& case_list() {
     adamw_cases(t);
     pg_loss_cases(t);
     elementwise_cases(t);
+    sum_squares_cases(t);
     return t.cases;
   }();
   return cases;
@@ -1417,6 +1440,7 @@ const std::vector<std::string>& op_names() {
       "adamw_step",
       "pg_loss_forward", "pg_loss_backward",
       "add_forward", "scale_forward", "scale_by_forward", "scale_by_backward",
+      "sum_squares",
       // clang-format on
   };
   return names;
