@@ -3,6 +3,7 @@
 # programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench;
 # BUNDLE_DIR/lib: the non-system libraries they load; tools/gpu_bundle.sh makes it), and keeps
 # their logs. Where the build tree itself is on the GPU machine, `ctest -L gpu` runs the same tests.
+# Run it from the repository root: the engine tests read configs/ and tests/data/ from there.
 #
 #   tools/gpu_check.sh BUNDLE_DIR [LOG_DIR] [--quick]
 #
@@ -28,7 +29,8 @@ run() {  # name, command...
   [ "$rc" -eq 0 ] || failed=1
 }
 [ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
-for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors; do
+for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors \
+             train_engine_conformance gemma4_train_engine cuda_train_engine_parity; do
   run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=test_suite
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick

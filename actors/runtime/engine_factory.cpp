@@ -12,7 +12,7 @@
 #include "actors/environment/external_environment.hpp"
 #include "actors/runtime/recipe_settings.hpp"
 #include "gpu/core/exec_context.h"
-#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
 #include "gpu/engine/fake/fake_train_engine.h"
 #include "gpu/engine/parity_task.h"
@@ -157,12 +157,12 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
   const bool colocated = policy && rollout && recipe.policy.generation.colocated;
   member_engines out;
   out.data_parallel = std::move(data_parallel);
-  std::shared_ptr<gpu::cpu_train_engine> trainer;
+  std::shared_ptr<gpu::gemma4_train_engine> trainer;
   out.weights_digest = [] { return std::uint64_t{0}; };
   if (policy) {
     auto source = open_policy_checkpoint(recipe);
     if (!source) return source.error();
-    auto engine = gpu::cpu_train_engine::create(gpu::exec_context::cpu(), std::move(*source), train, out.data_parallel.get());
+    auto engine = gpu::gemma4_train_engine::create(gpu::exec_context::cpu(), std::move(*source), train, out.data_parallel.get());
     if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the train engine: " + engine.error().message());
     trainer = holding(std::move(*engine), out.data_parallel);
     out.train = trainer;
@@ -170,10 +170,10 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
     if (wants_reference(recipe)) {
       auto again = open_policy_checkpoint(recipe);
       if (!again) return again.error();
-      auto reference = gpu::cpu_train_engine::create(gpu::exec_context::cpu(), std::move(*again), train, nullptr);
+      auto reference = gpu::gemma4_train_engine::create(gpu::exec_context::cpu(), std::move(*again), train, nullptr);
       if (!reference)
         return refused("policy.model_name: " + recipe.policy.model_name + ": the reference policy: " + reference.error().message());
-      out.reference = std::shared_ptr<gpu::cpu_train_engine>(std::move(*reference));
+      out.reference = std::shared_ptr<gpu::gemma4_train_engine>(std::move(*reference));
       if (gpu::status s = out.reference->offload_state(); !s) return s;
     }
   }

@@ -18,6 +18,7 @@ result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes)
 void cuda_free_ordered(int index, void* stream, void* p);
 status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, std::int64_t bytes, copy_kind kind);
 status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes);
+status cuda_wait_for_device(int index);
 #endif
 }  // namespace internal
 
@@ -152,6 +153,15 @@ status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes) {
   }
 #if TANDEM_HAVE_CUDA
   return internal::cuda_fill_zero(ctx.dev.index, ctx.stream.native, p, bytes);
+#else
+  return no_cuda();
+#endif
+}
+
+status wait_for_device(const exec_context& ctx) {
+  if (ctx.dev.is_cpu()) return status::ok();
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_wait_for_device(ctx.dev.index);
 #else
   return no_cuda();
 #endif

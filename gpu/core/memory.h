@@ -37,4 +37,9 @@ status copy_to_device(const exec_context& ctx, void* device_dst, const void* hos
 /// Zeroes `bytes` at `p` in ctx.dev's memory, ordered on ctx.stream.
 status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes);
 
+/// Returns once every piece of work on ctx.dev is complete, on every stream (the synchronous
+/// copies above and the slabs' transitions run outside ctx.stream): the boundary between the
+/// stream-ordered work of an engine and whatever touches its memory next. A no-op on the CPU.
+status wait_for_device(const exec_context& ctx);
+
 }  // namespace tandem::gpu

@@ -232,7 +232,7 @@ BOOST_AUTO_TEST_CASE(only_the_engine_factory_the_fake_engines_and_tests_include_
       ": #include \"gpu/engine/fake/fake_train_engine.h\": only the engine factory (actors/runtime/engine_factory.cpp), the "
       "fake engines and tests include gpu/engine/fake/";
   for (const std::string file : {"actors/controller/rl_loop.cpp", "actors/runtime/engine_factory.hpp",
-                                 "actors/runtime/recipe_settings.hpp", "gpu/engine/cpu_train_engine.cpp",
+                                 "actors/runtime/recipe_settings.hpp", "gpu/engine/gemma4_train_engine.cpp",
                                  "tools/cli/run_command.cpp"})
     BOOST_TEST(texts(scan_text(file, text)) == std::vector<std::string>{file + ":1" + reason},
                boost::test_tools::per_element());

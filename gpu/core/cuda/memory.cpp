@@ -86,4 +86,10 @@ status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes) {
   return status::ok();
 }
 
+status cuda_wait_for_device(int index) {
+  TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  return status::ok();
+}
+
 }  // namespace tandem::gpu::internal

@@ -16,7 +16,7 @@
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
 #include "gpu/engine/cpu_generate_engine.h"
-#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
 #include "gpu/engine/fake/fake_train_engine.h"
 #include "gpu/engine/parity_task.h"
@@ -123,7 +123,7 @@ BOOST_AUTO_TEST_CASE(runtime_engine_gemma4_builds_the_cpu_engines_over_the_check
   const auto recipe = gemma4_recipe({"policy.generation.stop_token_ids=[]"});
   auto engines = tandem::make_engines(recipe, true, true, nullptr);
   BOOST_TEST_REQUIRE(bool(engines), refusal(engines));
-  const auto* trainer = dynamic_cast<const tg::cpu_train_engine*>(engines->train.get());
+  const auto* trainer = dynamic_cast<const tg::gemma4_train_engine*>(engines->train.get());
   auto* generator = dynamic_cast<tg::cpu_generate_engine*>(engines->generate.get());
   BOOST_TEST_REQUIRE(trainer != nullptr);
   BOOST_TEST_REQUIRE(generator != nullptr);

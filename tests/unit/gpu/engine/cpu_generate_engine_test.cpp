@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu/engine/cpu_generate_engine.h"
-#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/ops/pg_loss.h"
 #include "support/reference_fixtures.h"
 #include "support/temp_dir.h"
@@ -38,8 +38,8 @@ std::unique_ptr<tg::cpu_generate_engine> engine(const fs::path& dir, tg::cpu_gen
   return std::move(*e);
 }
 
-std::unique_ptr<tg::cpu_train_engine> train_engine(const fs::path& dir) {
-  auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), open(dir), {});
+std::unique_ptr<tg::gemma4_train_engine> train_engine(const fs::path& dir) {
+  auto e = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(dir), {});
   BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
   return std::move(*e);
 }
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(sampled_tokens_are_scored_bit_for_bit_by_the_train_engine) 
   }
   BOOST_REQUIRE(gen->submit(requests).is_ok());
   const auto done = run_all(*gen);
-  auto trainer = tg::cpu_train_engine::create(tg::exec_context::cpu(), open(dir), {});
+  auto trainer = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(dir), {});
   BOOST_REQUIRE(trainer.has_value());
   tg::packed_sequences batch{{}, {0}};
   std::vector<float> lp_gen, mask;

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "gpu/engine/cpu_generate_engine.h"
-#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
 #include "gpu/engine/fake/fake_train_engine.h"
 
@@ -48,7 +48,7 @@ struct cpu_engines {
     g.bucket_bytes = bucket_bytes;
     g.max_sequence_length = 256;
     auto gen = tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(), g);
-    auto train = tg::cpu_train_engine::create(tg::exec_context::cpu(), open(), {});
+    auto train = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(), {});
     BOOST_REQUIRE(gen.has_value() && train.has_value());
     return {std::move(*gen), std::move(*train)};
   }

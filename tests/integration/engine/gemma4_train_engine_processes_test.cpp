@@ -9,7 +9,7 @@
 #include <fstream>
 #include <omp.h>
 
-#include "gpu/engine/cpu_train_engine.h"
+#include "gpu/engine/gemma4_train_engine.h"
 #include "support/checkpoint_fixture.h"
 #include "support/process_group.h"
 #include "support/temp_dir.h"
@@ -36,23 +36,23 @@ tg::train_micro_batch_data batch(tg::train_engine& e, const tg::packed_sequences
   return mb;
 }
 
-std::unique_ptr<tg::cpu_train_engine> engine(const std::filesystem::path& dir, tg::communicator* group) {
+std::unique_ptr<tg::gemma4_train_engine> engine(const std::filesystem::path& dir, tg::communicator* group) {
   auto c = tg::open_checkpoint(dir, tg::dtype::float32);
   if (!c) return nullptr;
   tg::train_engine_options o;
   o.adamw.lr = 1e-2;
-  auto e = tg::cpu_train_engine::create(tg::exec_context::cpu(), std::move(*c), o, group);
+  auto e = tg::gemma4_train_engine::create(tg::exec_context::cpu(), std::move(*c), o, group);
   return e ? std::move(*e) : nullptr;
 }
 
-std::vector<float> weights_of(const tg::cpu_train_engine& e) {
+std::vector<float> weights_of(const tg::gemma4_train_engine& e) {
   const auto* p = static_cast<const float*>(e.weights().view_of(0, tg::dtype::float32, std::vector<std::int64_t>{1})->data());
   return {p, p + e.layout().total_elements};
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(cpu_train_engine_processes)
+BOOST_AUTO_TEST_SUITE(gemma4_train_engine_processes)
 
 BOOST_AUTO_TEST_CASE(two_ranks_on_the_zeromq_ring_stay_bitwise_identical_and_match_one_rank_on_the_whole_batch) {
   temp_dir t;

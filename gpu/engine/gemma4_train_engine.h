@@ -1,8 +1,14 @@
-// The CPU train engine: the Gemma 4 model of gpu/model/ behind the train_engine contract, in
-// float32. Weights, gradients, AdamW moments (and bfloat16 master weights, when asked for) each
-// live in one slab laid out by the model's layout table; a data-parallel group (optional)
+// The Gemma 4 train engine: the model of gpu/model/ behind the train_engine contract, in float32,
+// on the device its context names (the CPU, or a CUDA device: the same code over the same ops).
+// Weights, gradients, AdamW moments (and bfloat16 master weights, when asked for) each live in
+// one slab on that device, laid out by the model's layout table; activations live in device
+// buffers for one micro-batch. A data-parallel group (optional, on the engine's device)
 // all-reduces the gradients, and every rank then takes the same AdamW step on the whole model, so
 // the ranks stay bitwise identical.
+//
+// What crosses to the host: the tokens of a batch (in), the logprob of every token (out), the
+// policy-gradient loss and its gradient by token (computed on the host: one value per token),
+// the gradient norm's per-tensor sums, the digest's and the export's bytes, save and load.
 //
 // A step: logprobs() (token 0 of a sequence gets 0, token t the logprob of t given tokens < t),
 // train_micro_batch() per micro-batch (forward keeping what `recompute` says, the clipped
@@ -31,16 +37,17 @@
 #include "gpu/model/forward.h"
 #include "gpu/model/model_weights.h"
 #include "gpu/ops/adamw.h"
+#include "gpu/ops/sum_squares.h"
 
 namespace tandem::gpu {
 
-class cpu_train_engine final : public train_engine {
+class gemma4_train_engine final : public train_engine {
  public:
-  /// Loads the checkpoint's text stack (open_checkpoint with float32) on `ctx`'s device, which
-  /// must be the CPU. `group`, when given, must outlive the engine; every rank needs an engine of
+  /// Loads the checkpoint's text stack (open_checkpoint with float32) onto `ctx`'s device, whose
+  /// stream orders the engine's work. `group`, when given, must outlive the engine; every rank needs an engine of
   /// the same checkpoint and options. The engine owns its scratch workspace (ctx.scratch is not
   /// used).
-  static result<std::unique_ptr<cpu_train_engine>> create(const exec_context& ctx, checkpoint source,
+  static result<std::unique_ptr<gemma4_train_engine>> create(const exec_context& ctx, checkpoint source,
                                                           const train_engine_options& options,
                                                           communicator* group = nullptr);
 
@@ -75,7 +82,7 @@ class cpu_train_engine final : public train_engine {
   std::int64_t step_count() const { return step_; }
 
  private:
-  cpu_train_engine() = default;
+  gemma4_train_engine() = default;
   status check_batch(const char* op, const packed_sequences& batch) const;
   status check_resident(const char* op) const;
   /// What a micro-batch's forward leaves for its loss and backward: the packed batch, the final
@@ -94,6 +101,11 @@ class cpu_train_engine final : public train_engine {
                               const ops::sampling_params& params);
   /// The slabs whose contents optimizer state holds: the moments, and the master when separate.
   std::vector<slab*> optimizer_slabs();
+  /// Rounds the float32 weights to the master's dtype once and back, so they equal the master.
+  status round_weights_through_master();
+  /// The optimizer step's refusal when trainable tensor `i`'s gradient is not finite: names the
+  /// tensor and its first non-finite element.
+  status non_finite_gradient(std::size_t i);
 
   checkpoint source_;
   train_engine_options options_;
@@ -110,6 +122,8 @@ class cpu_train_engine final : public train_engine {
   model_weights w_, g_;
   weight_manifest manifest_;
   std::vector<std::string> names_;  // Hugging Face name of each layout tensor, as in the source
+  std::vector<std::size_t> trainable_;               // layout indexes of the trainable tensors
+  std::vector<ops::element_range> trainable_ranges_;  // their elements in the gradient slab
   std::int64_t step_ = 0;
 };
 

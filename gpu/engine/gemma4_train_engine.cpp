@@ -1,5 +1,5 @@
-// The CPU train engine over the model of gpu/model/.
-#include "gpu/engine/cpu_train_engine.h"
+// The Gemma 4 train engine over the model of gpu/model/, on the context's device.
+#include "gpu/engine/gemma4_train_engine.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,9 @@
 #include <tuple>
 
 #include "gpu/core/convert.h"
+#include "gpu/core/chunked_hash.h"
 #include "gpu/core/memory.h"
+#include "gpu/core/staged_copy.h"
 #include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/backward.h"
 #include "gpu/model/checkpoint_writer.h"
@@ -23,7 +25,7 @@ namespace {
 
 constexpr const char* optimizer_file = "optimizer.safetensors";
 
-status fail(status_code code, const std::string& what) { return {code, "cpu_train_engine: " + what}; }
+status fail(status_code code, const std::string& what) { return {code, "gemma4_train_engine: " + what}; }
 
 tensor flat(const slab& s, dtype type, std::int64_t elements) { return *s.view_of(0, type, std::vector<std::int64_t>{elements}); }
 
@@ -46,35 +48,32 @@ result<std::vector<float>> read_floats(const exec_context& ctx, const device_buf
 
 }  // namespace
 
-result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(const exec_context& ctx, checkpoint source,
+result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create(const exec_context& ctx, checkpoint source,
                                                                    const train_engine_options& options,
                                                                    communicator* group) {
-  if (!ctx.dev.is_cpu())
-    return fail(status_code::invalid_argument, "runs on the CPU, the context is " + ctx.dev.to_string());
   if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
     return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
-  if (auto s = check_train_engine_options("cpu_train_engine", options); !s) return s;
+  if (auto s = check_train_engine_options("gemma4_train_engine", options); !s) return s;
   if (group && group->context().dev != ctx.dev)
     return fail(status_code::invalid_argument, "the data-parallel group runs on " + group->context().dev.to_string() +
                                                    ", the engine on " + ctx.dev.to_string());
-  std::unique_ptr<cpu_train_engine> e(new cpu_train_engine());
-  auto weights = load_checkpoint(source, device::cpu());
-  if (!weights) return weights.error();
+  std::unique_ptr<gemma4_train_engine> e(new gemma4_train_engine());
+  auto weights = load_checkpoint(source, ctx.dev);
+  if (!weights) return fail(weights.error().code(), "create: " + weights.error().message());
   e->weights_ = std::move(*weights);
   const std::int64_t n = source.layout.total_elements;
-  const auto bytes_of = [n](dtype t) { return n * static_cast<std::int64_t>(size_of(t)); };
-  auto grads = slab::create("gradients", n * 4, device::cpu());
-  auto m = slab::create("exp_avg", bytes_of(options.first_moment_dtype), device::cpu());
-  auto v = slab::create("exp_avg_sq", bytes_of(options.second_moment_dtype), device::cpu());
-  if (!grads || !m || !v) return (!grads ? grads : !m ? m : v).error();
+  const auto slab_bytes = [n](dtype t) { return n * static_cast<std::int64_t>(size_of(t)); };
+  auto grads = slab::create("gradients", n * 4, ctx.dev);
+  auto m = slab::create("exp_avg", slab_bytes(options.first_moment_dtype), ctx.dev);
+  auto v = slab::create("exp_avg_sq", slab_bytes(options.second_moment_dtype), ctx.dev);
+  if (!grads || !m || !v) {
+    const status& s = (!grads ? grads : !m ? m : v).error();
+    return fail(s.code(), "create: " + s.message());
+  }
   if (options.master_dtype != dtype::float32) {
-    auto master = slab::create("master weights", bytes_of(options.master_dtype), device::cpu());
-    if (!master) return master.error();
+    auto master = slab::create("master weights", slab_bytes(options.master_dtype), ctx.dev);
+    if (!master) return fail(master.error().code(), "create: " + master.error().message());
     e->master_ = std::move(*master);
-    const tensor w = flat(e->weights_, dtype::float32, n);
-    // The master is the weights rounded once; the weights then equal it exactly.
-    convert_elements(w.data(), dtype::float32, flat(e->master_, options.master_dtype, n).data(), options.master_dtype, n);
-    convert_elements(flat(e->master_, options.master_dtype, n).data(), options.master_dtype, w.data(), dtype::float32, n);
   }
   e->grads_ = std::move(*grads);
   e->exp_avg_ = std::move(*m);
@@ -92,15 +91,24 @@ result<std::unique_ptr<cpu_train_engine>> cpu_train_engine::create(const exec_co
   e->g_ = std::move(*g);
   e->names_ = checkpoint_names(e->source_);
   e->manifest_ = float32_manifest(e->source_.layout, e->names_);
+  for (std::size_t i = 0; i < e->source_.layout.tensors.size(); ++i) {
+    const tensor_entry& t = e->source_.layout.tensors[i];
+    if (!t.trainable) continue;
+    e->trainable_.push_back(i);
+    e->trainable_ranges_.push_back({t.offset_elements, t.elements()});
+  }
+  // The loads and fills above ran outside the engine's stream: finish them before it reads.
+  if (status s = wait_for_device(e->ctx_); !s) return fail(s.code(), "create: " + s.message());
+  if (status s = e->round_weights_through_master(); !s) return fail(s.code(), "create: " + s.message());
   return e;
 }
 
-status cpu_train_engine::check_resident(const char* op) const {
+status gemma4_train_engine::check_resident(const char* op) const {
   if (state_ == train_memory_state::resident) return status::ok();
   return fail(status_code::invalid_argument, std::string(op) + ": the training state is offloaded (restore_state() first)");
 }
 
-status cpu_train_engine::check_batch(const char* op, const packed_sequences& batch) const {
+status gemma4_train_engine::check_batch(const char* op, const packed_sequences& batch) const {
   const auto& o = batch.offsets;
   if (o.empty() || o.front() != 0 || static_cast<std::size_t>(o.back()) != batch.tokens.size())
     return fail(status_code::invalid_argument, std::string(op) + ": offsets must start at 0 and end at the token count " +
@@ -115,7 +123,7 @@ status cpu_train_engine::check_batch(const char* op, const packed_sequences& bat
   return status::ok();
 }
 
-result<std::vector<float>> cpu_train_engine::logprobs(const packed_sequences& batch, const ops::sampling_params& params) {
+result<std::vector<float>> gemma4_train_engine::logprobs(const packed_sequences& batch, const ops::sampling_params& params) {
   if (auto s = check_batch("logprobs", batch); !s) return s;
   auto step = [&](status s) { return s ? s : fail(s.code(), "logprobs: " + s.message()); };
   auto b = pack_tokens(ctx_, batch.tokens, batch.offsets);
@@ -129,7 +137,7 @@ result<std::vector<float>> cpu_train_engine::logprobs(const packed_sequences& ba
   return to_token_frame(batch, *host);
 }
 
-result<cpu_train_engine::micro_batch_forward> cpu_train_engine::forward_micro_batch(const char* op, const packed_sequences& batch,
+result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_micro_batch(const char* op, const packed_sequences& batch,
                                                                                     const ops::sampling_params& params) {
   const model_config& c = source_.config;
   const auto T = static_cast<std::int64_t>(batch.tokens.size());
@@ -148,7 +156,7 @@ result<cpu_train_engine::micro_batch_forward> cpu_train_engine::forward_micro_ba
   return f;
 }
 
-status cpu_train_engine::backward_micro_batch(const char* op, const micro_batch_forward& f, const std::vector<float>& d_rows,
+status gemma4_train_engine::backward_micro_batch(const char* op, const micro_batch_forward& f, const std::vector<float>& d_rows,
                                               const ops::sampling_params& params) {
   const model_config& c = source_.config;
   const auto T = static_cast<std::int64_t>(d_rows.size());
@@ -165,13 +173,13 @@ status cpu_train_engine::backward_micro_batch(const char* op, const micro_batch_
   return step("backward", model_backward(ctx_, c, w_, f.batch.view(), f.act, d_hidden, g_));
 }
 
-result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_micro_batch_data& mb,
+result<ops::pg_loss_metrics> gemma4_train_engine::train_micro_batch(const train_micro_batch_data& mb,
                                                                  const ops::pg_loss_settings& loss,
                                                                  const global_counts& counts,
                                                                  const ops::sampling_params& params) {
   const std::size_t n = mb.sequences.tokens.size();
   if (auto s = check_resident("train_micro_batch"); !s) return s;
-  if (auto s = check_micro_batch_sizes("cpu_train_engine", mb, loss); !s) return s;
+  if (auto s = check_micro_batch_sizes("gemma4_train_engine", mb, loss); !s) return s;
   if (auto s = check_batch("train_micro_batch", mb.sequences); !s) return s;
   auto f = forward_micro_batch("train_micro_batch", mb.sequences, params);
   if (!f) return f.error();
@@ -199,7 +207,7 @@ result<ops::pg_loss_metrics> cpu_train_engine::train_micro_batch(const train_mic
   return metrics;
 }
 
-result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
+result<double> gemma4_train_engine::train_cross_entropy(const packed_sequences& batch, std::span<const float> mask,
                                                      std::int64_t global_tokens) {
   if (auto s = check_resident("train_cross_entropy"); !s) return s;
   if (global_tokens <= 0) return fail(status_code::invalid_argument, "train_cross_entropy: global_tokens must be > 0");
@@ -227,56 +235,49 @@ result<double> cpu_train_engine::train_cross_entropy(const packed_sequences& bat
   return loss;
 }
 
-status cpu_train_engine::set_learning_rate(double lr) {
-  if (auto s = check_learning_rate("cpu_train_engine", lr); !s) return s;
+status gemma4_train_engine::set_learning_rate(double lr) {
+  if (auto s = check_learning_rate("gemma4_train_engine", lr); !s) return s;
   options_.adamw.lr = lr;
   return status::ok();
 }
 
-void cpu_train_engine::abandon_step() {
+void gemma4_train_engine::abandon_step() {
   zero_gradients();
   if (!group_ || state_ != train_memory_state::resident) return;  // offloaded: every rank refuses before the collective alike
   const std::int64_t n = source_.layout.total_elements;
   if (n == 0) return;
-  static_cast<float*>(flat(grads_, dtype::float32, n).data())[0] = std::numeric_limits<float>::quiet_NaN();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (!copy_to_device(ctx_, flat(grads_, dtype::float32, n).data(), &nan, 4)) return;  // a failed device fails the others' step anyway
   (void)optimizer_step();  // refuses the step here as on every rank, and zeroes the gradients
 }
 
-result<optimizer_result> cpu_train_engine::optimizer_step() {
+result<optimizer_result> gemma4_train_engine::optimizer_step() {
   if (auto s = check_resident("optimizer_step"); !s) {
     zero_gradients();
     return s;
   }
   const model_layout& layout = source_.layout;
   const std::int64_t n = layout.total_elements;
-  float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());
   if (group_) {
+    float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());
     if (auto s = group_->all_reduce(std::span<float>(g, static_cast<std::size_t>(n))); !s) {
       zero_gradients();
       return fail(s.code(), "optimizer_step: gradient all-reduce over " + std::to_string(group_->size()) + " ranks: " + s.message());
     }
   }
+  std::vector<double> sums(trainable_.size());
+  if (status s = ops::sum_squares(ctx_, flat(grads_, dtype::float32, n), trainable_ranges_, sums); !s) {
+    zero_gradients();
+    return fail(s.code(), "optimizer_step: gradient norm: " + s.message());
+  }
   double sum_sq = 0;
-  for (std::size_t i = 0; i < layout.tensors.size(); ++i) {
-    const tensor_entry& e = layout.tensors[i];
-    if (!e.trainable) continue;
-    const float* d = g + e.offset_elements;
-    double part = 0;
-    for (std::int64_t k = 0; k < e.elements(); ++k) part += static_cast<double>(d[k]) * d[k];
-    if (!std::isfinite(part)) {
-      std::int64_t k = 0;
-      while (k < e.elements() && std::isfinite(d[k])) ++k;
-      const std::string value = k < e.elements() ? std::to_string(d[k]) : "overflow";
+  for (std::size_t k = 0; k < trainable_.size(); ++k) {
+    if (!std::isfinite(sums[k])) {
+      status refused = non_finite_gradient(trainable_[k]);
       zero_gradients();
-      const std::string abandoned = group_ && group_->size() > 1
-                                        ? " (after the all-reduce over " + std::to_string(group_->size()) +
-                                              " ranks: a rank whose micro-batch failed abandons the step this way)"
-                                        : "";
-      return fail(status_code::invalid_argument, "optimizer_step: the gradient of " + quote_name(names_[i]) + " is not finite (element " +
-                                                     std::to_string(k) + ": " + value + ")" + abandoned +
-                                                     "; the step is refused, the weights are unchanged");
+      return refused;
     }
-    sum_sq += part;
+    sum_sq += sums[k];
   }
   const double norm = std::sqrt(sum_sq);
   const tensor grad = flat(grads_, dtype::float32, n);
@@ -308,13 +309,14 @@ result<optimizer_result> cpu_train_engine::optimizer_step() {
   return optimizer_result{norm, hyper.lr, step_};
 }
 
-void cpu_train_engine::zero_gradients() {
+void gemma4_train_engine::zero_gradients() {
   pending_micro_batches_ = 0;
+  // A device that cannot zero memory fails the next op that runs on it, which reports it.
   if (grads_.state() == slab_state::resident)
-    std::memset(flat(grads_, dtype::float32, source_.layout.total_elements).data(), 0, static_cast<std::size_t>(grads_.bytes()));
+    (void)fill_zero(ctx_, flat(grads_, dtype::float32, source_.layout.total_elements).data(), grads_.bytes());
 }
 
-status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
+status gemma4_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
   if (plan.total_bytes() != source_.layout.parameter_count * 4)
     return fail(status_code::invalid_argument, "export_bucket: the plan covers " + std::to_string(plan.total_bytes()) +
                                                    " bytes, the manifest " + std::to_string(source_.layout.parameter_count * 4));
@@ -328,14 +330,24 @@ status cpu_train_engine::export_bucket(const bucket_plan& plan, std::size_t inde
     if (piece.entry >= manifest_.size() || piece.entry_offset + piece.bytes > manifest_[piece.entry].bytes())
       return fail(status_code::invalid_argument, "export_bucket: the plan does not match the manifest (a plan of another model?)");
     const std::int64_t at = source_.layout.tensors[piece.entry].offset_elements * 4 + piece.entry_offset;
-    std::memcpy(out.data() + piece.bucket_offset, base + at, static_cast<std::size_t>(piece.bytes));
+    if (status s = copy_to_host(ctx_, out.data() + piece.bucket_offset, base + at, piece.bytes); !s)
+      return fail(s.code(), "export_bucket: " + s.message());
   }
   return status::ok();
 }
 
-std::uint64_t cpu_train_engine::weights_digest() const { return shared_weights().digest(); }
+std::uint64_t gemma4_train_engine::weights_digest() const {
+  if (ctx_.dev.is_cpu()) return shared_weights().digest();
+  // The same byte stream, read through host staging. A device that cannot be read gives the
+  // digest of what was read; the engine's next call reports the device's failure.
+  chunked_xxh3_stream h;
+  const weight_source w = shared_weights();
+  for (std::size_t i = 0; i < w.tensors.size(); ++i)
+    if (!read_from_device(ctx_, w.tensors[i], w.manifest[i].bytes(), [&h](std::span<const std::byte> b) { h.update(b); })) break;
+  return h.digest();
+}
 
-weight_source cpu_train_engine::shared_weights() const {
+weight_source gemma4_train_engine::shared_weights() const {
   weight_source out;
   out.dev = weights_.dev();
   out.manifest = manifest_;
@@ -343,8 +355,9 @@ weight_source cpu_train_engine::shared_weights() const {
   return out;
 }
 
-status cpu_train_engine::save(const std::filesystem::path& directory) const {
+status gemma4_train_engine::save(const std::filesystem::path& directory) const {
   if (auto s = check_resident("save"); !s) return s;
+  if (status s = wait_for_device(ctx_); !s) return fail(s.code(), "save: " + s.message());
   save_options o;
   o.type = dtype::float32;
   o.replace = true;
@@ -355,9 +368,8 @@ status cpu_train_engine::save(const std::filesystem::path& directory) const {
       for (std::size_t i = 0; i < source_.layout.tensors.size(); ++i) {
         const auto* base = static_cast<const std::byte*>(view_in(*moments, source_.layout.tensors[i], type)->data());
         items.push_back({std::string(prefix) + names_[i], st_dtype_of(type), source_.layout.tensors[i].shape,
-                         [base](std::int64_t at, std::span<std::byte> out) {
-                           std::memcpy(out.data(), base + at, out.size());
-                           return status::ok();
+                         [this, base](std::int64_t at, std::span<std::byte> out) {
+                           return copy_to_host(ctx_, out.data(), base + at, static_cast<std::int64_t>(out.size()));
                          }});
       }
     }
@@ -369,7 +381,7 @@ status cpu_train_engine::save(const std::filesystem::path& directory) const {
   return status::ok();
 }
 
-status cpu_train_engine::load(const std::filesystem::path& directory) {
+status gemma4_train_engine::load(const std::filesystem::path& directory) {
   if (auto s = check_resident("load"); !s) return s;
   auto c = open_checkpoint(directory, dtype::float32);
   if (!c) return fail(c.error().code(), "load: " + c.error().message());
@@ -380,15 +392,15 @@ status cpu_train_engine::load(const std::filesystem::path& directory) {
         c->layout.tensors[i].offset_elements != source_.layout.tensors[i].offset_elements)
       return fail(status_code::invalid_argument, "load: " + directory.string() + " holds another model (tensor " +
                                                      quote_name(names_[i]) + " differs)");
-  auto weights = load_checkpoint(*c, device::cpu());
+  auto weights = load_checkpoint(*c, ctx_.dev);
   if (!weights) return fail(weights.error().code(), "load: " + weights.error().message());
   auto opt = st_file::open(directory / optimizer_file);
   if (!opt) return fail(opt.error().code(), "load: " + opt.error().message());
   const std::int64_t n = source_.layout.total_elements;
   // Read everything into fresh slabs first; copy into the live ones (in place, so shared_weights()
   // stays valid) only once every check passed.
-  auto m = slab::create("exp_avg", n * static_cast<std::int64_t>(size_of(options_.first_moment_dtype)), device::cpu());
-  auto v = slab::create("exp_avg_sq", n * static_cast<std::int64_t>(size_of(options_.second_moment_dtype)), device::cpu());
+  auto m = slab::create("exp_avg", n * static_cast<std::int64_t>(size_of(options_.first_moment_dtype)), ctx_.dev);
+  auto v = slab::create("exp_avg_sq", n * static_cast<std::int64_t>(size_of(options_.second_moment_dtype)), ctx_.dev);
   if (!m || !v) return (!m ? m : v).error();
   for (const auto& [prefix, moments, type] : {std::tuple{"exp_avg.", &*m, options_.first_moment_dtype},
                                               std::tuple{"exp_avg_sq.", &*v, options_.second_moment_dtype}}) {
@@ -402,7 +414,8 @@ status cpu_train_engine::load(const std::filesystem::path& directory) {
         return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": tensor " + quote_name(name) + ": " +
                                                        std::string(to_string(st->type)) + " " + shape_string(st->shape) +
                                                        ", expected " + shape_string(e.shape));
-      convert_elements(opt->data(*st).data(), *from, view_in(*moments, e, type)->data(), type, e.elements());
+      if (status s = convert_to_device(ctx_, opt->data(*st).data(), *from, view_in(*moments, e, type)->data(), type, e.elements()); !s)
+        return fail(s.code(), "load: " + opt->path().string() + ": tensor " + quote_name(name) + ": " + s.message());
     }
   }
   const auto step = opt->header().metadata.find("step");
@@ -414,14 +427,12 @@ status cpu_train_engine::load(const std::filesystem::path& directory) {
     }
   }
   if (steps < 0) return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": no valid step count in its metadata");
-  // Every check passed: take it all.
+  // Every check passed: take it all (in place: shared_weights() stays valid).
+  if (status s = wait_for_device(ctx_); !s) return fail(s.code(), "load: " + s.message());
   const tensor live = flat(weights_, dtype::float32, n);
-  std::memcpy(live.data(), flat(*weights, dtype::float32, n).data(), static_cast<std::size_t>(n) * 4);
-  if (options_.master_dtype != dtype::float32) {
-    const tensor master = flat(master_, options_.master_dtype, n);
-    convert_elements(live.data(), dtype::float32, master.data(), options_.master_dtype, n);
-    convert_elements(master.data(), options_.master_dtype, live.data(), dtype::float32, n);
-  }
+  if (status s = copy_on_device(ctx_, live.data(), flat(*weights, dtype::float32, n).data(), n * 4); !s)
+    return fail(s.code(), "load: " + s.message());
+  if (status s = round_weights_through_master(); !s) return fail(s.code(), "load: " + s.message());
   exp_avg_ = std::move(*m);
   exp_avg_sq_ = std::move(*v);
   step_ = steps;
@@ -429,17 +440,18 @@ status cpu_train_engine::load(const std::filesystem::path& directory) {
   return status::ok();
 }
 
-std::vector<slab*> cpu_train_engine::optimizer_slabs() {
+std::vector<slab*> gemma4_train_engine::optimizer_slabs() {
   std::vector<slab*> out{&exp_avg_, &exp_avg_sq_};
   if (options_.master_dtype != dtype::float32) out.push_back(&master_);
   return out;
 }
 
-status cpu_train_engine::offload_state() {
+status gemma4_train_engine::offload_state() {
   if (state_ == train_memory_state::offloaded) return status::ok();
   if (pending_micro_batches_ > 0)
     return fail(status_code::invalid_argument, "offload_state: gradients of " + std::to_string(pending_micro_batches_) +
                                                    " micro-batches are pending (optimizer_step() or zero_gradients() first)");
+  if (status s = wait_for_device(ctx_); !s) return fail(s.code(), "offload_state: " + s.message());
   std::vector<slab*> done;
   for (slab* s : optimizer_slabs()) {
     if (status r = s->offload(); !r) {
@@ -454,17 +466,50 @@ status cpu_train_engine::offload_state() {
   return status::ok();
 }
 
-status cpu_train_engine::restore_state() {
+status gemma4_train_engine::restore_state() {
   if (state_ == train_memory_state::resident) return status::ok();
   std::vector<slab*> all = optimizer_slabs();
   all.push_back(&grads_);
   for (slab* s : all)
     if (status r = s->restore(); !r) return fail(r.code(), "restore_state: " + r.message());  // the others stay restorable
+  if (status s = wait_for_device(ctx_); !s) return fail(s.code(), "restore_state: " + s.message());
   auto g = bind_weights(source_.config, source_.layout, grads_);  // the gradient slab moved
   if (!g) return fail(g.error().code(), "restore_state: " + g.error().message());
   g_ = std::move(*g);
   state_ = train_memory_state::resident;
   return status::ok();
+}
+
+status gemma4_train_engine::round_weights_through_master() {
+  if (options_.master_dtype == dtype::float32) return status::ok();
+  const std::int64_t n = source_.layout.total_elements;
+  const tensor w = flat(weights_, dtype::float32, n), master = flat(master_, options_.master_dtype, n);
+  // The master is the weights rounded once; the weights then equal it exactly.
+  if (status s = convert_on_device(ctx_, w.data(), dtype::float32, master.data(), options_.master_dtype, n); !s) return s;
+  return convert_on_device(ctx_, master.data(), options_.master_dtype, w.data(), dtype::float32, n);
+}
+
+status gemma4_train_engine::non_finite_gradient(std::size_t i) {
+  const tensor_entry& e = source_.layout.tensors[i];
+  const tensor grad = *grads_.view_of(e.offset_elements * 4, dtype::float32, std::vector<std::int64_t>{e.elements()});
+  std::int64_t k = 0, found = -1;
+  float value = 0;
+  if (status s = read_from_device(ctx_, grad.data(), e.elements() * 4,
+                                  [&](std::span<const std::byte> piece) {
+                                    const auto* f = reinterpret_cast<const float*>(piece.data());
+                                    for (std::size_t j = 0; j < piece.size() / 4 && found < 0; ++j, ++k)
+                                      if (!std::isfinite(f[j])) found = k, value = f[j];
+                                  });
+      !s)
+    return fail(s.code(), "optimizer_step: reading the gradient of " + quote_name(names_[i]) + ": " + s.message());
+  const std::string where = "element " + (found >= 0 ? std::to_string(found) + ": " + std::to_string(value)
+                                                     : std::to_string(e.elements()) + ": overflow");  // the sum overflowed
+  const std::string abandoned = group_ && group_->size() > 1
+                                    ? " (after the all-reduce over " + std::to_string(group_->size()) +
+                                          " ranks: a rank whose micro-batch failed abandons the step this way)"
+                                    : "";
+  return fail(status_code::invalid_argument, "optimizer_step: the gradient of " + quote_name(names_[i]) + " is not finite (" + where +
+                                                 ")" + abandoned + "; the step is refused, the weights are unchanged");
 }
 
 }  // namespace tandem::gpu
