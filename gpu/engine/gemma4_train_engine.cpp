@@ -48,19 +48,37 @@ result<std::vector<float>> read_floats(const exec_context& ctx, const device_buf
 
 }  // namespace
 
-result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create(const exec_context& ctx, checkpoint source,
-                                                                   const train_engine_options& options,
-                                                                   communicator* group) {
+status gemma4_train_engine::check_create(const exec_context& ctx, const checkpoint& source, const train_engine_options& options,
+                                         const communicator* group) {
   if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
     return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
   if (auto s = check_train_engine_options("gemma4_train_engine", options); !s) return s;
   if (group && group->context().dev != ctx.dev)
     return fail(status_code::invalid_argument, "the data-parallel group runs on " + group->context().dev.to_string() +
                                                    ", the engine on " + ctx.dev.to_string());
-  std::unique_ptr<gemma4_train_engine> e(new gemma4_train_engine());
+  return status::ok();
+}
+
+result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create(const exec_context& ctx, checkpoint source,
+                                                                         const train_engine_options& options,
+                                                                         communicator* group) {
+  if (status s = check_create(ctx, source, options, group); !s) return s;
   auto weights = load_checkpoint(source, ctx.dev);
   if (!weights) return fail(weights.error().code(), "create: " + weights.error().message());
-  e->weights_ = std::move(*weights);
+  return create_with_weights(ctx, std::move(source), std::move(*weights), options, group);
+}
+
+result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create_with_weights(const exec_context& ctx, checkpoint source,
+                                                                                      slab weights,
+                                                                                      const train_engine_options& options,
+                                                                                      communicator* group) {
+  if (status s = check_create(ctx, source, options, group); !s) return s;
+  if (weights.dev() != ctx.dev || weights.bytes() != source.layout.total_bytes() || weights.state() != slab_state::resident)
+    return fail(status_code::invalid_argument, "create: the weight slab (" + std::to_string(weights.bytes()) + " bytes on " +
+                                                   weights.dev().to_string() + ") is not a resident slab of the layout's " +
+                                                   std::to_string(source.layout.total_bytes()) + " bytes on " + ctx.dev.to_string());
+  std::unique_ptr<gemma4_train_engine> e(new gemma4_train_engine());
+  e->weights_ = std::move(weights);
   const std::int64_t n = source.layout.total_elements;
   const auto slab_bytes = [n](dtype t) { return n * static_cast<std::int64_t>(size_of(t)); };
   auto grads = slab::create("gradients", n * 4, ctx.dev);
@@ -438,6 +456,11 @@ status gemma4_train_engine::load(const std::filesystem::path& directory) {
   step_ = steps;
   zero_gradients();
   return status::ok();
+}
+
+gemma4_train_engine::memory_use gemma4_train_engine::memory() const {
+  return {weights_.bytes(), grads_.bytes(), exp_avg_.bytes() + exp_avg_sq_.bytes() + master_.bytes(),
+          static_cast<std::int64_t>(scratch_->high_water())};
 }
 
 std::vector<slab*> gemma4_train_engine::optimizer_slabs() {

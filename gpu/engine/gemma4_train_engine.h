@@ -44,12 +44,17 @@ namespace tandem::gpu {
 class gemma4_train_engine final : public train_engine {
  public:
   /// Loads the checkpoint's text stack (open_checkpoint with float32) onto `ctx`'s device, whose
-  /// stream orders the engine's work. `group`, when given, must outlive the engine; every rank needs an engine of
-  /// the same checkpoint and options. The engine owns its scratch workspace (ctx.scratch is not
-  /// used).
+  /// stream orders the engine's work. `group`, when given, must outlive the engine; every rank
+  /// needs an engine of the same checkpoint and options. The engine owns its scratch workspace
+  /// (ctx.scratch is not used).
   static result<std::unique_ptr<gemma4_train_engine>> create(const exec_context& ctx, checkpoint source,
-                                                          const train_engine_options& options,
-                                                          communicator* group = nullptr);
+                                                              const train_engine_options& options, communicator* group = nullptr);
+  /// The same over weights already in a slab of the layout on ctx's device (random initial
+  /// weights for a benchmark, initial_weights.h): `source` gives the config, layout and names and
+  /// may be a config-only checkpoint.
+  static result<std::unique_ptr<gemma4_train_engine>> create_with_weights(const exec_context& ctx, checkpoint source, slab weights,
+                                                                          const train_engine_options& options,
+                                                                          communicator* group = nullptr);
 
   result<std::vector<float>> logprobs(const packed_sequences& batch, const ops::sampling_params& params) override;
   result<ops::pg_loss_metrics> train_micro_batch(const train_micro_batch_data& mb, const ops::pg_loss_settings& loss,
@@ -80,10 +85,19 @@ class gemma4_train_engine final : public train_engine {
   const slab& weights() const { return weights_; }
   const slab& gradients() const { return grads_; }
   std::int64_t step_count() const { return step_; }
+  /// Bytes of what the engine keeps between calls on its device (offloaded or released slabs
+  /// included at their resident size), and the most scratch it held at once.
+  struct memory_use {
+    std::int64_t weights = 0, gradients = 0, optimizer = 0;  ///< optimizer: moments and a separate master
+    std::int64_t scratch_high_water = 0;
+  };
+  memory_use memory() const;
 
  private:
   gemma4_train_engine() = default;
   status check_batch(const char* op, const packed_sequences& batch) const;
+  static status check_create(const exec_context& ctx, const checkpoint& source, const train_engine_options& options,
+                             const communicator* group);
   status check_resident(const char* op) const;
   /// What a micro-batch's forward leaves for its loss and backward: the packed batch, the final
   /// hidden states with the activations `recompute` keeps, and the logprob of every row.

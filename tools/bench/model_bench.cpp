@@ -18,6 +18,7 @@
 #include "gpu/model/backward.h"
 #include "gpu/model/forward.h"
 #include "gpu/model/layout.h"
+#include "gpu/model/model_flops.h"
 #include "gpu/model/slab_views.h"
 #include "gpu/ops/cpu/gemm.h"
 
@@ -70,24 +71,6 @@ model_config mid_size() {
   return *c;
 }
 
-// Matrix FLOPs of one token's forward: 2 per weight of every projection (the head included, the
-// embedding lookups not), plus attention's q·k and p·v over `context` keys.
-double forward_flop_per_token(const model_config& c, const model_layout& layout, double context) {
-  double f = 0;
-  for (const auto& e : layout.tensors) {
-    if (e.shape.size() < 2 || e.name.starts_with("embed_tokens")) continue;
-    f += 2.0 * static_cast<double>(e.elements());
-    if (e.name.find("experts.") != std::string::npos)  // only top_k of the experts run per token
-      f -= 2.0 * static_cast<double>(e.elements()) * (1.0 - static_cast<double>(c.top_k_experts) / static_cast<double>(c.num_experts));
-  }
-  f += 2.0 * static_cast<double>(c.vocab_size * c.hidden_size);  // the tied head
-  for (const auto& L : c.layers) {
-    const double keys = L.type == layer_type::sliding ? std::min<double>(context, static_cast<double>(c.sliding_window)) : context;
-    f += 4.0 * keys * static_cast<double>(c.num_attention_heads * L.head_dim);
-  }
-  return f;
-}
-
 void bench(const std::string& name, const model_config& c, int sequences, int length, int reps, double gemm_rate) {
   const model_layout layout = build_layout(c, dtype::float32);
   auto params = slab::create("parameters", layout.total_bytes(), device::cpu());
@@ -126,7 +109,7 @@ void bench(const std::string& name, const model_config& c, int sequences, int le
     check(head_backward(ctx, c, w, hidden, targets, {}, weights, d_hidden, g));
     check(model_backward(ctx, c, w, batch, act, d_hidden, g));
   });
-  const double flop = forward_flop_per_token(c, layout, length / 2.0) * static_cast<double>(T);
+  const double flop = forward_flops(c, layout, sequences, length);
   std::printf("%-10s %10.2fM params %3d x %-5d forward %9.0f tok/s %7.2f GFLOP/s (%4.1f%%)   forward+backward %9.0f tok/s "
               "%7.2f GFLOP/s (%4.1f%%)\n",
               name.c_str(), static_cast<double>(layout.parameter_count) / 1e6, sequences, length, static_cast<double>(T) / fwd,

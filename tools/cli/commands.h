@@ -47,6 +47,9 @@ int dataset_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem init --config FILE --out DIR [--seed N] [--tokenizer DIR]`: a checkpoint directory
 /// with Gemma 4's random initialisation (init_command.cpp).
 int init_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem bench train --model DIR ...`: train steps of the Gemma 4 engine beside the GEMM-only
+/// ceiling of the same step (bench_command.cpp, train_bench.h).
+int bench_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -27,9 +27,10 @@ int run_cli(const args& a, std::ostream& out, std::ostream& err) {
   if (cmd == "tokenize") return tokenize_command(rest, std::cin, out, err);
   if (cmd == "dataset") return dataset_command(rest, out, err);
   if (cmd == "init") return init_command(rest, out, err);
+  if (cmd == "bench") return bench_command(rest, out, err);
   if (cmd == "help" || cmd == "--help" || cmd == "-h") return help_command(rest, out, err);
   if (cmd == "--version" || cmd == "version") return version_command(out);
-  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, init, help, --version)\n";
+  err << "tandem: unknown command '" << cmd << "' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, init, bench, help, --version)\n";
   return exit_usage;
 }
 

@@ -49,6 +49,8 @@ commands:
                                      records or name the first bad line
   init --config FILE --out DIR [--seed N] [--tokenizer DIR]
                                      a new checkpoint directory with random weights (Gemma 4's init)
+  bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--backend cpu|cuda] ...
+                                     train steps over random weights beside their GEMM-only ceiling
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -236,6 +238,26 @@ special_tokens_map.json. DIR must not exist; it appears whole or not at all.
 exit status: 0 written, 1 refused (DIR exists, a bad config, a write failed), 2 usage error
 )";
 
+constexpr const char* bench_help = R"(usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
+                          [--recompute none|selective|full] [--backend cpu|cuda] [--optimizer-dtype fp32|bf16]
+                          [--seed N] [--json FILE]
+
+Times training steps of the Gemma 4 train engine on the model of DIR's config.json with the random
+initial weights of `tandem init` (DIR's weights, if any, are not read): each step is the forward,
+the supervised next-token loss, the backward and AdamW over one micro-batch of B sequences (default
+1) of N random tokens (default 4096). After --warmup steps (default 2) it times --steps (default
+10) and prints the median and mean step time, tokens/s and model TFLOP/s (2 FLOPs per weight of
+every projection per token, the tied head included, plus attention's Q·K and P·V over the keys
+each query sees; the backward counted twice), then the GEMM-only ceiling measured in the same run:
+every matrix product of the step (forward, input and weight gradients) alone through the same
+linear op on the same device, and the step's time as a fraction of it. Memory: what the engine
+keeps (weights, gradients, optimizer state) and the most a step adds (activations, scratch).
+Weights and gradients are float32; --optimizer-dtype bf16 keeps bfloat16 master weights and
+moments (default fp32). --backend cuda runs on cuda:0. --json FILE writes every figure.
+
+exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
+)";
+
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]
        tandem validate --minimize RECIPE
        tandem validate --schema
@@ -389,6 +411,7 @@ int help_command(const args& a, std::ostream& out, std::ostream& err) {
   else if (a[0] == "tokenize") out << tokenize_help;
   else if (a[0] == "dataset") out << dataset_help;
   else if (a[0] == "init") out << init_help;
+  else if (a[0] == "bench") out << bench_help;
   else if (a[0] == "help" || a[0] == "version" || a[0] == "--version") out << overview;
   else {
     err << "tandem help: unknown command '" << a[0] << "'\n";

@@ -1,9 +1,8 @@
 // `tandem init --config FILE --out DIR [--seed N] [--tokenizer DIR]`: a new checkpoint directory
 // with random weights for a Gemma 4 config.json, as a model starts before any training (Gemma 4's
-// initialisation: every matrix and embedding drawn from N(0, initializer_range^2), every norm
-// scale, layer_scalar and router scale 1). The weights are a pure function of the config and the
-// seed: element i of tensor k is the Box-Muller normal of two SplitMix64 draws at
-// (seed, k, i), so any machine writes the same bytes. The directory gets the config.json as given,
+// initialisation, gpu/model/initial_weights.h: every matrix and embedding drawn from
+// N(0, initializer_range^2), every norm scale, layer_scalar and router scale 1, a pure function of
+// the config and the seed, so any machine writes the same bytes). The directory gets the config.json as given,
 // a generation_config.json (the one beside the config, else its bos/eos/pad ids), the tokenizer
 // files of --tokenizer DIR (tokenizer.json, tokenizer_config.json, special_tokens_map.json), and
 // model.safetensors in float32. It is written under a temporary name and renamed into place, so
@@ -20,6 +19,7 @@
 
 #include "gpu/model/config.h"
 #include "gpu/model/json_text.h"
+#include "gpu/model/initial_weights.h"
 #include "gpu/model/layout.h"
 #include "gpu/model/safetensors_writer.h"
 #include "tools/cli/arguments.h"
@@ -29,30 +29,6 @@ namespace tandem::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// A standard normal at (seed, tensor, element): Box-Muller of two uniform draws in (0, 1].
-double normal_at(std::uint64_t seed, std::uint64_t tensor, std::uint64_t element) {
-  const std::uint64_t base = mix(mix(seed) ^ mix(tensor + 0x51ED270B27F9E3ull)) ^ (element * 0xD1B54A32D192ED03ull);
-  const double u1 = (static_cast<double>(mix(base) >> 11) + 1.0) * 0x1.0p-53;
-  const double u2 = static_cast<double>(mix(base ^ 0xA0761D6478BD642Full) >> 11) * 0x1.0p-53;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
-/// Gemma 4 starts these at 1: RMSNorm scales (used directly, not as 1 + w), layer_scalar, the
-/// router's scales.
-bool starts_at_one(const std::string& name) {
-  std::string stem = name;
-  if (stem.ends_with(".weight")) stem.resize(stem.size() - 7);
-  const std::string last = stem.substr(stem.rfind('.') + 1);
-  return last.find("norm") != std::string::npos || last == "layer_scalar" || last == "scale" || last == "per_expert_scale";
-}
 
 bool write_text(const fs::path& p, const std::string& text, std::string& problem) {
   std::ofstream f(p, std::ios::binary);
@@ -104,16 +80,12 @@ int init_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem init: " << config.error().message() << "\n";
     return exit_refused;
   }
-  double std_dev = 0.02;
-  try {
-    const auto j = nlohmann::json::parse(*text);
-    if (j.contains("initializer_range") && j["initializer_range"].is_number()) std_dev = j["initializer_range"].get<double>();
-  } catch (const nlohmann::json::exception&) {
-  }
-  if (!(std::isfinite(std_dev) && std_dev > 0)) {
-    err << "tandem init: " << config_path.string() << ": initializer_range must be a positive number\n";
+  const auto range = gpu::initializer_range(*text, config_path.string());
+  if (!range) {
+    err << "tandem init: " << range.error().message() << "\n";
     return exit_refused;
   }
+  const double std_dev = *range;
   std::vector<fs::path> tokenizer_files;
   if (p.values.count("--tokenizer")) {
     const fs::path t = p.values.at("--tokenizer");
@@ -158,18 +130,14 @@ int init_command(const args& a, std::ostream& out, std::ostream& err) {
     std::vector<gpu::st_write_item> items;
     for (std::size_t k = 0; k < layout.tensors.size(); ++k) {
       const auto& e = layout.tensors[k];
-      const bool one = starts_at_one(e.name);
       gpu::st_write_item item;
       item.name = gpu::hf_full_name(*config, e);
       item.type = gpu::st_dtype::f32;
       item.shape = e.shape;
-      item.fill = [one, k, seed, std_dev](std::int64_t byte_offset, std::span<std::byte> bytes) {
-        const std::int64_t first = byte_offset / 4;
-        for (std::size_t i = 0; i * 4 < bytes.size(); ++i) {
-          const float v = one ? 1.0f
-                              : static_cast<float>(std_dev * normal_at(seed, k, static_cast<std::uint64_t>(first) + i));
-          std::memcpy(bytes.data() + i * 4, &v, 4);
-        }
+      item.fill = [&e, k, seed, std_dev](std::int64_t byte_offset, std::span<std::byte> bytes) {
+        std::vector<float> values(bytes.size() / 4);
+        gpu::initial_values(e, k, seed, std_dev, byte_offset / 4, values);
+        std::memcpy(bytes.data(), values.data(), values.size() * 4);
         return gpu::status::ok();
       };
       items.push_back(std::move(item));

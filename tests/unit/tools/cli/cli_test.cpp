@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(an_unknown_command_or_option_is_a_usage_error_naming_it) {
   cli_result r = cli({"frob"});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.out == "");
-  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, init, help, --version)\n");
+  BOOST_TEST(r.err == "tandem: unknown command 'frob' (commands: validate, run, join, keys, inspect, convert, logprobs, loss, generate, metrics, plot, tokenize, dataset, init, bench, help, --version)\n");
   r = cli({"validate", "--frob", tiny});
   BOOST_TEST(r.code == 2);
   BOOST_TEST(r.err == "tandem validate: unknown option '--frob' (options: --minimize, --schema)\n");

@@ -1,0 +1,98 @@
+// `tandem bench train` (tools/cli/bench_command.cpp, train_bench.h): it trains a small config from
+// random initial weights, prints the step time beside its GEMM-only ceiling and the memory split,
+// writes the same figures as JSON with the byte counts the options imply, and refuses bad options
+// and an absent device by name. Figures are read, never compared with a time.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gpu/core/device_query.h"
+#include "gpu/model/config.h"
+#include "gpu/model/layout.h"
+#include "gpu/model/model_flops.h"
+#include "support/cli_runner.h"
+#include "support/temp_dir.h"
+
+namespace tg = tandem::gpu;
+using tandem::test::cli;
+using tandem::test::temp_dir;
+
+namespace {
+
+const std::string tiny = std::string(TANDEM_SOURCE_DIR) + "/configs/models/tiny-dense";
+
+nlohmann::json read_json(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(cli_bench_command)
+
+BOOST_AUTO_TEST_CASE(bench_train_prints_the_step_beside_its_gemm_ceiling_and_the_memory_split) {
+  temp_dir t;
+  const auto json = t.path() / "bench.json";
+  const auto r = cli({"bench", "train", "--model", tiny, "--tokens", "48", "--micro-batch", "2", "--steps", "2", "--warmup", "1",
+                      "--json", json.string()});
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  for (const char* line : {"tokens/s", "model TFLOP/s", "GEMM-only ceiling", "memory: fixed", "on cpu", "micro-batch 2 x 48 tokens"})
+    BOOST_TEST(r.out.find(line) != std::string::npos, "missing '" << line << "' in:\n" << r.out);
+  const nlohmann::json j = read_json(json);
+  const auto c = *tg::load_model_config(tiny);
+  const auto layout = tg::build_layout(c, tg::dtype::float32);
+  const auto params = j.at("parameters").get<std::int64_t>();
+  BOOST_TEST(params == layout.parameter_count);
+  BOOST_TEST(j.at("weights_bytes").get<std::int64_t>() == layout.total_bytes());
+  BOOST_TEST(j.at("gradients_bytes").get<std::int64_t>() == layout.total_bytes());
+  BOOST_TEST(j.at("optimizer_bytes").get<std::int64_t>() == 2 * layout.total_bytes(), "two float32 moments");
+  BOOST_TEST(j.at("flops_per_step").get<double>() == 3 * tg::forward_flops(c, layout, 2, 48));
+  BOOST_TEST(j.at("step_ms_median").get<double>() > 0);
+  BOOST_TEST(j.at("gemm_ceiling_ms").get<double>() > 0);
+  BOOST_TEST(j.at("activation_peak_bytes").get<std::int64_t>() > 0);
+  BOOST_TEST(std::isfinite(j.at("last_loss").get<double>()));
+  // Random initial weights: the loss starts near log(vocab).
+  BOOST_TEST(std::abs(j.at("first_loss").get<double>() - std::log(static_cast<double>(c.vocab_size))) < 1.0, j.dump());
+}
+
+BOOST_AUTO_TEST_CASE(bfloat16_optimizer_state_is_a_master_and_two_moments_of_two_bytes) {
+  temp_dir t;
+  const auto json = t.path() / "bench.json";
+  const auto r = cli({"bench", "train", "--model", tiny, "--tokens", "16", "--steps", "1", "--warmup", "0", "--recompute", "full",
+                      "--optimizer-dtype", "bf16", "--json", json.string()});
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  BOOST_TEST(r.out.find("bfloat16 master weights and AdamW moments, recompute full") != std::string::npos, r.out);
+  const nlohmann::json j = read_json(json);
+  BOOST_TEST(j.at("optimizer_bytes").get<std::int64_t>() * 2 == j.at("weights_bytes").get<std::int64_t>() * 3, "6 bytes a parameter beside float32 weights");
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"bench"}, "missing what to benchmark"},
+      {{"bench", "generate"}, "unknown benchmark 'generate'"},
+      {{"bench", "train"}, "missing --model DIR"},
+      {{"bench", "train", "--model", tiny, "--tokens", "1"}, "--tokens '1': expected a whole number from 2"},
+      {{"bench", "train", "--model", tiny, "--steps", "x"}, "--steps 'x'"},
+      {{"bench", "train", "--model", tiny, "--backend", "tpu"}, "--backend 'tpu': expected cpu or cuda"},
+      {{"bench", "train", "--model", tiny, "--recompute", "some"}, "--recompute 'some'"},
+      {{"bench", "train", "--model", tiny, "--optimizer-dtype", "fp16"}, "--optimizer-dtype 'fp16'"},
+  };
+  for (const auto& [a, message] : cases) {
+    const auto r = cli(a);
+    BOOST_TEST(r.code == 2, a.back());
+    BOOST_TEST(r.err.find(message) != std::string::npos, "expected '" << message << "' in: " << r.err);
+  }
+  const auto missing = cli({"bench", "train", "--model", "/no/such/model"});
+  BOOST_TEST(missing.code == 1);
+  BOOST_TEST(missing.err.find("/no/such/model") != std::string::npos, missing.err);
+}
+
+BOOST_AUTO_TEST_CASE(the_cuda_backend_without_a_device_is_refused_naming_it) {
+  if (!tg::query_backend().devices.empty()) return;  // a GPU machine runs it for real
+  const auto r = cli({"bench", "train", "--model", tiny, "--tokens", "16", "--steps", "1", "--backend", "cuda"});
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST((r.err.find("cuda:0") != std::string::npos || r.err.find("no CUDA backend") != std::string::npos), r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,150 @@
+// `tandem bench train`'s measurement: the engine's steps, then the same matrix products alone.
+#include "tools/cli/train_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <numeric>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include "gpu/core/device_buffer.h"
+#include "gpu/core/memory.h"
+#include "gpu/engine/gemma4_train_engine.h"
+#include "gpu/model/checkpoint.h"
+#include "gpu/model/initial_weights.h"
+#include "gpu/model/json_text.h"
+#include "gpu/model/model_flops.h"
+#include "gpu/ops/linear.h"
+
+namespace tandem::cli {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+gpu::status fail(const std::string& what, const gpu::status& s) { return {s.code(), what + ": " + s.message()}; }
+
+// One matrix product of the step: rows × inner -> rows × outer, `count` times per step.
+struct gemm_shape {
+  std::int64_t rows, inner, outer;
+  auto key() const { return std::tuple(rows, inner, outer); }
+};
+
+// Every matrix product of one training step over `tokens` tokens: each projection of the layout
+// (experts: top_k of num_experts rows' worth), and the tied head over every token.
+std::vector<gemm_shape> step_gemms(const gpu::model_config& c, const gpu::model_layout& layout, std::int64_t tokens) {
+  std::vector<gemm_shape> out;
+  for (const auto& e : layout.tensors) {
+    if (e.shape.size() < 2 || e.name.starts_with("embed_tokens")) continue;
+    const std::int64_t outer = e.shape[e.shape.size() - 2], inner = e.shape.back();
+    if (e.shape.size() == 3) {  // [experts, out, in]: each expert sees top_k / num_experts of the tokens
+      const std::int64_t rows = std::max<std::int64_t>(1, tokens * c.top_k_experts / c.num_experts);
+      for (std::int64_t x = 0; x < e.shape[0]; ++x) out.push_back({rows, inner, outer});
+    } else {
+      out.push_back({tokens, inner, outer});
+    }
+  }
+  out.push_back({tokens, c.hidden_size, c.vocab_size});
+  return out;
+}
+
+// The median time of forward + both gradients of one product, on the engine's device.
+gpu::result<double> time_gemm(const gpu::exec_context& ctx, const gemm_shape& g) {
+  gpu::device_buffer x, w, y, dx, dw;
+  if (auto s = gpu::allocate_buffers(ctx, gpu::dtype::float32, {{&x, {g.rows, g.inner}}, {&w, {g.outer, g.inner}}, {&y, {g.rows, g.outer}},
+                                                                  {&dx, {g.rows, g.inner}}, {&dw, {g.outer, g.inner}}});
+      !s)
+    return s;
+  std::vector<double> times;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto start = clock_type::now();
+    if (auto s = gpu::ops::linear_forward(ctx, x, w, y); !s) return s;
+    if (auto s = gpu::ops::linear_backward(ctx, x, w, y, dx, dw); !s) return s;
+    if (auto s = gpu::wait_for_device(ctx); !s) return s;
+    if (rep > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());  // the first warms up
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) {
+  auto text = gpu::read_text_file(s.model / "config.json");
+  if (!text) return text.error();
+  auto source = gpu::open_checkpoint(s.model, gpu::dtype::float32);
+  if (!source) return source.error();
+  auto range = gpu::initializer_range(*text, (s.model / "config.json").string());
+  if (!range) return range.error();
+  const gpu::model_config c = source->config;  // copies: the source moves into the engine
+  const gpu::model_layout layout = source->layout;
+  gpu::exec_context ctx;
+  ctx.dev = s.dev;
+
+  auto weights = gpu::slab::create("parameters", layout.total_bytes(), s.dev);
+  if (!weights) return fail("the weights", weights.error());
+  if (auto st = gpu::fill_initial_weights(ctx, layout, *weights, s.seed, *range); !st) return fail("the initial weights", st);
+  gpu::train_engine_options o;
+  o.recompute = s.recompute;
+  o.adamw.lr = 1e-6;
+  o.adamw.weight_decay = 0.01;
+  if (s.bf16_optimizer) o.master_dtype = o.first_moment_dtype = o.second_moment_dtype = gpu::dtype::bfloat16;
+  auto engine = gpu::gemma4_train_engine::create_with_weights(ctx, std::move(*source), std::move(*weights), o);
+  if (!engine) return engine.error();
+
+  std::mt19937_64 rng(s.seed);
+  gpu::train_engine::supervised_micro_batch mb;
+  mb.sequences.offsets.push_back(0);
+  for (std::int64_t q = 0; q < s.micro_batch; ++q) {
+    for (std::int64_t t = 0; t < s.tokens; ++t)
+      mb.sequences.tokens.push_back(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(c.vocab_size)));
+    mb.sequences.offsets.push_back(static_cast<std::int32_t>(mb.sequences.tokens.size()));
+  }
+  const std::int64_t tokens = s.tokens * s.micro_batch, predicted = (s.tokens - 1) * s.micro_batch;
+
+  train_bench_figures f;
+  f.parameters = layout.parameter_count;
+  std::vector<double> times;
+  const std::int64_t live = gpu::device_buffer_live_bytes(s.dev);
+  for (int step = 0; step < s.warmup + s.steps; ++step) {
+    if (step == s.warmup) gpu::reset_device_buffer_peak(s.dev);
+    const auto start = clock_type::now();
+    auto r = (*engine)->train_supervised_step({mb}, predicted);
+    if (!r) return fail("step " + std::to_string(step), r.error());
+    if (auto st = gpu::wait_for_device(ctx); !st) return fail("step " + std::to_string(step), st);
+    if (step >= s.warmup) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count() * 1e3);
+    if (step == 0) f.first_loss = r->loss;
+    f.last_loss = r->loss;
+  }
+  f.activation_peak_bytes = gpu::device_buffer_peak_bytes(s.dev) - live;
+  const auto memory = (*engine)->memory();
+  f.weights_bytes = memory.weights;
+  f.gradients_bytes = memory.gradients;
+  f.optimizer_bytes = memory.optimizer;
+  f.scratch_bytes = memory.scratch_high_water;
+  std::sort(times.begin(), times.end());
+  f.step_ms_median = times[times.size() / 2];
+  f.step_ms_mean = std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size());
+  f.tokens_per_s = static_cast<double>(tokens) / (f.step_ms_median / 1e3);
+  f.flops_per_step = 3 * gpu::forward_flops(c, layout, s.micro_batch, s.tokens);
+  f.model_tflops = f.flops_per_step / (f.step_ms_median / 1e3) / 1e12;
+
+  // The ceiling: each distinct product timed once, counted as often as the step runs it.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, double> timed;
+  double ceiling_s = 0;
+  for (const gemm_shape& g : step_gemms(c, layout, tokens)) {
+    auto it = timed.find(g.key());
+    if (it == timed.end()) {
+      auto t = time_gemm(ctx, g);
+      if (!t) return fail("the GEMM ceiling", t.error());
+      it = timed.emplace(g.key(), *t).first;
+    }
+    ceiling_s += it->second;
+  }
+  f.gemm_ceiling_ms = ceiling_s * 1e3;
+  f.ceiling_fraction = f.gemm_ceiling_ms / f.step_ms_median;
+  return f;
+}
+
+}  // namespace tandem::cli
