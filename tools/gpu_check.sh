@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs the CUDA tests (label gpu) and the op benchmark from a bundle of built
-# programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench;
+# programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench, tandem;
 # BUNDLE_DIR/lib: the non-system libraries they load; tools/gpu_bundle.sh makes it), and keeps
 # their logs. Where the build tree itself is on the GPU machine, `ctest -L gpu` runs the same tests.
 # Run it from the repository root: the engine tests read configs/ and tests/data/ from there.
@@ -35,4 +35,10 @@ for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tens
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick
 cat "$logs/cuda_ops_bench.log"
+# The train engine on the GPU at the E2B shape (float32 weights, bfloat16 optimizer state).
+if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
+  run train_bench_e2b "$bundle/bin/tandem" bench train --model configs/models/gemma-4-E2B --backend cuda --tokens 4096 \
+    --steps 5 --warmup 2 --optimizer-dtype bf16 --json "$logs/train_bench_e2b.json"
+  cat "$logs/train_bench_e2b.log"
+fi
 exit $failed

@@ -9,22 +9,18 @@
 
 #include "gpu/core/memory.h"
 #include "gpu/model/slab_views.h"
+#include "plain/splitmix64.h"
 
 namespace tandem::gpu {
 namespace {
 
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using plain::splitmix64;
 
 /// A standard normal at (seed, tensor, element): Box-Muller of two uniform draws in (0, 1].
 double normal_at(std::uint64_t seed, std::uint64_t tensor, std::uint64_t element) {
-  const std::uint64_t base = mix(mix(seed) ^ mix(tensor + 0x51ED270B27F9E3ull)) ^ (element * 0xD1B54A32D192ED03ull);
-  const double u1 = (static_cast<double>(mix(base) >> 11) + 1.0) * 0x1.0p-53;
-  const double u2 = static_cast<double>(mix(base ^ 0xA0761D6478BD642Full) >> 11) * 0x1.0p-53;
+  const std::uint64_t base = splitmix64(splitmix64(seed) ^ splitmix64(tensor + 0x51ED270B27F9E3ull)) ^ (element * 0xD1B54A32D192ED03ull);
+  const double u1 = (static_cast<double>(splitmix64(base) >> 11) + 1.0) * 0x1.0p-53;
+  const double u2 = static_cast<double>(splitmix64(base ^ 0xA0761D6478BD642Full) >> 11) * 0x1.0p-53;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 

@@ -1,30 +1,30 @@
 // Seeded prompt order (prompt_order.h).
 #include "orchestration/data/prompt_order.h"
 
+#include "plain/splitmix64.h"
+
 namespace tandem::data {
 namespace {
 
 /// SplitMix64: the next value of the stream whose state is `x`.
-std::uint64_t splitmix64(std::uint64_t& x) {
-  std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+std::uint64_t next_draw(std::uint64_t& x) {
+  const std::uint64_t r = plain::splitmix64(x);
+  x += plain::splitmix64_increment;
+  return r;
 }
 
 /// A uniform draw from [0, bound) (bound >= 1), by rejection of the top partial range.
 std::uint64_t below(std::uint64_t& state, std::uint64_t bound) {
   const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % bound + 1) % bound;  // a multiple of bound, minus 1
   for (;;) {
-    const std::uint64_t r = splitmix64(state);
+    const std::uint64_t r = next_draw(state);
     if (r <= limit) return r % bound;
   }
 }
 
 /// The seed of epoch `epoch` of a run seeded with `seed`.
 std::uint64_t epoch_seed(std::uint64_t seed, std::uint64_t epoch) {
-  std::uint64_t s = seed ^ (epoch * 0xD1B54A32D192ED03ull);
-  return splitmix64(s);
+  return plain::splitmix64(seed ^ (epoch * 0xD1B54A32D192ED03ull));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "gpu/core/device_buffer.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "support/checkpoint_fixture.h"
+#include "support/micro_batches.h"
 #include "support/reference_fixtures.h"
 #include "support/temp_dir.h"
 
@@ -54,16 +55,6 @@ tg::packed_sequences packed(const std::vector<std::vector<std::int32_t>>& seqs) 
   return p;
 }
 
-tg::train_micro_batch_data micro_batch(tg::train_engine& e, const tg::packed_sequences& s, float advantage) {
-  tg::train_micro_batch_data mb;
-  mb.sequences = s;
-  mb.lp_prev = *e.logprobs(s, {});
-  mb.lp_gen = mb.lp_prev;
-  mb.advantages.assign(s.tokens.size(), advantage);
-  mb.mask.assign(s.tokens.size(), 1.0f);
-  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
-  return mb;
-}
 
 // max and mean |a - b| over the positions both score (token 0 of each sequence is 0 in both).
 struct difference {
@@ -137,7 +128,7 @@ BOOST_AUTO_TEST_CASE(a_few_rl_steps_on_cuda_track_the_cpu_engine) {
     const float advantage = step % 2 ? -0.5f : 1.0f;
     // The same micro-batch for both: the CPU engine's lp_prev, so the ratios differ by the
     // engines' difference only.
-    const auto mb = micro_batch(*cpu, s, advantage);
+    const auto mb = tandem::test::on_policy_micro_batch(*cpu, s, advantage);
     const auto a = cuda->train_step({mb}, {}, {13, 3}, {}), b = cpu->train_step({mb}, {}, {13, 3}, {});
     BOOST_REQUIRE_MESSAGE(a.has_value(), (a.has_value() ? "" : a.error().message()));
     BOOST_REQUIRE(b.has_value());
@@ -161,7 +152,7 @@ BOOST_AUTO_TEST_CASE(device_memory_does_not_grow_over_a_hundred_steps) {
   std::int64_t peak_after_first = 0;
   const std::int64_t live = tg::device_buffer_live_bytes(dev);  // the engine holds none between calls
   for (int step = 0; step < 100; ++step) {
-    BOOST_REQUIRE(e->train_step({micro_batch(*e, s, step % 2 ? -1.0f : 1.0f)}, {}, {11, 2}, {}).has_value());
+    BOOST_REQUIRE(e->train_step({tandem::test::on_policy_micro_batch(*e, s, step % 2 ? -1.0f : 1.0f)}, {}, {11, 2}, {}).has_value());
     BOOST_REQUIRE_MESSAGE(tg::device_buffer_live_bytes(dev) == live, "step " << step << ": "
                                                                           << tg::device_buffer_live_bytes(dev) - live
                                                                           << " bytes of activations outlived it");

@@ -11,6 +11,7 @@
 
 #include "gpu/engine/gemma4_train_engine.h"
 #include "support/checkpoint_fixture.h"
+#include "support/micro_batches.h"
 #include "support/process_group.h"
 #include "support/temp_dir.h"
 
@@ -26,14 +27,7 @@ const tg::packed_sequences half[2] = {{{3, 17, 29, 4, 88, 61}, {0, 6}}, {{9, 9, 
 const tg::global_counts counts{5 + 3 + 2, 3};
 
 tg::train_micro_batch_data batch(tg::train_engine& e, const tg::packed_sequences& s) {
-  tg::train_micro_batch_data mb;
-  mb.sequences = s;
-  mb.lp_prev = *e.logprobs(s, {});
-  mb.lp_gen = mb.lp_prev;
-  mb.advantages.assign(s.tokens.size(), 0.5f);
-  mb.mask.assign(s.tokens.size(), 1.0f);
-  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
-  return mb;
+  return tandem::test::on_policy_micro_batch(e, s, 0.5f);
 }
 
 std::unique_ptr<tg::gemma4_train_engine> engine(const std::filesystem::path& dir, tg::communicator* group) {

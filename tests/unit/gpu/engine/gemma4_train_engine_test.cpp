@@ -17,6 +17,7 @@
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/model/slab_views.h"
 #include "support/checkpoint_fixture.h"
+#include "support/micro_batches.h"
 #include "support/temp_dir.h"
 
 namespace tg = tandem::gpu;
@@ -53,14 +54,7 @@ std::unique_ptr<tg::gemma4_train_engine> engine(const temp_dir& t, tg::train_eng
 }
 
 tg::train_micro_batch_data batch(tg::train_engine& e, const tg::packed_sequences& s, float advantage = 1.0f) {
-  tg::train_micro_batch_data mb;
-  mb.sequences = s;
-  mb.lp_prev = *e.logprobs(s, {});
-  mb.lp_gen = mb.lp_prev;
-  mb.advantages.assign(s.tokens.size(), advantage);
-  mb.mask.assign(s.tokens.size(), 1.0f);
-  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
-  return mb;
+  return tandem::test::on_policy_micro_batch(e, s, advantage);
 }
 
 // A slab's bytes, read into host memory from its device.

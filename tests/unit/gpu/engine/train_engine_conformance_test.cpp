@@ -16,6 +16,7 @@
 #include "gpu/engine/fake/fake_train_engine.h"
 #include "gpu/engine/weight_source.h"
 #include "support/checkpoint_fixture.h"
+#include "support/micro_batches.h"
 #include "support/temp_dir.h"
 
 namespace tg = tandem::gpu;
@@ -78,16 +79,7 @@ tg::packed_sequences two_sequences(std::int32_t vocab) {
 }
 
 tg::train_micro_batch_data micro_batch(tg::train_engine& e, const tg::packed_sequences& s) {
-  tg::train_micro_batch_data mb;
-  mb.sequences = s;
-  const auto lp = *e.logprobs(s, {});
-  const std::size_t n = s.tokens.size();
-  mb.lp_prev = lp;
-  mb.lp_gen = lp;
-  mb.advantages.assign(n, 1.0f);
-  mb.mask.assign(n, 1.0f);
-  for (std::size_t q = 0; q + 1 < s.offsets.size(); ++q) mb.mask[static_cast<std::size_t>(s.offsets[q])] = 0;
-  return mb;
+  return tandem::test::on_policy_micro_batch(e, s);
 }
 
 std::vector<std::byte> exported(const tg::train_engine& e) {
