@@ -1,6 +1,8 @@
 // The backend checks of dispatch.h.
 #include "gpu/ops/dispatch.h"
 
+#include "gpu/ops/fault_injection.h"
+
 namespace tandem::gpu::ops {
 
 status cuda_not_built(std::string_view op, const device& dev) {
@@ -10,6 +12,7 @@ status cuda_not_built(std::string_view op, const device& dev) {
 
 status on_backend(const exec_context& ctx, std::string_view op, const tensor& x) {
   if (status s = ctx.expect_device(op, "the input", x.dev()); !s) return s;
+  if (status s = injected_failure(op); !s) return s;
 #if !TANDEM_HAVE_CUDA
   if (!ctx.dev.is_cpu()) return cuda_not_built(op, ctx.dev);
 #endif

@@ -16,6 +16,7 @@
 #include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/model/slab_views.h"
+#include "gpu/ops/fault_injection.h"
 #include "support/checkpoint_fixture.h"
 #include "support/micro_batches.h"
 #include "support/temp_dir.h"
@@ -181,6 +182,24 @@ BOOST_AUTO_TEST_CASE(a_non_finite_gradient_refuses_the_step_naming_the_first_non
   BOOST_TEST((bytes(e->weights()) == before));
   BOOST_TEST(e->step_count() == 0);
   BOOST_REQUIRE(e->optimizer_step().has_value());  // the gradients were dropped with the refusal
+}
+
+BOOST_AUTO_TEST_CASE(an_op_that_fails_mid_backward_is_named_with_its_phase_and_layer_and_the_next_step_trains) {
+  temp_dir t;
+  auto e = engine(t);
+  const auto before = bytes(e->weights());
+  const auto mb = batch(*e, seq_a);
+  tg::ops::inject_op_failure("rmsnorm_backward", 3);  // the device fault of one kernel
+  const auto r = e->train_step({mb}, {}, {5, 1}, {});
+  BOOST_REQUIRE(!r.has_value());
+  const std::string& m = r.error().message();
+  BOOST_TEST((r.error().code() == tg::status_code::device_error), m);
+  BOOST_TEST(m.find("micro-batch 0: gemma4_train_engine: train_micro_batch: backward: backward, layer ") == 0, m);
+  BOOST_TEST(m.find(": rmsnorm_backward: injected failure (call 3)") != std::string::npos, m);
+  BOOST_TEST((bytes(e->weights()) == before), "the failed step changed no weight");
+  const auto again = e->train_step({mb}, {}, {5, 1}, {});
+  BOOST_REQUIRE_MESSAGE(again.has_value(), (again.has_value() ? "" : again.error().message()));
+  BOOST_TEST((bytes(e->weights()) != before));
 }
 
 BOOST_AUTO_TEST_CASE(a_non_finite_loss_is_refused_before_any_gradient_accumulates) {
