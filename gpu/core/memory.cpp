@@ -19,6 +19,7 @@ void cuda_free_ordered(int index, void* stream, void* p);
 status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, std::int64_t bytes, copy_kind kind);
 status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes);
 status cuda_wait_for_device(int index);
+status cuda_release_cached(int index);
 #endif
 }  // namespace internal
 
@@ -162,6 +163,15 @@ status wait_for_device(const exec_context& ctx) {
   if (ctx.dev.is_cpu()) return status::ok();
 #if TANDEM_HAVE_CUDA
   return internal::cuda_wait_for_device(ctx.dev.index);
+#else
+  return no_cuda();
+#endif
+}
+
+status release_cached_memory(const exec_context& ctx) {
+  if (ctx.dev.is_cpu()) return status::ok();
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_release_cached(ctx.dev.index);
 #else
   return no_cuda();
 #endif

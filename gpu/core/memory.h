@@ -42,4 +42,10 @@ status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes);
 /// stream-ordered work of an engine and whatever touches its memory next. A no-op on the CPU.
 status wait_for_device(const exec_context& ctx);
 
+/// The stream-ordered allocator keeps the memory its buffers free, for the next step's; this
+/// waits for the device and hands that memory back to it, so another allocation (a slab, a
+/// colocated engine's cache) can have it. An allocation of device_allocate that finds the device
+/// full does the same once before it fails. A no-op on the CPU.
+status release_cached_memory(const exec_context& ctx);
+
 }  // namespace tandem::gpu

@@ -486,6 +486,9 @@ status gemma4_train_engine::offload_state() {
   (void)grads_.release();
   scratch_->trim();
   state_ = train_memory_state::offloaded;
+  // The activations' memory, kept for reuse between steps, goes back to the device too (the
+  // state is offloaded either way; a failure here is the device's, and is reported).
+  if (status r = release_cached_memory(ctx_); !r) return fail(r.code(), "offload_state: " + r.message());
   return status::ok();
 }
 

@@ -1,16 +1,60 @@
 // CUDA device and pinned host memory (host compiler; the runtime API needs no nvcc).
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "gpu/core/cuda/check.h"
 #include "gpu/core/status.h"
 
+#define TANDEM_RETURN_IF_CUDA_STATUS(expr)  \
+  do {                                      \
+    ::tandem::gpu::status tandem_s_ = (expr); \
+    if (!tandem_s_) return tandem_s_;       \
+  } while (0)
+
 namespace tandem::gpu::internal {
+namespace {
+
+// The stream-ordered allocator's pool of a device keeps the memory freed into it (release
+// threshold: everything) instead of returning it to the driver at every synchronisation, so each
+// step's activations are reused, not mapped again. Set once per device, on its first use.
+status keep_pool_memory(int index) {
+  static std::atomic<std::uint64_t> done{0};  // a bit per device
+  const std::uint64_t bit = index >= 0 && index < 64 ? std::uint64_t{1} << index : 0;
+  if (bit != 0 && (done.load(std::memory_order_acquire) & bit) != 0) return status::ok();
+  cudaMemPool_t pool = nullptr;
+  TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+  std::uint64_t keep_all = ~std::uint64_t{0};
+  TANDEM_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+  done.fetch_or(bit, std::memory_order_acq_rel);
+  return status::ok();
+}
+
+// Returns what the pool keeps to the driver, once all work is done (freed blocks are reusable
+// only after the frees' streams reached them).
+status trim_pool(int index) {
+  TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaMemPool_t pool = nullptr;
+  TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
+  TANDEM_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  return status::ok();
+}
+
+}  // namespace
 
 result<void*> cuda_allocate(int index, std::int64_t bytes) {
   void* p = nullptr;
   auto run = [&]() -> status {
     TANDEM_CUDA_CHECK(cudaSetDevice(index));
-    TANDEM_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+    if (cudaMalloc(&p, static_cast<size_t>(bytes)) == cudaErrorMemoryAllocation) {
+      // The stream-ordered pool may hold what this needs: hand it back and try once more.
+      (void)cudaGetLastError();
+      p = nullptr;
+      TANDEM_RETURN_IF_CUDA_STATUS(trim_pool(index));
+      TANDEM_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+    }
     TANDEM_CUDA_CHECK(cudaMemset(p, 0, static_cast<size_t>(bytes)));
     return status::ok();
   };
@@ -52,6 +96,7 @@ result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes)
   const auto s = static_cast<cudaStream_t>(stream);
   auto run = [&]() -> status {
     TANDEM_CUDA_CHECK(cudaSetDevice(index));
+    TANDEM_RETURN_IF_CUDA_STATUS(keep_pool_memory(index));
     TANDEM_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes == 0 ? 256 : bytes), s));
     TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), s));
     return status::ok();
@@ -91,5 +136,7 @@ status cuda_wait_for_device(int index) {
   TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
   return status::ok();
 }
+
+status cuda_release_cached(int index) { return trim_pool(index); }
 
 }  // namespace tandem::gpu::internal
