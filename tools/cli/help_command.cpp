@@ -26,9 +26,9 @@ commands:
                                      text tensor with its layout offset, what a load skips
   convert --model DIR --out DIR [--dtype T] [--max-shard-size SIZE] [--replace]
                                      load the text stack and save it as a Hugging Face checkpoint
-  logprobs --model DIR --tokens FILE [--temperature T --top-k K --top-p P]
+  logprobs --model DIR --tokens FILE [--temperature T --top-k K --top-p P] [--backend B --dtype D]
                                      per-token logprobs of the sequences in FILE (JSON), as JSON
-  loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]
+  loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients] [--backend B --dtype D]
                                      mean next-token cross-entropy, and every gradient, as JSON
   generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T --top-k K
            --top-p P --seed S] [--stop ID ...]
@@ -97,14 +97,18 @@ exit status: 0 saved, 1 the checkpoint was refused or the save failed, 2 usage e
 )";
 
 constexpr const char* logprobs_help = R"(usage: tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]
+                       [--backend cpu|cuda] [--dtype fp32|bf16]
 
 Runs the model in DIR (a checkpoint directory or preset with weights, validated as `tandem
-inspect` does) on the CPU in float32 over the sequences of FILE, a JSON array of token-id arrays,
+inspect` does) over the sequences of FILE, a JSON array of token-id arrays,
 packed into one batch (no padding; sequences never see each other). Prints a JSON array with one
 array per sequence: entry t is the logprob of token t+1 given tokens 0..t (a sequence of n tokens
 gives n-1 numbers) under the sampling distribution: temperature T (default 1), then top-k K (0:
 none), then top-p P on the renormalised top-k distribution (1: none); null where the masks
 exclude the token.
+--backend cuda runs it on cuda:0 and --dtype bf16 stores the weights and activations in bfloat16
+(CUDA only; the defaults are the CPU and float32): the same numbers within the dtype's rounding,
+for checking the GPU against the CPU. The CUDA path is built but has not yet run on a GPU.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
@@ -127,16 +131,20 @@ exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usag
 )";
 
 constexpr const char* loss_help = R"(usage: tandem loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients]
+                   [--backend cpu|cuda] [--dtype fp32|bf16]
 
-Runs the model in DIR on the CPU in float32 over the sequences of FILE (a JSON array of token-id
+Runs the model in DIR over the sequences of FILE (a JSON array of token-id
 arrays, packed into one batch) and prints {"loss": L, "tokens": N}: L is the mean next-token
 cross-entropy over every predicted position of every sequence (N of them), as transformers
 computes it for labels=input_ids. With --gradients it also prints "gradients": {NAME: {"shape":
 [...], "data": [...]}}, the gradient of L for every trainable tensor under its Hugging Face name
 in DIR (a tied head's gradient is in the embedding's; layer_scalar is a buffer and has none),
-row-major. --recompute picks what the forward keeps for the backward (none keeps every activation; selective recomputes the attention
-core and the MLP activations; full keeps each layer's input and arguments and reruns the layer);
-the gradients are bitwise the same in every mode.
+row-major. --recompute picks what the forward keeps for the backward (none keeps every
+activation; selective recomputes the attention core and the MLP activations; full keeps each
+layer's input and arguments and reruns the layer); the gradients are bitwise the same in every
+mode. --backend cuda runs it on cuda:0 and --dtype bf16 stores the weights and activations in bfloat16
+(CUDA only; the defaults are the CPU and float32): the same numbers within the dtype's rounding,
+for checking the GPU against the CPU. The CUDA path is built but has not yet run on a GPU.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";

@@ -1,23 +1,25 @@
-// `tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]`: the
-// per-token logprobs of given sequences under the model, for anyone to check parity with
-// another implementation. FILE is a JSON array of token-id arrays; stdout gets a JSON array with
+// `tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]
+// [--backend cpu|cuda] [--dtype fp32|bf16]`: the per-token logprobs of given sequences under the
+// model, for anyone to check parity with another implementation, or the GPU's with the CPU's. FILE is a JSON array of token-id arrays; stdout gets a JSON array with
 // one array per sequence, entry t the logprob of token t+1 given tokens 0..t (null where top-k or
 // top-p masks the token out).
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "gpu/core/host_buffer.h"
+#include "gpu/core/device_buffer.h"
+#include "gpu/core/memory.h"
 #include "gpu/model/checkpoint.h"
 #include "gpu/model/forward.h"
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/compute_choice.h"
 #include "tools/cli/model_resolution.h"
 #include "tools/cli/token_sequences.h"
 
 namespace tandem::cli {
 
 int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
-  const parsed_options p = parse_options(a, {"--model", "--tokens", "--temperature", "--top-k", "--top-p"}, {});
+  const parsed_options p = parse_options(a, {"--model", "--tokens", "--temperature", "--top-k", "--top-p", "--backend", "--dtype"}, {});
   if (!p.problem.empty()) {
     err << "tandem logprobs: " << p.problem << "\n";
     return exit_usage;
@@ -41,14 +43,24 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << s.message() << "\n";
     return exit_usage;
   }
-  auto c = open_model_option("logprobs", p.values.at("--model"), gpu::dtype::float32, err);
+  bool refused = false;
+  const auto choice = parse_compute_choice(p, problem, refused);
+  if (!choice) {
+    err << "tandem logprobs: " << problem << "\n";
+    return refused ? exit_refused : exit_usage;
+  }
+  auto c = open_model_option("logprobs", p.values.at("--model"), choice->type, err);
   if (!c) return exit_refused;
   const auto sequences = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
   if (!sequences) {
     err << "tandem logprobs: " << problem << "\n";
     return exit_refused;
   }
-  auto weights = gpu::load_checkpoint(*c, gpu::device::cpu());
+  gpu::workspace scratch(choice->dev);
+  gpu::exec_context ctx;
+  ctx.dev = choice->dev;
+  ctx.scratch = &scratch;
+  auto weights = gpu::load_checkpoint(*c, choice->dev);
   if (!weights) {
     err << "tandem logprobs: " << weights.error().message() << "\n";
     return exit_refused;
@@ -58,27 +70,28 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem logprobs: " << bound.error().message() << "\n";
     return exit_refused;
   }
-  const auto packing = pack(*sequences);
+  const auto packing = pack(*sequences, ctx);
   if (!packing) {
     err << "tandem logprobs: " << packing.error().message() << "\n";
     return exit_refused;
   }
   const packed_sequences& packed = *packing;
-  gpu::host_buffer logprobs(gpu::dtype::float32, {packed.size()});
-  gpu::workspace scratch;
-  gpu::exec_context ctx = gpu::exec_context::cpu();
-  ctx.scratch = &scratch;
-  if (gpu::status s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs); !s) {
+  gpu::device_buffer logprobs;
+  gpu::status s = gpu::allocate_buffers(ctx, gpu::dtype::float32, {{&logprobs, {packed.size()}}});
+  if (s) s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs);
+  std::vector<float> lp(static_cast<std::size_t>(packed.size()));
+  if (s) s = gpu::copy_to_host(ctx, lp.data(), logprobs.data<float>(), packed.size() * 4);
+  if (!s) {
     err << "tandem logprobs: " << s.message() << "\n";
     return exit_refused;
   }
   nlohmann::json result = nlohmann::json::array();
-  const float* lp = logprobs.data<float>();
   const auto& cu = packed.offsets;
   for (std::size_t s = 0; s + 1 < cu.size(); ++s) {
     nlohmann::json row = nlohmann::json::array();
     for (std::int32_t t = cu[s]; t + 1 < cu[s + 1]; ++t) {
-      if (std::isfinite(lp[t])) row.push_back(static_cast<double>(lp[t]));
+      const float v = lp[static_cast<std::size_t>(t)];
+      if (std::isfinite(v)) row.push_back(static_cast<double>(v));
       else row.push_back(nullptr);
     }
     result.push_back(std::move(row));

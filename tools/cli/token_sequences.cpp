@@ -49,7 +49,7 @@ std::optional<std::vector<std::vector<std::int32_t>>> read_sequences(const std::
   return out;
 }
 
-gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences) {
+gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences, const gpu::exec_context& ctx) {
   std::vector<std::int32_t> tokens;
   packed_sequences p;
   p.offsets.push_back(0);
@@ -58,7 +58,7 @@ gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>&
     if (!seq.empty()) p.predicted += static_cast<std::int64_t>(seq.size()) - 1;
     p.offsets.push_back(static_cast<std::int32_t>(tokens.size()));
   }
-  auto packed = gpu::pack_tokens(gpu::exec_context::cpu(), tokens, p.offsets);
+  auto packed = gpu::pack_tokens(ctx, tokens, p.offsets);
   if (!packed) return packed.error();
   p.packed = std::move(*packed);
   return p;

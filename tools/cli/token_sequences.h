@@ -29,7 +29,9 @@ struct packed_sequences {
   std::int64_t size() const { return packed.tokens.numel(); }
 };
 
-/// The sequences packed in CPU memory; fails only when that memory cannot be allocated.
-gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences);
+/// The sequences packed in the memory of ctx's device; fails only when that memory cannot be
+/// allocated or written.
+gpu::result<packed_sequences> pack(const std::vector<std::vector<std::int32_t>>& sequences,
+                                   const gpu::exec_context& ctx = gpu::exec_context::cpu());
 
 }  // namespace tandem::cli
