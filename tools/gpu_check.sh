@@ -35,6 +35,13 @@ for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tens
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick
 cat "$logs/cuda_ops_bench.log"
+# tandem logprobs on the GPU against transformers on a committed fixture, float32 and bfloat16.
+if [ -x "$bundle/bin/tandem" ]; then
+  run logprobs_cuda_fp32 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
+    --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype fp32 --tolerance 1e-4
+  run logprobs_cuda_bf16 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
+    --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype bf16 --tolerance 0.25
+fi
 # The train engine on the GPU at the E2B shape (float32 weights, bfloat16 optimizer state).
 if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
   run train_bench_e2b "$bundle/bin/tandem" bench train --model configs/models/gemma-4-E2B --backend cuda --tokens 4096 \

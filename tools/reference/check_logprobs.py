@@ -4,9 +4,11 @@
 
 Loads DIR with transformers' AutoModelForCausalLM (float32, eager attention, no conversion), scores
 a few seeded random sequences over the model's vocabulary, and compares each token's logprob with
-`TANDEM logprobs --model DIR` on the same sequences (tandem's CPU engine, float32).
+`TANDEM logprobs --model DIR` on the same sequences (on the CPU in float32, or with
+--tandem-backend cuda and --tandem-dtype fp32|bf16 on the GPU).
 
 Usage: check_logprobs.py --model DIR --tandem BIN [--device cpu|cuda] [--sequences N] [--length L]
+                         [--tandem-backend cpu|cuda] [--tandem-dtype fp32|bf16]
        check_logprobs.py --model DIR --tandem BIN --save FILE   tandem's side only (no torch):
                                                                 the sequences and their logprobs
        check_logprobs.py --model DIR --against FILE [--device]  transformers against a saved FILE
@@ -32,11 +34,12 @@ def sequences(a):
     return [[bos] + [rng.randrange(vocab) for _ in range(rng.randint(a.length // 2, a.length))] for _ in range(a.sequences)]
 
 
-def tandem_logprobs(binary, model, seqs):
+def tandem_logprobs(binary, model, seqs, backend, dtype):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(seqs, f)
         tokens = f.name
-    p = subprocess.run([binary, "logprobs", "--model", model, "--tokens", tokens], capture_output=True, text=True)
+    p = subprocess.run([binary, "logprobs", "--model", model, "--tokens", tokens, "--backend", backend, "--dtype", dtype],
+                       capture_output=True, text=True)
     os.unlink(tokens)
     if p.returncode != 0:
         print("tandem logprobs failed (%d): %s" % (p.returncode, p.stderr), file=sys.stderr)
@@ -54,6 +57,8 @@ def main():
     ap.add_argument("--sequences", type=int, default=4)
     ap.add_argument("--length", type=int, default=24)
     ap.add_argument("--tolerance", type=float, default=2e-5)
+    ap.add_argument("--tandem-backend", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--tandem-dtype", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args()
     if bool(a.tandem) == bool(a.against) or (a.save and not a.tandem):
         ap.error("give --tandem BIN (with --save FILE for tandem's side only) or --against FILE")
@@ -63,7 +68,7 @@ def main():
         seqs, got = saved["sequences"], saved["tandem"]
     else:
         seqs = sequences(a)
-        got = tandem_logprobs(a.tandem, a.model, seqs)
+        got = tandem_logprobs(a.tandem, a.model, seqs, a.tandem_backend, a.tandem_dtype)
         if got is None:
             return 1
         if a.save:
@@ -93,8 +98,9 @@ def main():
             d = abs(x - y)
             worst, total, n = max(worst, d), total + d, n + 1
     ok = n == sum(len(w) for w in want) and worst <= a.tolerance
-    print("%s %s: %d tokens of %d sequences, max |dlogprob| %.3g, mean %.3g (transformers %s on %s, tandem CPU float32)"
-          % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, total / max(n, 1), "float32", a.device))
+    print("%s %s: %d tokens of %d sequences, max |dlogprob| %.3g, mean %.3g (transformers %s on %s, tandem %s %s)"
+          % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, total / max(n, 1), "float32", a.device,
+             a.tandem_backend, a.tandem_dtype))
     return 0 if ok else 1
 
 
