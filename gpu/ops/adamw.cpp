@@ -1,11 +1,13 @@
 // AdamW step: argument checks, then dispatch by the gradient's dtype (the CPU kernel, or the CUDA
-// kernel for a float32 gradient).
+// kernel for a float32 or bfloat16 gradient; the CPU widens a bfloat16 gradient first).
 #include "gpu/ops/adamw.h"
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 
+#include "gpu/core/convert.h"
+#include "gpu/core/host_buffer.h"
 #include "gpu/ops/cpu/adamw.h"
 #include "gpu/ops/cuda/adamw.h"
 #include "gpu/ops/dispatch.h"
@@ -63,14 +65,22 @@ status adamw_step(const exec_context& ctx, const tensor& param, const tensor& gr
   TANDEM_RETURN_IF_ERROR(check_like_param(exp_avg_sq, param, "exp_avg_sq"));
   if (!model_copy.empty()) TANDEM_RETURN_IF_ERROR(check_like_param(model_copy, param, "model_copy"));
 
-  if (grad.type() != dtype::float32 && grad.type() != dtype::float64)
-    return require(false, op, "grad: expected dtype float32 or float64, got " + grad.describe());
+  if (grad.type() != dtype::float32 && grad.type() != dtype::float64 && grad.type() != dtype::bfloat16)
+    return require(false, op, "grad: expected dtype float32, bfloat16 or float64, got " + grad.describe());
   const bool reference = grad.type() == dtype::float64;
   TANDEM_RETURN_IF_ERROR(check_type(param, "param", reference, false));
   TANDEM_RETURN_IF_ERROR(check_type(exp_avg, "exp_avg", reference, false));
   TANDEM_RETURN_IF_ERROR(check_type(exp_avg_sq, "exp_avg_sq", reference, false));
   if (!model_copy.empty()) TANDEM_RETURN_IF_ERROR(check_type(model_copy, "model_copy", reference, true));
 
+  if (grad.type() == dtype::bfloat16 && ctx.dev.is_cpu()) {
+    // The CPU computes in float32: the same step on the exactly widened gradient.
+    TANDEM_RETURN_IF_ERROR(on_backend(ctx, op, grad));
+    host_buffer wide(dtype::float32, {grad.numel()});
+    convert_elements(grad.data(), dtype::bfloat16, wide.data<float>(), dtype::float32, grad.numel());
+    cpu::adamw_step<float>(param, wide, exp_avg, exp_avg_sq, hyper, model_copy);
+    return status::ok();
+  }
   return dispatch_float(ctx, op, grad, [&](auto zero) {
     cpu::adamw_step<decltype(zero)>(param, grad, exp_avg, exp_avg_sq, hyper, model_copy);
     return status::ok();

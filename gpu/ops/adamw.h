@@ -46,7 +46,9 @@ struct adamw_hyper {
 /// All operands are contiguous with param's element count (shapes may differ), on one device.
 ///
 /// @param param       F32 | BF16 (F64 on the reference path) [n]: master weights, updated in place
-/// @param grad        F32 | F64 [n]: the gradient (already clipped/scaled by the caller)
+/// @param grad        F32 | BF16 | F64 [n]: the gradient (already clipped/scaled by the caller); a
+///                    BF16 gradient (bfloat16 weights' own) is widened exactly to float32 first,
+///                    so its step equals a float32 step on the widened values
 /// @param exp_avg     F32 | BF16 (F64 on the reference path) [n]: first moment m, updated in place
 /// @param exp_avg_sq  F32 | BF16 (F64 on the reference path) [n]: second moment v, updated in place
 /// @param model_copy  F32 | BF16 (or F64 on the reference path) [n], or empty: written from param

@@ -66,13 +66,13 @@ __device__ __forceinline__ C copy_of(float p) {
 }
 
 /// Elements [first, n) one at a time, the grid striding over them.
-template <class P, class M, class V, class C>
-__device__ __forceinline__ void adamw_scalar_range(const adamw_scalars& h, P* param, const float* grad, M* exp_avg,
+template <class P, class G, class M, class V, class C>
+__device__ __forceinline__ void adamw_scalar_range(const adamw_scalars& h, P* param, const G* grad, M* exp_avg,
                                                    V* exp_avg_sq, C* copy, std::int64_t first, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = first + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
     float p = to_float(param[i]), m = to_float(exp_avg[i]), v = to_float(exp_avg_sq[i]);
-    adamw_element(h, grad[i], p, m, v);
+    adamw_element(h, to_float(grad[i]), p, m, v);
     exp_avg[i] = from_float<M>(m);
     exp_avg_sq[i] = from_float<V>(v);
     param[i] = from_float<P>(p);
@@ -81,9 +81,9 @@ __device__ __forceinline__ void adamw_scalar_range(const adamw_scalars& h, P* pa
 }
 
 /// The step over n elements: groups of 4 through vector loads when `vectorised`, then the rest.
-template <class P, class M, class V, class C>
+template <class P, class G, class M, class V, class C>
 __global__ void __launch_bounds__(threads) adamw_kernel(adamw_scalars h, P* __restrict__ param,
-                                                        const float* __restrict__ grad, M* __restrict__ exp_avg,
+                                                        const G* __restrict__ grad, M* __restrict__ exp_avg,
                                                         V* __restrict__ exp_avg_sq, C* __restrict__ copy,
                                                         std::int64_t n, bool vectorised) {
   std::int64_t scalar_from = 0;
@@ -128,8 +128,8 @@ bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::ui
 status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, const tensor& grad, const tensor& exp_avg,
                   const tensor& exp_avg_sq, const adamw_hyper& hyper, const tensor& model_copy) {
   constexpr const char* op = "adamw_step";
-  TANDEM_RETURN_IF_ERROR(
-      require(storage == dtype::float32, op, "grad: the CUDA backend takes a float32 gradient, got " + grad.describe()));
+  TANDEM_RETURN_IF_ERROR(require(storage == dtype::float32 || storage == dtype::bfloat16, op,
+                                 "grad: the CUDA backend takes a float32 or bfloat16 gradient, got " + grad.describe()));
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
   const std::int64_t n = param.numel();
   if (n == 0) return status::ok();
@@ -144,12 +144,14 @@ status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, c
                         static_cast<float>(hyper.lr),
                         static_cast<float>(hyper.eps)};
   // Every operand aligned to its own 4-element group: 16 bytes for float32, 8 for bfloat16.
-  bool vectorised = aligned(grad.data(), 16);
+  bool vectorised = aligned(grad.data(), vector * size_of(grad.type()));
   for (const tensor* t : {&param, &exp_avg, &exp_avg_sq, &model_copy})
     if (!t->empty()) vectorised = vectorised && aligned(t->data(), vector * size_of(t->type()));
   const unsigned blocks = blocks_for(vectorised ? (n + vector - 1) / vector : n, threads);
   const cudaStream_t stream = stream_of(ctx);
-  return with_type(param, [&](auto p_zero) {
+  return with_type(grad, [&](auto g_zero) {
+   using G = decltype(g_zero);
+   return with_type(param, [&](auto p_zero) {
     using P = decltype(p_zero);
     return with_type(exp_avg, [&](auto m_zero) {
       using M = decltype(m_zero);
@@ -158,7 +160,7 @@ status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, c
         auto launch = [&](auto c_zero) {
           using C = decltype(c_zero);
           C* copy = model_copy.empty() ? nullptr : model_copy.as<C>();
-          adamw_kernel<P, M, V, C><<<blocks, threads, 0, stream>>>(h, param.as<P>(), grad.as<const float>(),
+          adamw_kernel<P, G, M, V, C><<<blocks, threads, 0, stream>>>(h, param.as<P>(), grad.as<const G>(),
                                                                    exp_avg.as<M>(), exp_avg_sq.as<V>(), copy, n,
                                                                    vectorised);
           return launch_status(op, "adamw_kernel");
@@ -167,6 +169,7 @@ status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, c
         return with_type(model_copy, launch);
       });
     });
+   });
   });
 }
 

@@ -1,5 +1,6 @@
 // CUDA AdamW step (gpu/ops/adamw.h): one fused element-wise kernel over the whole tensor. What CUDA
-// accepts: grad float32 (`storage`, the dispatch dtype); param, exp_avg and exp_avg_sq each float32
+// accepts: grad float32 or bfloat16 (`storage`, the dispatch dtype; a bfloat16 gradient is widened
+// exactly); param, exp_avg and exp_avg_sq each float32
 // or bfloat16; model_copy float32, bfloat16 or empty. Arithmetic is float32 in the header's order,
 // each operation rounded as the CPU float32 path rounds it (no fused multiply-adds), with the
 // scalars (1 - beta), (1 - beta^step) and (1 - lr * weight_decay) formed in double on the host, so
@@ -16,7 +17,7 @@
 
 namespace tandem::gpu::ops::cuda {
 
-/// param F32|BF16 [n] (updated), grad F32 [n], exp_avg F32|BF16 [n] and exp_avg_sq F32|BF16 [n]
+/// param F32|BF16 [n] (updated), grad F32|BF16 [n], exp_avg F32|BF16 [n] and exp_avg_sq F32|BF16 [n]
 /// (updated), model_copy F32|BF16 [n] (written) or empty; every operand contiguous.
 status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, const tensor& grad, const tensor& exp_avg,
                   const tensor& exp_avg_sq, const adamw_hyper& hyper, const tensor& model_copy);

@@ -2,10 +2,12 @@
 // moments and master weights, float32 against the float64 reference, argument errors.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "gpu/core/convert.h"
 #include "gpu/core/half.h"
 #include "gpu/ops/adamw.h"
 #include "support/op_harness.h"
@@ -226,8 +228,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
              "adamw_step: exp_avg: expected dtype float32 or bfloat16, got F16 [12] cpu");
   BOOST_TEST(message(ops::adamw_step(ctx, p, g64, m, v, {})) ==
              "adamw_step: param: expected dtype float64 (grad is float64), got F32 [3, 4] cpu");
-  BOOST_TEST(message(ops::adamw_step(ctx, p, host_buffer(dtype::bfloat16, {12}), m, v, {})) ==
-             "adamw_step: grad: expected dtype float32 or float64, got BF16 [12] cpu");
+  BOOST_TEST(message(ops::adamw_step(ctx, p, host_buffer(dtype::float16, {12}), m, v, {})) ==
+             "adamw_step: grad: expected dtype float32, bfloat16 or float64, got F16 [12] cpu");
   BOOST_TEST(message(ops::adamw_step(ctx, tensor{}, g12, m, v, {})) ==
              "adamw_step: param: expected a contiguous tensor, got no tensor");
   // Nothing was written by the refused calls.
@@ -240,6 +242,28 @@ BOOST_AUTO_TEST_CASE(mixed_devices_and_float64_on_a_cuda_device_are_refused_nami
   const status mixed = ops::adamw_step(ctx, p, on_cuda(g), m, v, {});
   BOOST_TEST(mixed.message() == "adamw_step: grad is on cuda:0, the other operands on cpu");
   expect_cuda_refuses_float64(ops::adamw_step(cuda_ctx, on_cuda(p), on_cuda(g), on_cuda(m), on_cuda(v), {}), "adamw_step");
+}
+
+BOOST_AUTO_TEST_CASE(a_bfloat16_gradient_takes_the_step_of_its_exactly_widened_float32_values) {
+  // bfloat16 weights train with their own gradient's dtype; the step widens it first.
+  const std::vector<float> grads{0.5f, -1.25f, 3.0e-3f, -7.0f, 0.0f, 1.0f};
+  host_buffer g16(dtype::bfloat16, {6}), g32(dtype::float32, {6});
+  convert_elements(grads.data(), dtype::float32, g16.data<void>(), dtype::bfloat16, 6);
+  convert_elements(g16.data<void>(), dtype::bfloat16, g32.data<float>(), dtype::float32, 6);
+  const auto start = host_buffer::of<float>({6}, {1, 2, 3, 4, 5, 6});
+  host_buffer pa(dtype::float32, {6}), pb(dtype::float32, {6}), ma(dtype::float32, {6}), mb(dtype::float32, {6}), va(dtype::float32, {6}),
+      vb(dtype::float32, {6});
+  std::copy_n(start.data<float>(), 6, pa.data<float>());
+  std::copy_n(start.data<float>(), 6, pb.data<float>());
+  const adamw_hyper h{1e-2, 0.9, 0.999, 1e-8, 0.1, 1};
+  BOOST_REQUIRE(ops::adamw_step(ctx, pa, g16, ma, va, h).is_ok());
+  BOOST_REQUIRE(ops::adamw_step(ctx, pb, g32, mb, vb, h).is_ok());
+  for (std::int64_t i = 0; i < 6; ++i) {
+    BOOST_TEST(pa.data<float>()[i] == pb.data<float>()[i]);
+    BOOST_TEST(ma.data<float>()[i] == mb.data<float>()[i]);
+    BOOST_TEST(va.data<float>()[i] == vb.data<float>()[i]);
+  }
+  BOOST_TEST(pa.data<float>()[0] != 1.0f, "the step moved the weights");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

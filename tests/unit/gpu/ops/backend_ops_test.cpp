@@ -1142,26 +1142,28 @@ void sampling_cases(case_table& t) {
 }
 
 void adamw_cases(case_table& t) {
-  enum class storage { f32, bf16_moments, bf16_master_and_copy, f32_copy };
+  enum class storage { f32, bf16_moments, bf16_master_and_copy, f32_copy, bf16_weights_and_gradient };
   struct variant {
     storage kind;
     const char* name;
   };
   for (const variant v : {variant{storage::f32, "float32 state"}, variant{storage::bf16_moments, "bfloat16 moments"},
                           variant{storage::bf16_master_and_copy, "bfloat16 master and model copy"},
-                          variant{storage::f32_copy, "float32 state, float32 model copy"}})
+                          variant{storage::f32_copy, "float32 state, float32 model copy"},
+                          variant{storage::bf16_weights_and_gradient, "float32 master, bfloat16 model copy and gradient"}})
     for (const std::int64_t n : {1, 7, 65, 1000})
       for (const std::int64_t first_step : {1, 10}) {
         const std::uint64_t s = t.seed();
         const bool bf16_moments = v.kind == storage::bf16_moments;
         const bool bf16_master = v.kind == storage::bf16_master_and_copy;
+        const bool bf16_grad = v.kind == storage::bf16_weights_and_gradient;
         // bfloat16 storage rounds with relative error <= 2^-9 at every store; over the case's three
         // steps a moment's roundings add up to ~3 · 2^-9, i.e. NMSE up to ~3.4e-5 against the
         // float64 reference, which never rounds: 1e-4 for stored bfloat16 tensors, and bfloat16's
         // element tolerance for the whole case. The float32 master of a bfloat16-moment run drifts
         // by ~lr · 2^-9 per step through the rounded moments it reads back: 1e-8.
         const double bf16_nmse = 1e-4;
-        const tolerance tol = bf16_moments || bf16_master ? tolerance_for(dtype::bfloat16) : default_tol;
+        const tolerance tol = bf16_moments || bf16_master || bf16_grad ? tolerance_for(dtype::bfloat16) : default_tol;
         const ops::adamw_hyper hyper{1e-2, 0.9, 0.999, 1e-8, 0.1, first_step};
         t.add(
             "adamw_step", cat(v.name, ", n ", n, ", steps ", first_step, "..", first_step + 2),
@@ -1173,14 +1175,17 @@ void adamw_cases(case_table& t) {
               const tensor m1 = m.in_stored(f64({n}, s + 1, -0.1, 0.1), moment);
               const tensor m2 = m.in_stored(f64({n}, s + 2, 0, 0.01), moment);  // second moments are >= 0
               // The copy: bfloat16 on every path (the reference path allows it), or float32 (float64 on the reference).
-              const tensor copy = bf16_master                   ? m.out_raw({n}, dtype::bfloat16)
+              const tensor copy = bf16_master || bf16_grad       ? m.out_raw({n}, dtype::bfloat16)
                                   : v.kind == storage::f32_copy ? m.out({n})
                                                                 : tensor{};
               for (std::int64_t k = 0; k < 3; ++k) {
                 ops::adamw_hyper h = hyper;
                 h.step = first_step + k;
                 require_ok(
-                    ops::adamw_step(b.ctx, p, m.in(f64({n}, s + 3 + static_cast<std::uint64_t>(k))), m1, m2, h, copy));
+                    ops::adamw_step(b.ctx, p,
+                                    bf16_grad ? m.in_stored(f64({n}, s + 3 + static_cast<std::uint64_t>(k)), dtype::bfloat16)
+                                              : m.in(f64({n}, s + 3 + static_cast<std::uint64_t>(k))),
+                                    m1, m2, h, copy));
               }
               outputs o{{"param", m.get(p), false,
                          bf16_master    ? bf16_nmse
@@ -1188,7 +1193,7 @@ void adamw_cases(case_table& t) {
                                         : 0},
                         {"exp_avg", m.get(m1), false, bf16_moments ? bf16_nmse : 0},
                         {"exp_avg_sq", m.get(m2), false, bf16_moments ? bf16_nmse : 0}};
-              if (!copy.empty()) o.push_back({"model_copy", m.get(copy), false, bf16_master ? bf16_nmse : 0});
+              if (!copy.empty()) o.push_back({"model_copy", m.get(copy), false, bf16_master || bf16_grad ? bf16_nmse : 0});
               return o;
             },
             default_nmse, tol);
