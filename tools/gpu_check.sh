@@ -42,10 +42,11 @@ if [ -x "$bundle/bin/tandem" ]; then
   run logprobs_cuda_bf16 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
     --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype bf16 --tolerance 0.25
 fi
-# The train engine on the GPU at the E2B shape (float32 weights, bfloat16 optimizer state).
+# The train engine on the GPU at the E2B shape beside the transformers peer (bfloat16 weights,
+# gradients and optimizer state in both), one step of each timed after warm-up.
 if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
-  run train_bench_e2b "$bundle/bin/tandem" bench train --model configs/models/gemma-4-E2B --backend cuda --tokens 4096 \
-    --steps 5 --warmup 2 --optimizer-dtype bf16 --json "$logs/train_bench_e2b.json"
-  cat "$logs/train_bench_e2b.log"
+  run train_vs_peer_e2b tools/bench/train_vs_peer.sh "$bundle/bin/tandem" configs/models/gemma-4-E2B --backend cuda \
+    --tokens 4096 --steps 5 --out "$logs/train_vs_peer_e2b"
+  cat "$logs/train_vs_peer_e2b.log"
 fi
 exit $failed

@@ -13,15 +13,15 @@ std::vector<std::string> checkpoint_names(const checkpoint& c) {
   return names;
 }
 
-weight_manifest float32_manifest(const model_layout& layout, const std::vector<std::string>& names) {
+weight_manifest layout_manifest(const model_layout& layout, const std::vector<std::string>& names) {
   weight_manifest out;
-  for (std::size_t i = 0; i < layout.tensors.size(); ++i) out.push_back({names[i], layout.tensors[i].shape, dtype::float32});
+  for (std::size_t i = 0; i < layout.tensors.size(); ++i) out.push_back({names[i], layout.tensors[i].shape, layout.tensors[i].type});
   return out;
 }
 
 std::vector<const std::byte*> slab_addresses(const slab& s, const model_layout& layout) {
   std::vector<const std::byte*> out;
-  for (const tensor_entry& e : layout.tensors) out.push_back(static_cast<const std::byte*>(view_in(s, e, dtype::float32)->data()));
+  for (const tensor_entry& e : layout.tensors) out.push_back(static_cast<const std::byte*>(view_in(s, e, e.type)->data()));
   return out;
 }
 

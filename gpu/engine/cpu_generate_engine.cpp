@@ -63,7 +63,7 @@ result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const e
   e->scratch_ = std::make_unique<workspace>(ctx.dev);
   e->ctx_ = ctx;
   e->ctx_.scratch = e->scratch_.get();
-  e->manifest_ = float32_manifest(e->source_.layout, checkpoint_names(e->source_));
+  e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
   if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;
   return e;

@@ -50,8 +50,12 @@ result<std::vector<float>> read_floats(const exec_context& ctx, const device_buf
 
 status gemma4_train_engine::check_create(const exec_context& ctx, const checkpoint& source, const train_engine_options& options,
                                          const communicator* group) {
-  if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
-    return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
+  const dtype w = source.layout.tensors.empty() ? dtype::uint8 : source.layout.tensors.front().type;
+  if (w != dtype::float32 && w != dtype::bfloat16)
+    return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 or bfloat16 (open_checkpoint(dir, type))");
+  if (w == dtype::bfloat16 && ctx.dev.is_cpu())
+    return fail(status_code::invalid_argument,
+                "bfloat16 weights train on CUDA; the CPU computes in float32 (open_checkpoint(dir, float32))");
   if (auto s = check_train_engine_options("gemma4_train_engine", options); !s) return s;
   if (group && group->context().dev != ctx.dev)
     return fail(status_code::invalid_argument, "the data-parallel group runs on " + group->context().dev.to_string() +
@@ -81,14 +85,15 @@ result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create_with_we
   e->weights_ = std::move(weights);
   const std::int64_t n = source.layout.total_elements;
   const auto slab_bytes = [n](dtype t) { return n * static_cast<std::int64_t>(size_of(t)); };
-  auto grads = slab::create("gradients", n * 4, ctx.dev);
+  const dtype weight_type = source.layout.tensors.front().type;
+  auto grads = slab::create("gradients", slab_bytes(weight_type), ctx.dev);
   auto m = slab::create("exp_avg", slab_bytes(options.first_moment_dtype), ctx.dev);
   auto v = slab::create("exp_avg_sq", slab_bytes(options.second_moment_dtype), ctx.dev);
   if (!grads || !m || !v) {
     const status& s = (!grads ? grads : !m ? m : v).error();
     return fail(s.code(), "create: " + s.message());
   }
-  if (options.master_dtype != dtype::float32) {
+  if (options.master_dtype != weight_type) {
     auto master = slab::create("master weights", slab_bytes(options.master_dtype), ctx.dev);
     if (!master) return fail(master.error().code(), "create: " + master.error().message());
     e->master_ = std::move(*master);
@@ -108,7 +113,7 @@ result<std::unique_ptr<gemma4_train_engine>> gemma4_train_engine::create_with_we
   e->w_ = std::move(*w);
   e->g_ = std::move(*g);
   e->names_ = checkpoint_names(e->source_);
-  e->manifest_ = float32_manifest(e->source_.layout, e->names_);
+  e->manifest_ = layout_manifest(e->source_.layout, e->names_);
   for (std::size_t i = 0; i < e->source_.layout.tensors.size(); ++i) {
     const tensor_entry& t = e->source_.layout.tensors[i];
     if (!t.trainable) continue;
@@ -164,7 +169,8 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
   if (!b) return step("forward", b.error());
   micro_batch_forward f{std::move(*b), {}, {}, {}};
   device_buffer rows;
-  if (auto s = step("forward", allocate_buffers(ctx_, dtype::float32, {{&f.hidden, {T, c.hidden_size}}, {&rows, {T}}})); !s) return s;
+  if (auto s = step("forward", allocate_buffers(ctx_, weight_type(), {{&f.hidden, {T, c.hidden_size}}})); !s) return s;
+  if (auto s = step("forward", allocate_buffers(ctx_, dtype::float32, {{&rows, {T}}})); !s) return s;
   if (auto s = step("forward", forward_for_backward(ctx_, c, w_, f.batch.view(), f.hidden, f.act, options_.recompute)); !s) return s;
   if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows)); !s)
     return s;
@@ -180,8 +186,8 @@ status gemma4_train_engine::backward_micro_batch(const char* op, const micro_bat
   const auto T = static_cast<std::int64_t>(d_rows.size());
   auto step = [op](const char* what, status s) { return s ? s : fail(s.code(), std::string(op) + ": " + what + ": " + s.message()); };
   device_buffer d_rows_dev, d_hidden;
-  if (auto s = step("head backward", allocate_buffers(ctx_, dtype::float32, {{&d_rows_dev, {T}}, {&d_hidden, {T, c.hidden_size}}})); !s)
-    return s;
+  if (auto s = step("head backward", allocate_buffers(ctx_, dtype::float32, {{&d_rows_dev, {T}}})); !s) return s;
+  if (auto s = step("head backward", allocate_buffers(ctx_, weight_type(), {{&d_hidden, {T, c.hidden_size}}})); !s) return s;
   if (auto s = step("head backward", copy_to_device(ctx_, d_rows_dev.data<float>(), d_rows.data(), T * 4)); !s) return s;
   ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
   if (auto s = step("head backward", head_backward(ctx_, c, w_, f.hidden, f.batch.targets, params, d_rows_dev, d_hidden, g_,
@@ -265,7 +271,10 @@ void gemma4_train_engine::abandon_step() {
   const std::int64_t n = source_.layout.total_elements;
   if (n == 0) return;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  if (!copy_to_device(ctx_, flat(grads_, dtype::float32, n).data(), &nan, 4)) return;  // a failed device fails the others' step anyway
+  std::byte stored[4];
+  convert_elements(&nan, dtype::float32, stored, weight_type(), 1);
+  const auto bytes = static_cast<std::int64_t>(size_of(weight_type()));
+  if (!copy_to_device(ctx_, flat(grads_, weight_type(), n).data(), stored, bytes)) return;  // a failed device fails the others' step anyway
   (void)optimizer_step();  // refuses the step here as on every rank, and zeroes the gradients
 }
 
@@ -277,14 +286,14 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   const model_layout& layout = source_.layout;
   const std::int64_t n = layout.total_elements;
   if (group_) {
-    float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());
+    float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());  // a group only on the CPU: float32
     if (auto s = group_->all_reduce(std::span<float>(g, static_cast<std::size_t>(n))); !s) {
       zero_gradients();
       return fail(s.code(), "optimizer_step: gradient all-reduce over " + std::to_string(group_->size()) + " ranks: " + s.message());
     }
   }
   std::vector<double> sums(trainable_.size());
-  if (status s = ops::sum_squares(ctx_, flat(grads_, dtype::float32, n), trainable_ranges_, sums); !s) {
+  if (status s = ops::sum_squares(ctx_, flat(grads_, weight_type(), n), trainable_ranges_, sums); !s) {
     zero_gradients();
     return fail(s.code(), "optimizer_step: gradient norm: " + s.message());
   }
@@ -298,7 +307,7 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
     sum_sq += sums[k];
   }
   const double norm = std::sqrt(sum_sq);
-  const tensor grad = flat(grads_, dtype::float32, n);
+  const tensor grad = flat(grads_, weight_type(), n);
   if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
     const double factor = options_.max_grad_norm / (norm + 1e-6);
     if (auto s = ops::scale_forward(ctx_, grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) return s;
@@ -306,16 +315,17 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   ops::adamw_hyper hyper = options_.adamw;
   hyper.lr = scheduled_lr(options_, step_);
   hyper.step = step_ + 1;
-  const bool separate_master = options_.master_dtype != dtype::float32;
+  const bool separate_master = options_.master_dtype != weight_type();
+  const dtype w_type = weight_type();
   const auto at = [](const tensor_entry& e, dtype t) { return e.offset_elements * static_cast<std::int64_t>(size_of(t)); };
   // Tensor by tensor: buffers (layer_scalar) take no step, not even weight decay.
   status s;
   for (const tensor_entry& e : layout.tensors) {
     if (!e.trainable) continue;
     const std::vector<std::int64_t> shape{e.elements()};
-    const tensor weights = *weights_.view_of(at(e, dtype::float32), dtype::float32, shape);
+    const tensor weights = *weights_.view_of(at(e, w_type), w_type, shape);
     const tensor master = separate_master ? *master_.view_of(at(e, options_.master_dtype), options_.master_dtype, shape) : weights;
-    s = ops::adamw_step(ctx_, master, *grads_.view_of(at(e, dtype::float32), dtype::float32, shape),
+    s = ops::adamw_step(ctx_, master, *grads_.view_of(at(e, w_type), w_type, shape),
                         *exp_avg_.view_of(at(e, options_.first_moment_dtype), options_.first_moment_dtype, shape),
                         *exp_avg_sq_.view_of(at(e, options_.second_moment_dtype), options_.second_moment_dtype, shape),
                         hyper, separate_master ? weights : tensor{});
@@ -331,23 +341,23 @@ void gemma4_train_engine::zero_gradients() {
   pending_micro_batches_ = 0;
   // A device that cannot zero memory fails the next op that runs on it, which reports it.
   if (grads_.state() == slab_state::resident)
-    (void)fill_zero(ctx_, flat(grads_, dtype::float32, source_.layout.total_elements).data(), grads_.bytes());
+    (void)fill_zero(ctx_, flat(grads_, weight_type(), source_.layout.total_elements).data(), grads_.bytes());
 }
 
 status gemma4_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
-  if (plan.total_bytes() != source_.layout.parameter_count * 4)
+  if (plan.total_bytes() != source_.layout.parameter_count * static_cast<std::int64_t>(size_of(weight_type())))
     return fail(status_code::invalid_argument, "export_bucket: the plan covers " + std::to_string(plan.total_bytes()) +
-                                                   " bytes, the manifest " + std::to_string(source_.layout.parameter_count * 4));
+                                                   " bytes, the manifest " + std::to_string(source_.layout.parameter_count * static_cast<std::int64_t>(size_of(weight_type()))));
   if (index >= plan.bucket_count())
     return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " of " + std::to_string(plan.bucket_count()));
   if (static_cast<std::int64_t>(out.size()) != plan.bucket_size(index))
     return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " holds " +
                                                    std::to_string(plan.bucket_size(index)) + " bytes, the buffer " + std::to_string(out.size()));
-  const auto* base = static_cast<const std::byte*>(flat(weights_, dtype::float32, source_.layout.total_elements).data());
+  const auto* base = static_cast<const std::byte*>(flat(weights_, weight_type(), source_.layout.total_elements).data());
   for (const bucket_piece& piece : plan.pieces(index)) {
     if (piece.entry >= manifest_.size() || piece.entry_offset + piece.bytes > manifest_[piece.entry].bytes())
       return fail(status_code::invalid_argument, "export_bucket: the plan does not match the manifest (a plan of another model?)");
-    const std::int64_t at = source_.layout.tensors[piece.entry].offset_elements * 4 + piece.entry_offset;
+    const std::int64_t at = source_.layout.tensors[piece.entry].offset_elements * static_cast<std::int64_t>(size_of(weight_type())) + piece.entry_offset;
     if (status s = copy_to_host(ctx_, out.data() + piece.bucket_offset, base + at, piece.bytes); !s)
       return fail(s.code(), "export_bucket: " + s.message());
   }
@@ -394,7 +404,12 @@ status gemma4_train_engine::save(const std::filesystem::path& directory) const {
     return write_st_file(partial / optimizer_file, items,
                          {{"format", "pt"}, {"optimizer", "adamw"}, {"step", std::to_string(step_)}});
   };
-  auto r = save_checkpoint(source_, weights_, directory, o);
+  // The most precise copy of the weights: a float32 master beside bfloat16 weights, else the weights.
+  const bool master_is_finer = options_.master_dtype == dtype::float32 && weight_type() != dtype::float32;
+  checkpoint as_saved = source_;
+  if (master_is_finer)
+    for (tensor_entry& t : as_saved.layout.tensors) t.type = dtype::float32;  // the master's layout: same element offsets
+  auto r = save_checkpoint(as_saved, master_is_finer ? master_ : weights_, directory, o);
   if (!r) return fail(r.error().code(), "save: " + r.error().message());
   return status::ok();
 }
@@ -447,10 +462,14 @@ status gemma4_train_engine::load(const std::filesystem::path& directory) {
   if (steps < 0) return fail(status_code::invalid_argument, "load: " + opt->path().string() + ": no valid step count in its metadata");
   // Every check passed: take it all (in place: shared_weights() stays valid).
   if (status s = wait_for_device(ctx_); !s) return fail(s.code(), "load: " + s.message());
-  const tensor live = flat(weights_, dtype::float32, n);
-  if (status s = copy_on_device(ctx_, live.data(), flat(*weights, dtype::float32, n).data(), n * 4); !s)
-    return fail(s.code(), "load: " + s.message());
-  if (status s = round_weights_through_master(); !s) return fail(s.code(), "load: " + s.message());
+  // The saved float32 values go to the master when it is separate (rounded to its dtype), then
+  // the weights are the master in their own dtype; else straight to the weights.
+  const bool separate = options_.master_dtype != weight_type();
+  const tensor saved = flat(*weights, dtype::float32, n);
+  const tensor target = separate ? flat(master_, options_.master_dtype, n) : flat(weights_, weight_type(), n);
+  status took = converted_on_device(saved, target, n);
+  if (took && separate) took = converted_on_device(target, flat(weights_, weight_type(), n), n);
+  if (!took) return fail(took.code(), "load: " + took.message());
   exp_avg_ = std::move(*m);
   exp_avg_sq_ = std::move(*v);
   step_ = steps;
@@ -507,24 +526,33 @@ status gemma4_train_engine::restore_state() {
 }
 
 status gemma4_train_engine::round_weights_through_master() {
-  if (options_.master_dtype == dtype::float32) return status::ok();
+  if (options_.master_dtype == weight_type()) return status::ok();
   const std::int64_t n = source_.layout.total_elements;
-  const tensor w = flat(weights_, dtype::float32, n), master = flat(master_, options_.master_dtype, n);
-  // The master is the weights rounded once; the weights then equal it exactly.
-  if (status s = convert_on_device(ctx_, w.data(), dtype::float32, master.data(), options_.master_dtype, n); !s) return s;
-  return convert_on_device(ctx_, master.data(), options_.master_dtype, w.data(), dtype::float32, n);
+  const tensor w = flat(weights_, weight_type(), n), master = flat(master_, options_.master_dtype, n);
+  // The master is the weights in its dtype (rounded once when narrower); the weights then equal it.
+  if (status s = converted_on_device(w, master, n); !s) return s;
+  return converted_on_device(master, w, n);
+}
+
+status gemma4_train_engine::converted_on_device(const tensor& from, const tensor& to, std::int64_t n) const {
+  if (from.type() == to.type()) return copy_on_device(ctx_, to.data(), from.data(), n * static_cast<std::int64_t>(size_of(from.type())));
+  return convert_on_device(ctx_, from.data(), from.type(), to.data(), to.type(), n);
 }
 
 status gemma4_train_engine::non_finite_gradient(std::size_t i) {
   const tensor_entry& e = source_.layout.tensors[i];
-  const tensor grad = *grads_.view_of(e.offset_elements * 4, dtype::float32, std::vector<std::int64_t>{e.elements()});
+  const dtype w = weight_type();
+  const auto width = static_cast<std::int64_t>(size_of(w));
+  const tensor grad = *grads_.view_of(e.offset_elements * width, w, std::vector<std::int64_t>{e.elements()});
   std::int64_t k = 0, found = -1;
   float value = 0;
-  if (status s = read_from_device(ctx_, grad.data(), e.elements() * 4,
+  std::vector<float> values;
+  if (status s = read_from_device(ctx_, grad.data(), e.elements() * width,
                                   [&](std::span<const std::byte> piece) {
-                                    const auto* f = reinterpret_cast<const float*>(piece.data());
-                                    for (std::size_t j = 0; j < piece.size() / 4 && found < 0; ++j, ++k)
-                                      if (!std::isfinite(f[j])) found = k, value = f[j];
+                                    values.resize(piece.size() / static_cast<std::size_t>(width));
+                                    convert_elements(piece.data(), w, values.data(), dtype::float32, static_cast<std::int64_t>(values.size()));
+                                    for (std::size_t j = 0; j < values.size() && found < 0; ++j, ++k)
+                                      if (!std::isfinite(values[j])) found = k, value = values[j];
                                   });
       !s)
     return fail(s.code(), "optimizer_step: reading the gradient of " + quote_name(names_[i]) + ": " + s.message());

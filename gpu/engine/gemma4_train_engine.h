@@ -1,5 +1,6 @@
-// The Gemma 4 train engine: the model of gpu/model/ behind the train_engine contract, in float32,
-// on the device its context names (the CPU, or a CUDA device: the same code over the same ops).
+// The Gemma 4 train engine: the model of gpu/model/ behind the train_engine contract, on the device
+// its context names (the CPU, or a CUDA device: the same code over the same ops), with the weights
+// and gradients stored in the checkpoint's opened dtype: float32, or bfloat16 on CUDA.
 // Weights, gradients, AdamW moments (and bfloat16 master weights, when asked for) each live in
 // one slab on that device, laid out by the model's layout table; activations live in device
 // buffers for one micro-batch. A data-parallel group (optional, on the engine's device)
@@ -17,12 +18,14 @@
 // tensor, clipping to max_grad_norm, AdamW at scheduled_lr on every trainable tensor
 // (layer_scalar is a buffer: it never changes), gradients zeroed).
 //
-// Master weights: float32 (the weights themselves) or bfloat16 (a separate slab that AdamW
-// updates, its float32 value copied into the weights; the weights are rounded to bfloat16 once,
-// at creation and at load, so they always equal the master).
+// Master weights: the weights themselves when master_dtype is their dtype; else a separate slab
+// that AdamW updates and copies into the weights: a bfloat16 master beside float32 weights (the
+// weights rounded once, at creation and at load, so they always equal the master), or a float32
+// master beside bfloat16 weights (the weights are the master rounded after every step; save()
+// writes the master, so nothing is lost).
 //
-// save() writes a drop-in Hugging Face directory (float32 weights, which equal the master, so
-// nothing is rounded away) with optimizer.safetensors beside it (exp_avg.NAME, exp_avg_sq.NAME and
+// save() writes a drop-in Hugging Face directory (float32 values of the finer of the weights and
+// the master, so nothing is rounded away) with optimizer.safetensors beside it (exp_avg.NAME, exp_avg_sq.NAME and
 // the step count); load() reads it back in place or leaves the engine unchanged.
 #pragma once
 
@@ -115,8 +118,13 @@ class gemma4_train_engine final : public train_engine {
                               const ops::sampling_params& params);
   /// The slabs whose contents optimizer state holds: the moments, and the master when separate.
   std::vector<slab*> optimizer_slabs();
-  /// Rounds the float32 weights to the master's dtype once and back, so they equal the master.
+  /// The weights' storage: float32, or bfloat16 (CUDA); the gradients have it too.
+  dtype weight_type() const { return source_.layout.tensors.front().type; }
+  /// Where the master is separate: it takes the weights in its dtype (rounded once when narrower),
+  /// and the weights take it back, so they equal it.
   status round_weights_through_master();
+  /// to = from in to's dtype, n elements on the engine's device (a copy when the dtypes agree).
+  status converted_on_device(const tensor& from, const tensor& to, std::int64_t n) const;
   /// The optimizer step's refusal when trainable tensor `i`'s gradient is not finite: names the
   /// tensor and its first non-finite element.
   status non_finite_gradient(std::size_t i);

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/core/convert.h"
 #include "gpu/core/memory.h"
 #include "gpu/model/slab_views.h"
 #include "plain/splitmix64.h"
@@ -61,24 +62,28 @@ void initial_values(const tensor_entry& entry, std::size_t k, std::uint64_t seed
 status fill_initial_weights(const exec_context& ctx, const model_layout& layout, const slab& weights, std::uint64_t seed,
                             double std_dev) {
   constexpr std::int64_t piece = (std::int64_t{64} << 20) / 4;
-  std::vector<float> staging;
+  std::vector<float> values;
+  std::vector<std::byte> stored;
   for (std::size_t k = 0; k < layout.tensors.size(); ++k) {
     const tensor_entry& e = layout.tensors[k];
-    if (e.type != dtype::float32)
-      return status(status_code::invalid_argument, "fill_initial_weights: the layout must be float32, " + e.name + " is " +
-                                                       std::string(to_string(e.type)));
-    auto view = view_in(weights, e, dtype::float32);
+    if (!is_storage_float(e.type))
+      return status(status_code::invalid_argument, "fill_initial_weights: " + e.name + " is " + std::string(to_string(e.type)) +
+                                                       ", not a floating-point storage type");
+    auto view = view_in(weights, e, e.type);
     if (!view) return view.error();
-    auto* base = static_cast<float*>(view->data());
+    auto* base = static_cast<std::byte*>(view->data());
+    const auto width = static_cast<std::int64_t>(size_of(e.type));
     for (std::int64_t first = 0; first < e.elements(); first += piece) {
       const std::int64_t n = std::min(piece, e.elements() - first);
+      values.resize(static_cast<std::size_t>(n));
+      initial_values(e, k, seed, std_dev, first, values);  // float32, then the storage's rounding
       if (ctx.dev.is_cpu()) {
-        initial_values(e, k, seed, std_dev, first, {base + first, static_cast<std::size_t>(n)});
+        convert_elements(values.data(), dtype::float32, base + first * width, e.type, n);
         continue;
       }
-      staging.resize(static_cast<std::size_t>(n));
-      initial_values(e, k, seed, std_dev, first, staging);
-      if (status s = copy_to_device(ctx, base + first, staging.data(), n * 4); !s) return s;
+      stored.resize(static_cast<std::size_t>(n * width));
+      convert_elements(values.data(), dtype::float32, stored.data(), e.type, n);
+      if (status s = copy_to_device(ctx, base + first * width, stored.data(), n * width); !s) return s;
     }
   }
   return status::ok();

@@ -25,8 +25,9 @@ result<double> initializer_range(const std::string& config_json, const std::stri
 void initial_values(const tensor_entry& entry, std::size_t k, std::uint64_t seed, double std_dev, std::int64_t first,
                     std::span<float> out);
 
-/// Every tensor of `layout` (float32) written into `weights` (a parameter slab of that layout on
-/// ctx's device) with the values above, through host memory 64 MiB at a time.
+/// Every tensor of `layout` written into `weights` (a parameter slab of that layout on ctx's
+/// device) with the values above, rounded to the layout's storage type (float32 keeps them), through
+/// host memory 64 MiB at a time.
 status fill_initial_weights(const exec_context& ctx, const model_layout& layout, const slab& weights, std::uint64_t seed,
                             double std_dev);
 

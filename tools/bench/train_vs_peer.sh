@@ -7,24 +7,24 @@
 # into fixed (weights, gradients, optimizer state) and activations.
 #
 #   tools/bench/train_vs_peer.sh TANDEM MODEL_DIR [--tokens 4096] [--micro-batch 1] [--steps 10]
-#                                [--backend cpu|cuda] [--peer-dtype bf16|fp32] [--recompute M]
+#                                [--backend cpu|cuda] [--dtype bf16|fp32] [--recompute M]
 #                                [--out DIR]
 #
-# Needs python3 with torch and a transformers that has Gemma 4 (the GPU machine's image). The
-# peer's dtype defaults to bf16 on cuda and fp32 on cpu; tandem trains float32 weights today,
-# with bfloat16 optimizer state on cuda (--optimizer-dtype bf16), so the two rows say their dtypes.
+# Needs python3 with torch and a transformers that has Gemma 4 (the GPU machine's image). Both
+# store weights, gradients and AdamW moments in --dtype (default bf16 on cuda, fp32 on cpu; the
+# CPU computes in float32), as the peer's torch.optim.AdamW keeps moments in the parameters' dtype.
 set -euo pipefail
 tandem=${1:?usage: tools/bench/train_vs_peer.sh TANDEM MODEL_DIR [options]}
 model=${2:?usage: tools/bench/train_vs_peer.sh TANDEM MODEL_DIR [options]}
 shift 2
-tokens=4096 micro_batch=1 steps=10 backend=cpu peer_dtype="" recompute=none out=train-vs-peer
+tokens=4096 micro_batch=1 steps=10 backend=cpu dtype="" recompute=none out=train-vs-peer
 while [ $# -gt 0 ]; do
   case $1 in
     --tokens) tokens=$2 ;;
     --micro-batch) micro_batch=$2 ;;
     --steps) steps=$2 ;;
     --backend) backend=$2 ;;
-    --peer-dtype) peer_dtype=$2 ;;
+    --dtype) dtype=$2 ;;
     --recompute) recompute=$2 ;;
     --out) out=$2 ;;
     *) echo "train_vs_peer.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -32,15 +32,16 @@ while [ $# -gt 0 ]; do
   shift 2 || { echo "train_vs_peer.sh: $1 needs a value" >&2; exit 2; }
 done
 case $backend in cpu|cuda) ;; *) echo "train_vs_peer.sh: --backend '$backend': expected cpu or cuda" >&2; exit 2 ;; esac
-[ -n "$peer_dtype" ] || peer_dtype=$([ "$backend" = cuda ] && echo bf16 || echo fp32)
-optimizer_dtype=$([ "$backend" = cuda ] && echo bf16 || echo fp32)
+[ -n "$dtype" ] || dtype=$([ "$backend" = cuda ] && echo bf16 || echo fp32)
+case $dtype in bf16|fp32) ;; *) echo "train_vs_peer.sh: --dtype '$dtype': expected bf16 or fp32" >&2; exit 2 ;; esac
 peer_checkpointing=$([ "$recompute" = full ] && echo --gradient-checkpointing || true)
 mkdir -p "$out"
 
 "$tandem" bench train --model "$model" --tokens "$tokens" --micro-batch "$micro_batch" --steps "$steps" \
-  --backend "$backend" --recompute "$recompute" --optimizer-dtype "$optimizer_dtype" --json "$out/tandem.json" | tee "$out/tandem.txt"
+  --backend "$backend" --dtype "$dtype" --recompute "$recompute" --optimizer-dtype "$dtype" --json "$out/tandem.json" \
+  | tee "$out/tandem.txt"
 python3 "$(dirname "$0")/hf_train_peer.py" --model "$model" --tokens "$tokens" --micro-batch "$micro_batch" --steps "$steps" \
-  --device "$backend" --dtype "$peer_dtype" $peer_checkpointing --json "$out/peer.json" | tee "$out/peer.txt"
+  --device "$backend" --dtype "$dtype" $peer_checkpointing --json "$out/peer.json" | tee "$out/peer.txt"
 
 python3 - "$out/tandem.json" "$out/peer.json" <<'PY'
 import json, sys
@@ -50,7 +51,7 @@ fixed = ours["weights_bytes"] + ours["gradients_bytes"] + ours["optimizer_bytes"
 print()
 print("%-58s %14s %14s %10s %22s" % ("", "tokens/s", "model TFLOP/s", "step ms", "peak GiB (fixed + act.)"))
 print("%-58s %14.0f %14.3f %10.2f %10.2f (%.2f + %.2f)" % (
-    "tandem (%s, %s optimizer state)" % (ours["device"], ours["optimizer_dtype"]), ours["tokens_per_s"], ours["model_tflops"],
+    "tandem (%s, %s, %s optimizer state)" % (ours["device"], ours["weights_dtype"], ours["optimizer_dtype"]), ours["tokens_per_s"], ours["model_tflops"],
     ours["step_ms_median"], gib(fixed + ours["activation_peak_bytes"] + ours["scratch_bytes"]), gib(fixed),
     gib(ours["activation_peak_bytes"] + ours["scratch_bytes"])))
 peak, pfixed = peer.get("peak_gib"), peer.get("fixed_gib")

@@ -1,5 +1,5 @@
 // `tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
-//  [--recompute none|selective|full] [--backend cpu|cuda] [--optimizer-dtype fp32|bf16] [--seed N]
+//  [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16] [--optimizer-dtype fp32|bf16] [--seed N]
 //  [--json FILE]`: train steps of the Gemma 4 engine over random initial weights, beside the
 // GEMM-only ceiling of the same step measured in the same run (train_bench.h).
 #include <cstdio>
@@ -9,6 +9,7 @@
 
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/compute_choice.h"
 #include "tools/cli/train_bench.h"
 
 namespace tandem::cli {
@@ -16,7 +17,8 @@ namespace {
 
 constexpr const char* usage =
     "usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]\n"
-    "                          [--recompute none|selective|full] [--backend cpu|cuda] [--optimizer-dtype fp32|bf16]\n"
+    "                          [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16]\n"
+    "                          [--optimizer-dtype fp32|bf16]\n"
     "                          [--seed N] [--json FILE]\n";
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
@@ -36,7 +38,9 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   const parsed_options p = parse_options(
       args(a.begin() + 1, a.end()),
-      {"--model", "--tokens", "--micro-batch", "--steps", "--warmup", "--recompute", "--backend", "--optimizer-dtype", "--seed", "--json"}, {});
+      {"--model", "--tokens", "--micro-batch", "--steps", "--warmup", "--recompute", "--backend", "--dtype", "--optimizer-dtype", "--seed",
+       "--json"},
+      {});
   if (!p.problem.empty()) {
     err << "tandem bench train: " << p.problem << "\n" << usage;
     return exit_usage;
@@ -80,13 +84,15 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       return exit_usage;
     }
   }
-  if (const auto it = p.values.find("--backend"); it != p.values.end()) {
-    if (it->second != "cpu" && it->second != "cuda") {
-      err << "tandem bench train: --backend '" << it->second << "': expected cpu or cuda\n";
-      return exit_usage;
-    }
-    s.dev = it->second == "cuda" ? gpu::device::cuda(0) : gpu::device::cpu();
+  std::string problem;
+  bool refused = false;
+  const auto choice = parse_compute_choice(p, problem, refused);
+  if (!choice) {
+    err << "tandem bench train: " << problem << "\n";
+    return refused ? exit_refused : exit_usage;
   }
+  s.dev = choice->dev;
+  s.weights = choice->type;
   if (const auto it = p.values.find("--optimizer-dtype"); it != p.values.end()) {
     if (it->second != "fp32" && it->second != "bf16") {
       err << "tandem bench train: --optimizer-dtype '" << it->second << "': expected fp32 or bf16\n";
@@ -103,7 +109,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
   const std::string optimizer = s.bf16_optimizer ? "bfloat16" : "float32";
   out << "tandem bench train: " << s.model.string() << " (" << f->parameters << " parameters, random initial weights, seed " << s.seed
       << ") on " << s.dev.to_string() << "\n"
-      << "  float32 weights and gradients, " << optimizer << " master weights and AdamW moments, recompute " << gpu::to_string(s.recompute)
+      << "  " << gpu::to_string(s.weights) << " weights and gradients, " << optimizer << " master weights and AdamW moments, recompute " << gpu::to_string(s.recompute)
       << "\n"
       << "  micro-batch " << s.micro_batch << " x " << s.tokens << " tokens, one per step; " << s.steps << " timed steps after "
       << s.warmup << " warm-up; loss " << fixed(f->first_loss, 4) << " -> " << fixed(f->last_loss, 4) << "\n"
@@ -118,6 +124,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       << " GiB, scratch " << fixed(gib(f->scratch_bytes), 3) << " GiB\n";
   if (const auto it = p.values.find("--json"); it != p.values.end()) {
     const nlohmann::json j = {{"model", s.model.string()}, {"device", s.dev.to_string()}, {"parameters", f->parameters},
+                              {"weights_dtype", std::string(gpu::to_string(s.weights))},
                               {"tokens", s.tokens}, {"micro_batch", s.micro_batch}, {"steps", s.steps}, {"warmup", s.warmup},
                               {"recompute", gpu::to_string(s.recompute)}, {"optimizer_dtype", optimizer},
                               {"step_ms_median", f->step_ms_median}, {"step_ms_mean", f->step_ms_mean},

@@ -247,7 +247,8 @@ exit status: 0 written, 1 refused (DIR exists, a bad config, a write failed), 2 
 )";
 
 constexpr const char* bench_help = R"(usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
-                          [--recompute none|selective|full] [--backend cpu|cuda] [--optimizer-dtype fp32|bf16]
+                          [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16]
+                          [--optimizer-dtype fp32|bf16]
                           [--seed N] [--json FILE]
 
 Times training steps of the Gemma 4 train engine on the model of DIR's config.json with the random
@@ -260,8 +261,9 @@ each query sees; the backward counted twice), then the GEMM-only ceiling measure
 every matrix product of the step (forward, input and weight gradients) alone through the same
 linear op on the same device, and the step's time as a fraction of it. Memory: what the engine
 keeps (weights, gradients, optimizer state) and the most a step adds (activations, scratch).
-Weights and gradients are float32; --optimizer-dtype bf16 keeps bfloat16 master weights and
-moments (default fp32). --backend cuda runs on cuda:0. --json FILE writes every figure.
+Weights and gradients are stored in --dtype (fp32, or bf16 on CUDA); --optimizer-dtype bf16
+keeps bfloat16 master weights and moments (default fp32: a float32 master beside bfloat16
+weights). --backend cuda runs on cuda:0 (not yet run on a GPU). --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
 )";

@@ -49,10 +49,11 @@ std::vector<gemm_shape> step_gemms(const gpu::model_config& c, const gpu::model_
   return out;
 }
 
-// The median time of forward + both gradients of one product, on the engine's device.
-gpu::result<double> time_gemm(const gpu::exec_context& ctx, const gemm_shape& g) {
+// The median time of forward + both gradients of one product, on the engine's device, in the
+// weights' dtype.
+gpu::result<double> time_gemm(const gpu::exec_context& ctx, gpu::dtype type, const gemm_shape& g) {
   gpu::device_buffer x, w, y, dx, dw;
-  if (auto s = gpu::allocate_buffers(ctx, gpu::dtype::float32, {{&x, {g.rows, g.inner}}, {&w, {g.outer, g.inner}}, {&y, {g.rows, g.outer}},
+  if (auto s = gpu::allocate_buffers(ctx, type, {{&x, {g.rows, g.inner}}, {&w, {g.outer, g.inner}}, {&y, {g.rows, g.outer}},
                                                                   {&dx, {g.rows, g.inner}}, {&dw, {g.outer, g.inner}}});
       !s)
     return s;
@@ -73,7 +74,7 @@ gpu::result<double> time_gemm(const gpu::exec_context& ctx, const gemm_shape& g)
 gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) {
   auto text = gpu::read_text_file(s.model / "config.json");
   if (!text) return text.error();
-  auto source = gpu::open_checkpoint(s.model, gpu::dtype::float32);
+  auto source = gpu::open_checkpoint(s.model, s.weights);
   if (!source) return source.error();
   auto range = gpu::initializer_range(*text, (s.model / "config.json").string());
   if (!range) return range.error();
@@ -136,7 +137,7 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   for (const gemm_shape& g : step_gemms(c, layout, tokens)) {
     auto it = timed.find(g.key());
     if (it == timed.end()) {
-      auto t = time_gemm(ctx, g);
+      auto t = time_gemm(ctx, s.weights, g);
       if (!t) return fail("the GEMM ceiling", t.error());
       it = timed.emplace(g.key(), *t).first;
     }

@@ -24,6 +24,7 @@ struct train_bench_settings {
   int steps = 10, warmup = 2;
   gpu::recompute_mode recompute = gpu::recompute_mode::none;
   gpu::device dev = gpu::device::cpu();
+  gpu::dtype weights = gpu::dtype::float32;  ///< the weights' and gradients' storage (bfloat16: CUDA)
   bool bf16_optimizer = false;  ///< bfloat16 master weights and moments (else float32)
   std::uint64_t seed = 1;
 };

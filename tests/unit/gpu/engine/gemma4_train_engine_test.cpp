@@ -375,6 +375,15 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused_by_name_and_a_cuda_context_without_
   bad = tg::gemma4_train_engine::create(tg::exec_context::cpu(), model(t), o);
   BOOST_REQUIRE(!bad.has_value());
   BOOST_TEST(bad.error().message() == "gemma4_train_engine: logprob_chunk_rows must be > 0, got 0");
+  // bfloat16 weights train on CUDA only.
+  {
+    auto c = tg::open_checkpoint(model(t).directory, tg::dtype::bfloat16);
+    BOOST_REQUIRE(c.has_value());
+    auto cpu16 = tg::gemma4_train_engine::create(tg::exec_context::cpu(), std::move(*c), {});
+    BOOST_REQUIRE(!cpu16.has_value());
+    BOOST_TEST(cpu16.error().message() ==
+               "gemma4_train_engine: bfloat16 weights train on CUDA; the CPU computes in float32 (open_checkpoint(dir, float32))");
+  }
   // The CUDA engine's own tests (label gpu) run where a device is visible; here the engine must
   // fail on its first allocation there, saying where (no GPU, no driver, or no CUDA backend).
   if (!tg::query_backend().devices.empty()) return;

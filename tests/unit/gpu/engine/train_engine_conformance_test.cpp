@@ -36,8 +36,9 @@ struct fake_engine {
   }
 };
 
-// The Gemma 4 engine over a random tiny-all checkpoint, on the CPU or on cuda:0.
-template <tg::device_kind where>
+// The Gemma 4 engine over a random tiny-all checkpoint, on the CPU or on cuda:0, its weights in
+// `weights` (bfloat16: CUDA only).
+template <tg::device_kind where, tg::dtype weights = tg::dtype::float32>
 struct gemma4_engine {
   static constexpr std::int32_t vocab = 256;
   std::unique_ptr<tg::train_engine> make(const temp_dir& t, tg::train_engine_options o = {}) {
@@ -47,7 +48,7 @@ struct gemma4_engine {
     b.set_config(config);
     b.add_text_stack(*tg::parse_model_config(config, "config.json"), tg::dtype::float32, 9);
     b.write();
-    auto c = tg::open_checkpoint(b.dir(), tg::dtype::float32);
+    auto c = tg::open_checkpoint(b.dir(), weights);
     BOOST_REQUIRE(c.has_value());
     tg::exec_context ctx;
     ctx.dev = where == tg::device_kind::cpu ? tg::device::cpu() : tg::device::cuda(0);
@@ -58,7 +59,7 @@ struct gemma4_engine {
 };
 
 #if TANDEM_TESTS_ON_CUDA
-using engines = boost::mpl::list<gemma4_engine<tg::device_kind::cuda>>;
+using engines = boost::mpl::list<gemma4_engine<tg::device_kind::cuda>, gemma4_engine<tg::device_kind::cuda, tg::dtype::bfloat16>>;
 #else
 using engines = boost::mpl::list<fake_engine, gemma4_engine<tg::device_kind::cpu>>;
 #endif

@@ -77,12 +77,16 @@ BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
       {{"bench", "train", "--model", tiny, "--backend", "tpu"}, "--backend 'tpu': expected cpu or cuda"},
       {{"bench", "train", "--model", tiny, "--recompute", "some"}, "--recompute 'some'"},
       {{"bench", "train", "--model", tiny, "--optimizer-dtype", "fp16"}, "--optimizer-dtype 'fp16'"},
+      {{"bench", "train", "--model", tiny, "--dtype", "fp8"}, "--dtype 'fp8': expected fp32 or bf16"},
   };
   for (const auto& [a, message] : cases) {
     const auto r = cli(a);
     BOOST_TEST(r.code == 2, a.back());
     BOOST_TEST(r.err.find(message) != std::string::npos, "expected '" << message << "' in: " << r.err);
   }
+  const auto bf16 = cli({"bench", "train", "--model", tiny, "--dtype", "bf16"});
+  BOOST_TEST(bf16.code == 1, "a combination not built is a refusal, not a usage error");
+  BOOST_TEST(bf16.err.find("--dtype bf16 runs on --backend cuda") != std::string::npos, bf16.err);
   const auto missing = cli({"bench", "train", "--model", "/no/such/model"});
   BOOST_TEST(missing.code == 1);
   BOOST_TEST(missing.err.find("/no/such/model") != std::string::npos, missing.err);
