@@ -286,8 +286,11 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   const model_layout& layout = source_.layout;
   const std::int64_t n = layout.total_elements;
   if (group_) {
-    float* g = static_cast<float*>(flat(grads_, dtype::float32, n).data());  // a group only on the CPU: float32
-    if (auto s = group_->all_reduce(std::span<float>(g, static_cast<std::size_t>(n))); !s) {
+    void* g = flat(grads_, weight_type(), n).data();  // in the gradients' own dtype, on the group's device
+    const auto count = static_cast<std::size_t>(n);
+    const status reduced = weight_type() == dtype::bfloat16 ? group_->all_reduce(std::span<bfloat16>(static_cast<bfloat16*>(g), count))
+                                                            : group_->all_reduce(std::span<float>(static_cast<float*>(g), count));
+    if (auto s = reduced; !s) {
       zero_gradients();
       return fail(s.code(), "optimizer_step: gradient all-reduce over " + std::to_string(group_->size()) + " ranks: " + s.message());
     }
