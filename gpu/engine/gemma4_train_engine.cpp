@@ -313,7 +313,10 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   const tensor grad = flat(grads_, weight_type(), n);
   if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
     const double factor = options_.max_grad_norm / (norm + 1e-6);
-    if (auto s = ops::scale_forward(ctx_, grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) return s;
+    if (auto s = ops::scale_forward(ctx_, grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) {
+      zero_gradients();
+      return fail(s.code(), "optimizer_step: clipping: " + s.message());
+    }
   }
   ops::adamw_hyper hyper = options_.adamw;
   hyper.lr = scheduled_lr(options_, step_);
@@ -348,9 +351,10 @@ void gemma4_train_engine::zero_gradients() {
 }
 
 status gemma4_train_engine::export_bucket(const bucket_plan& plan, std::size_t index, std::span<std::byte> out) const {
-  if (plan.total_bytes() != source_.layout.parameter_count * static_cast<std::int64_t>(size_of(weight_type())))
+  const auto width = static_cast<std::int64_t>(size_of(weight_type()));
+  if (plan.total_bytes() != source_.layout.parameter_count * width)
     return fail(status_code::invalid_argument, "export_bucket: the plan covers " + std::to_string(plan.total_bytes()) +
-                                                   " bytes, the manifest " + std::to_string(source_.layout.parameter_count * static_cast<std::int64_t>(size_of(weight_type()))));
+                                                   " bytes, the manifest " + std::to_string(source_.layout.parameter_count * width));
   if (index >= plan.bucket_count())
     return fail(status_code::invalid_argument, "export_bucket: bucket " + std::to_string(index) + " of " + std::to_string(plan.bucket_count()));
   if (static_cast<std::int64_t>(out.size()) != plan.bucket_size(index))
@@ -360,7 +364,7 @@ status gemma4_train_engine::export_bucket(const bucket_plan& plan, std::size_t i
   for (const bucket_piece& piece : plan.pieces(index)) {
     if (piece.entry >= manifest_.size() || piece.entry_offset + piece.bytes > manifest_[piece.entry].bytes())
       return fail(status_code::invalid_argument, "export_bucket: the plan does not match the manifest (a plan of another model?)");
-    const std::int64_t at = source_.layout.tensors[piece.entry].offset_elements * static_cast<std::int64_t>(size_of(weight_type())) + piece.entry_offset;
+    const std::int64_t at = source_.layout.tensors[piece.entry].offset_elements * width + piece.entry_offset;
     if (status s = copy_to_host(ctx_, out.data() + piece.bucket_offset, base + at, piece.bytes); !s)
       return fail(s.code(), "export_bucket: " + s.message());
   }
