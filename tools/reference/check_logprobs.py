@@ -8,12 +8,16 @@ a few seeded random sequences over the model's vocabulary, and compares each tok
 --tandem-backend cuda and --tandem-dtype fp32|bf16 on the GPU).
 
 Usage: check_logprobs.py --model DIR --tandem BIN [--device cpu|cuda] [--sequences N] [--length L]
-                         [--tandem-backend cpu|cuda] [--tandem-dtype fp32|bf16]
+                         [--tandem-backend cpu|cuda] [--tandem-dtype fp32|bf16] [--hf-dtype fp32|bf16]
+                         [--tolerance MAX] [--mean-tolerance MEAN]
        check_logprobs.py --model DIR --tandem BIN --save FILE   tandem's side only (no torch):
                                                                 the sequences and their logprobs
        check_logprobs.py --model DIR --against FILE [--device]  transformers against a saved FILE
                                                                 (a machine without tandem's build)
-Exit:  0 within --tolerance (default 2e-5), 1 beyond it, 2 the environment lacks torch or Gemma 4.
+--hf-dtype bf16 runs transformers in bfloat16 (its own bf16 numbers, for tandem's bf16 path);
+--mean-tolerance also bounds the mean |dlogprob| (bfloat16 is judged by its mean).
+Exit:  0 within --tolerance (default 2e-5) and --mean-tolerance (default none), 1 beyond, 2 the
+       environment lacks torch or Gemma 4.
 Needs torch and a transformers with Gemma 4 (the GPU machine's image), except with --save.
 """
 import argparse
@@ -59,6 +63,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=2e-5)
     ap.add_argument("--tandem-backend", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--tandem-dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--hf-dtype", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--mean-tolerance", type=float)
     a = ap.parse_args()
     if bool(a.tandem) == bool(a.against) or (a.save and not a.tandem):
         ap.error("give --tandem BIN (with --save FILE for tandem's side only) or --against FILE")
@@ -82,7 +88,8 @@ def main():
     except ImportError as e:
         print("check_logprobs.py: needs torch and transformers: %s" % e, file=sys.stderr)
         return 2
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32, attn_implementation="eager").to(a.device)
+    hf_dtype = torch.bfloat16 if a.hf_dtype == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=hf_dtype, attn_implementation="eager").to(a.device)
     model.eval()
     want = []
     with torch.no_grad():
@@ -97,9 +104,10 @@ def main():
         for x, y in zip(g, w):
             d = abs(x - y)
             worst, total, n = max(worst, d), total + d, n + 1
-    ok = n == sum(len(w) for w in want) and worst <= a.tolerance
+    mean = total / max(n, 1)
+    ok = n == sum(len(w) for w in want) and worst <= a.tolerance and (a.mean_tolerance is None or mean <= a.mean_tolerance)
     print("%s %s: %d tokens of %d sequences, max |dlogprob| %.3g, mean %.3g (transformers %s on %s, tandem %s %s)"
-          % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, total / max(n, 1), "float32", a.device,
+          % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, mean, a.hf_dtype, a.device,
              a.tandem_backend, a.tandem_dtype))
     return 0 if ok else 1
 
