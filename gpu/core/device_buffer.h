@@ -11,11 +11,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gpu/core/device.h"
 #include "gpu/core/dtype.h"
+#include "gpu/core/dtype_of.h"
 #include "gpu/core/exec_context.h"
+#include "gpu/core/memory.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
 
@@ -36,6 +39,11 @@ class device_buffer {
   template <class T>
   T* data() const { return static_cast<T*>(data_.get()); }
 
+  /// Every element as T (the buffer's dtype must be T's), copied to the host after the work
+  /// enqueued on ctx.stream.
+  template <class T>
+  result<std::vector<T>> read(const exec_context& ctx) const;
+
   dtype type() const { return type_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
   const device& dev() const { return device_; }
@@ -48,6 +56,15 @@ class device_buffer {
   device device_;
   std::shared_ptr<void> data_;
 };
+
+template <class T>
+result<std::vector<T>> device_buffer::read(const exec_context& ctx) const {
+  if (dtype_of<T>() != type_)
+    return status(status_code::invalid_argument, "device_buffer::read: the buffer holds " + std::string(to_string(type_)));
+  std::vector<T> out(static_cast<std::size_t>(numel()));
+  if (status s = copy_to_host(ctx, out.data(), data_.get(), numel() * static_cast<std::int64_t>(sizeof(T))); !s) return s;
+  return out;
+}
 
 /// One buffer to allocate: where it goes and its shape.
 struct buffer_request {

@@ -39,13 +39,6 @@ std::vector<float> to_token_frame(const packed_sequences& s, const std::vector<f
   return out;
 }
 
-// The float32 values of a buffer on ctx's device, on the host.
-result<std::vector<float>> read_floats(const exec_context& ctx, const device_buffer& b) {
-  std::vector<float> out(static_cast<std::size_t>(b.numel()));
-  if (status s = copy_to_host(ctx, out.data(), b.data<float>(), b.numel() * 4); !s) return s;
-  return out;
-}
-
 }  // namespace
 
 status gemma4_train_engine::check_create(const exec_context& ctx, const checkpoint& source, const train_engine_options& options,
@@ -155,7 +148,7 @@ result<std::vector<float>> gemma4_train_engine::logprobs(const packed_sequences&
   if (auto s = step(allocate_buffers(ctx_, dtype::float32, {{&rows, {static_cast<std::int64_t>(batch.tokens.size())}}})); !s) return s;
   if (auto s = step(forward_logprobs(ctx_, source_.config, w_, b->view(), b->targets, params, rows, options_.logprob_chunk_rows)); !s)
     return s;
-  auto host = read_floats(ctx_, rows);
+  auto host = rows.read<float>(ctx_);
   if (!host) return step(host.error());
   return to_token_frame(batch, *host);
 }
@@ -174,7 +167,7 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
   if (auto s = step("forward", forward_for_backward(ctx_, c, w_, f.batch.view(), f.hidden, f.act, options_.recompute)); !s) return s;
   if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows)); !s)
     return s;
-  auto host = read_floats(ctx_, rows);
+  auto host = rows.read<float>(ctx_);
   if (!host) return step("logprobs", host.error());
   f.rows = std::move(*host);
   return f;

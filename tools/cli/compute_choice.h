@@ -8,6 +8,7 @@
 
 #include "gpu/core/device.h"
 #include "gpu/core/dtype.h"
+#include "gpu/core/exec_context.h"
 #include "tools/cli/arguments.h"
 
 namespace tandem::cli {
@@ -17,6 +18,8 @@ struct compute_choice {
   gpu::dtype type = gpu::dtype::float32;
   /// "cpu, float32", "cuda:0, bfloat16".
   std::string describe() const;
+  /// The context of the command's work: this device, its default stream, `scratch` (on this device).
+  gpu::exec_context context(gpu::workspace& scratch) const { return {dev, {}, &scratch}; }
 };
 
 /// The choice of p's --backend and --dtype. nullopt with `problem` set: a value outside the lists

@@ -57,9 +57,7 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     return exit_refused;
   }
   gpu::workspace scratch(choice->dev);
-  gpu::exec_context ctx;
-  ctx.dev = choice->dev;
-  ctx.scratch = &scratch;
+  const gpu::exec_context ctx = choice->context(scratch);
   auto weights = gpu::load_checkpoint(*c, choice->dev);
   if (!weights) {
     err << "tandem logprobs: " << weights.error().message() << "\n";
@@ -79,12 +77,12 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
   gpu::device_buffer logprobs;
   gpu::status s = gpu::allocate_buffers(ctx, gpu::dtype::float32, {{&logprobs, {packed.size()}}});
   if (s) s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs);
-  std::vector<float> lp(static_cast<std::size_t>(packed.size()));
-  if (s) s = gpu::copy_to_host(ctx, lp.data(), logprobs.data<float>(), packed.size() * 4);
-  if (!s) {
-    err << "tandem logprobs: " << s.message() << "\n";
+  gpu::result<std::vector<float>> read = s ? logprobs.read<float>(ctx) : gpu::result<std::vector<float>>(s);
+  if (!read) {
+    err << "tandem logprobs: " << read.error().message() << "\n";
     return exit_refused;
   }
+  const std::vector<float>& lp = *read;
   nlohmann::json result = nlohmann::json::array();
   const auto& cu = packed.offsets;
   for (std::size_t s = 0; s + 1 < cu.size(); ++s) {

@@ -75,9 +75,7 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
     return exit_refused;
   }
   gpu::workspace scratch(choice->dev);
-  gpu::exec_context ctx;
-  ctx.dev = choice->dev;
-  ctx.scratch = &scratch;
+  const gpu::exec_context ctx = choice->context(scratch);
   const auto packing = pack(*sequences, ctx);
   if (!packing) {
     err << "tandem loss: " << packing.error().message() << "\n";
@@ -102,7 +100,7 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   // loss = -(1/N) Σ logprob: the weight of each predicted token is -1/N, the last tokens get 0.
   const std::int64_t T = packed.size(), N = packed.predicted;
-  std::vector<float> token_weights(static_cast<std::size_t>(T), 0.0f), lp(static_cast<std::size_t>(T));
+  std::vector<float> token_weights(static_cast<std::size_t>(T), 0.0f);
   for (std::size_t s = 0; s + 1 < packed.offsets.size(); ++s)
     for (std::int32_t t = packed.offsets[s]; t + 1 < packed.offsets[s + 1]; ++t)
       token_weights[static_cast<std::size_t>(t)] = -1.0f / static_cast<float>(N);
@@ -117,11 +115,12 @@ int loss_command(const args& a, std::ostream& out, std::ostream& err) {
     s = gpu::head_backward(ctx, c->config, *w, hidden, packed.targets(), {}, dlogprobs, d_hidden, *g);
     if (s) s = gpu::model_backward(ctx, c->config, *w, packed.batch(), act, d_hidden, *g);
   }
-  if (s) s = gpu::copy_to_host(ctx, lp.data(), logprobs.data<float>(), T * 4);
-  if (!s) {
-    err << "tandem loss: " << s.message() << "\n";
+  gpu::result<std::vector<float>> read = s ? logprobs.read<float>(ctx) : gpu::result<std::vector<float>>(s);
+  if (!read) {
+    err << "tandem loss: " << read.error().message() << "\n";
     return exit_refused;
   }
+  const std::vector<float>& lp = *read;
   double loss = 0;
   for (std::size_t t = 0; t < lp.size(); ++t) loss -= static_cast<double>(token_weights[t] != 0 ? lp[t] : 0.0f);
   nlohmann::ordered_json result{{"loss", loss / static_cast<double>(N)}, {"tokens", N}};

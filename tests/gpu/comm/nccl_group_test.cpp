@@ -17,9 +17,9 @@ namespace {
 const tg::exec_context on_cuda{tg::device::cuda(0), {}, nullptr};
 
 std::vector<float> read(const tg::device_buffer& b) {
-  std::vector<float> out(static_cast<std::size_t>(b.numel()));
-  BOOST_REQUIRE(tg::copy_to_host(on_cuda, out.data(), b.data<float>(), b.numel() * 4).is_ok());
-  return out;
+  auto out = b.read<float>(on_cuda);
+  BOOST_REQUIRE(out.has_value());
+  return *out;
 }
 
 }  // namespace
