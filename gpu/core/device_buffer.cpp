@@ -77,7 +77,7 @@ std::int64_t device_buffer::numel() const {
 
 status allocate_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests) {
   for (const buffer_request& r : requests) {
-    auto b = device_buffer::zeros(ctx, type, r.shape);
+    auto b = device_buffer::zeros(ctx, r.type.value_or(type), r.shape);
     if (!b) return b.error();
     *r.out = std::move(*b);
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,14 +67,16 @@ result<std::vector<T>> device_buffer::read(const exec_context& ctx) const {
   return out;
 }
 
-/// One buffer to allocate: where it goes and its shape.
+/// One buffer to allocate: where it goes, its shape, and its dtype where it differs from the
+/// call's (a float32 statistic such as an inverse RMS or a log-sum-exp beside bfloat16 values).
 struct buffer_request {
   device_buffer* out;
   std::vector<std::int64_t> shape;
+  std::optional<dtype> type = std::nullopt;
 };
 
-/// device_buffer::zeros(ctx, type, shape) into each request's `out`, in order; the first failure
-/// is returned (buffers made before it stay made).
+/// device_buffer::zeros(ctx, the request's type or else `type`, shape) into each request's `out`,
+/// in order; the first failure is returned (buffers made before it stay made).
 status allocate_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests);
 
 /// Bytes of live device buffers on `dev` and the most live at once since the last reset. On the

@@ -7,6 +7,7 @@
 
 #include "gpu/core/memory.h"
 #include "gpu/model/layer.h"
+#include "gpu/ops/dispatch.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/embedding.h"
 #include "gpu/ops/linear.h"
@@ -79,7 +80,7 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
 
   if (P > 0) {  // §2.2: ple = (norm(projection(x0) · H^-1/2) + table[ids] · √P) · 2^-1/2
     device_buffer t;
-    TANDEM_RETURN_IF_ERROR(make({{&act.c_pre, {T, L * P}}, {&act.c_inv, {T * L}}, {&act.ple, {T, L, P}}, {&t, {T, L * P}}}));
+    TANDEM_RETURN_IF_ERROR(make({{&act.c_pre, {T, L * P}}, {&act.c_inv, {T * L}, statistics_type(type)}, {&act.ple, {T, L, P}}, {&t, {T, L * P}}}));
     const tensor ple2 = act.ple.view().reshaped({T, L * P});
     TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.ple_model_projection, act.c_pre));
@@ -137,7 +138,7 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
     }
   }
   act.h_out = h;
-  TANDEM_RETURN_IF_ERROR(make({{&act.final_inv, {T}}}));
+  TANDEM_RETURN_IF_ERROR(make({{&act.final_inv, {T}, statistics_type(type)}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, h, w.final_norm, eps, hidden, act.final_inv));
   trace(hidden, "final_norm");
   return status::ok();

@@ -3,6 +3,7 @@
 
 #include "gpu/core/memory.h"
 #include "gpu/ops/attention.h"
+#include "gpu/ops/dispatch.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/gated_mlp.h"
 #include "gpu/ops/linear.h"
@@ -22,6 +23,9 @@ using namespace ops;
 status make(const exec_context& ctx, const device_buffer& like, std::initializer_list<buffer_request> requests) {
   return allocate_buffers(ctx, like.type(), requests);
 }
+
+// The dtype of a saved statistic (inverse RMS, log-sum-exp) beside values of `like`'s dtype.
+dtype stat(const device_buffer& like) { return statistics_type(like.type()); }
 
 status copy(const exec_context& ctx, const tensor& from, const device_buffer& to) {
   return copy_on_device(ctx, to.data<std::byte>(), from.data(), from.bytes());
@@ -44,7 +48,7 @@ status kv_forward(const exec_context& ctx, const model_config& c, const layer_co
   const std::int64_t T = s.a.shape()[0], g = L.num_key_value_heads, d = L.head_dim;
   const double eps = c.rms_norm_eps;
   kv = kv_activations{};
-  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&kv.k_raw, {T, g * d}}, {&kv.k_inv, {T * g}}, {&kv.k, {T, g, d}}, {&kv.v_inv, {T * g}},
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&kv.k_raw, {T, g * d}}, {&kv.k_inv, {T * g}, stat(s.a)}, {&kv.k, {T, g, d}}, {&kv.v_inv, {T * g}, stat(s.a)},
                                          {&kv.v, {T, g, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.k_proj, kv.k_raw));
   if (!w.v_proj.empty()) {
@@ -79,7 +83,7 @@ status kv_backward(const exec_context& ctx, const model_config& c, const layer_c
 status core_forward(const exec_context& ctx, const model_config& c, const layer_config& L, const packed_batch& batch, const device_buffer& q,
                     const kv_activations& kv, device_buffer& attn, device_buffer& lse) {
   const std::int64_t T = q.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
-  TANDEM_RETURN_IF_ERROR(make(ctx, q, {{&attn, {T, nh * d}}, {&lse, {T, nh}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, q, {{&attn, {T, nh * d}}, {&lse, {T, nh}, stat(q)}}));
   return attention_forward(ctx, q, kv.k, kv.v, batch.cu_seqlens, attn.view().reshaped({T, nh, d}), lse, attention_of(c, L));
 }
 
@@ -87,7 +91,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
                                layer_activations& s, kv_activations* own_kv, const tracer& trace) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.a.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
-  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.q_raw, {T, nh * d}}, {&s.q_inv, {T * nh}}, {&s.q, {T, nh, d}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.q_raw, {T, nh * d}}, {&s.q_inv, {T * nh}, stat(s.a)}, {&s.q, {T, nh, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.q_proj, s.q_raw));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, c.rms_norm_eps,
                                          s.q.view().reshaped({T * nh, d}), s.q_inv));
@@ -105,7 +109,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
       trace(kv->v, "v", l);
       TANDEM_RETURN_IF_ERROR(paged_kv_write(ctx, kv->k, kv->v, cache->rows, cache->k_cache, cache->v_cache));
     }
-    TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.attn, {T, nh * d}}, {&s.lse, {T, nh}}}));
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.attn, {T, nh * d}}, {&s.lse, {T, nh}, stat(s.a)}}));
     TANDEM_RETURN_IF_ERROR(paged_attention_forward(ctx, s.q, cache->k_cache, cache->v_cache, cache->rows,
                                                    s.attn.view().reshaped({T, nh, d}), s.lse, attention_of(c, L)));
   } else {
@@ -137,7 +141,7 @@ status feedforward_forward(const exec_context& ctx, const model_config& c, int l
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size;
   const double eps = c.rms_norm_eps;
   const device_buffer& r = s.h_attn;
-  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.f, {T, H}}, {&s.f_inv, {T}}, {&s.m_dense, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.f, {T, H}}, {&s.f_inv, {T}, stat(r)}, {&s.m_dense, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm, eps, s.f, s.f_inv));
   TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, s.gate, s.up, s.act, L.intermediate_size));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.act, w.down_proj, s.m_dense));
@@ -147,14 +151,14 @@ status feedforward_forward(const exec_context& ctx, const model_config& c, int l
     return status::ok();
   }
   const std::int64_t K = c.top_k_experts;
-  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.m, {T, H}}, {&s.m_dense_inv, {T}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.m, {T, H}}, {&s.m_dense_inv, {T}, stat(r)}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m_dense, w.post_feedforward_norm_1, eps, s.m, s.m_dense_inv));
-  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.router_w, {T, K}}, {&s.router_r, {T, K}}, {&s.router_inv, {T}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.router_w, {T, K}}, {&s.router_r, {T, K}}, {&s.router_inv, {T}, stat(r)}}));
   TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&s.router_idx, {T, K}}}));
   TANDEM_RETURN_IF_ERROR(moe_router_forward(ctx, r, w.router_scale, w.router_proj, w.router_per_expert_scale, s.router_w,
                                             s.router_idx, s.router_r, s.router_inv, eps));
   device_buffer normed;
-  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.y, {T, H}}, {&s.y_inv, {T}}, {&s.experts, {T, H}}, {&s.experts_inv, {T}}, {&normed, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.y, {T, H}}, {&s.y_inv, {T}, stat(r)}, {&s.experts, {T, H}}, {&s.experts_inv, {T}, stat(r)}, {&normed, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm_2, eps, s.y, s.y_inv));
   TANDEM_RETURN_IF_ERROR(moe_experts_forward(ctx, s.y, w.experts_gate_up, w.experts_down, s.router_w, s.router_idx, s.experts));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.experts, w.post_feedforward_norm_2, eps, normed, s.experts_inv));
@@ -204,7 +208,7 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
   const std::int64_t T = s.h_in.shape()[0], H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const double eps = c.rms_norm_eps;
   device_buffer branch;
-  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}}, {&branch, {T, H}}, {&s.o_inv, {T}}, {&s.h_attn, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}, stat(s.h_in)}, {&branch, {T, H}}, {&s.o_inv, {T}, stat(s.h_in)}, {&s.h_attn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.h_in, w.input_norm, eps, s.a, s.a_inv));
   TANDEM_RETURN_IF_ERROR(attention_forward_block(ctx, c, l, w, batch, s, own_kv, trace));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.o, w.post_attention_norm, eps, branch, s.o_inv));
@@ -212,13 +216,13 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
   TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_in, branch, s.h_attn));
   trace(s.h_attn, "attn_residual", l);
   TANDEM_RETURN_IF_ERROR(feedforward_forward(ctx, c, l, w, s, trace));
-  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.m_inv, {T}}, {&s.h_ffn, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.m_inv, {T}, stat(s.h_in)}, {&s.h_ffn, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m, w.post_feedforward_norm, eps, branch, s.m_inv));
   TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_attn, branch, s.h_ffn));
   trace(s.h_ffn, "ffn_residual", l);
   s.h_pre_scale = s.h_ffn;
   if (P > 0) {
-    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.ple_a, {T, P}}, {&s.ple_g, {T, P}}, {&s.ple_o, {T, H}}, {&s.ple_o_inv, {T}}}));
+    TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.ple_a, {T, P}}, {&s.ple_g, {T, P}}, {&s.ple_o, {T, H}}, {&s.ple_o_inv, {T}, stat(s.h_in)}}));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.h_ffn, w.ple_gate, s.ple_a));
     TANDEM_RETURN_IF_ERROR(ple_gate_forward(ctx, s.ple_a, s.args.ple, l, s.ple_g));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.ple_g, w.ple_projection, s.ple_o));
