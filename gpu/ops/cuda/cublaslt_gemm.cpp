@@ -1,11 +1,13 @@
 // cuBLASLt GEMM for the CUDA ops (cublaslt_gemm.h): the row-major call mapped onto cuBLASLt's
 // column-major one (Cᵀ = op(B)ᵀ · op(A)ᵀ, so A' = B and B' = A with their own transposes), one
-// handle per device, and the heuristic's first algorithm cached per shape.
+// handle per device, and the heuristic's first algorithm cached per shape (per shape but m for a
+// row-invariant call).
 #include "gpu/ops/cuda/cublaslt_gemm.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
@@ -68,7 +70,7 @@ std::uint32_t alignment_of(const void* p) {
 struct plan_key {
   int device;
   int ab, c;
-  bool ta, tb, accumulate;
+  bool ta, tb, accumulate;  // m is row_invariant_m for a row-invariant call
   std::int64_t m, n, k, lda, ldb, ldc;
   std::uint32_t align_a, align_b, align_c;
   bool operator==(const plan_key&) const = default;
@@ -115,19 +117,25 @@ plan_cache& plans() {
   return *cache;
 }
 
+/// The key's m of a row-invariant call (no real call has it).
+constexpr std::int64_t row_invariant_m = -1;
+/// The most alignment of A and C a row-invariant call's algorithm may assume (what 16-byte vector
+/// loads and the tensor-memory accelerator need; a row of a batch keeps it when its row pitch does).
+constexpr std::uint32_t row_invariant_alignment = 16;
+
 /// Descriptors of one call, destroyed with it (cublasLtMatmul reads them while enqueueing only).
+/// query_b and query_c are B' and C at row_invariant_rows rows, for a row-invariant call's heuristic.
 struct descriptors {
   cublasLtMatmulDesc_t matmul = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, query_b = nullptr, query_c = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
   descriptors() = default;
   descriptors(const descriptors&) = delete;
   descriptors& operator=(const descriptors&) = delete;
   ~descriptors() {
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (c) cublasLtMatrixLayoutDestroy(c);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (a) cublasLtMatrixLayoutDestroy(a);
+    for (cublasLtMatrixLayout_t l : {query_c, query_b, c, b, a})
+      if (l) cublasLtMatrixLayoutDestroy(l);
     if (matmul) cublasLtMatmulDescDestroy(matmul);
   }
 };
@@ -156,6 +164,9 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
               std::string(op) + ": cudaMemset2DAsync: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
     return status::ok();
   }
+  if (g.row_invariant && g.transpose_a)
+    return {status_code::invalid_argument, std::string(op) + ": gemm: a row-invariant call takes A untransposed, got " +
+                                               shape_text(g, ab, c_type)};
   auto handle = handle_for(op, ctx.dev.index);
   if (!handle) return handle.error();
 
@@ -176,16 +187,31 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
   TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
                                                  static_cast<std::uint64_t>(g.m), g.ldc);
 
-  const plan_key key{ctx.dev.index,    static_cast<int>(ab), static_cast<int>(c_type), g.transpose_a, g.transpose_b,
-                     g.accumulate,     g.m,                  g.n,                      g.k,           g.lda,
-                     g.ldb,            g.ldc,                alignment_of(g.a),        alignment_of(g.b),
-                     alignment_of(g.c)};
+  // A row-invariant call's A and C start at a row of a batch: their alignment, as much of it as an
+  // algorithm can use, must not change the algorithm either.
+  const std::uint32_t row_align = g.row_invariant ? row_invariant_alignment : 256;
+  const plan_key key{ctx.dev.index,
+                     static_cast<int>(ab),
+                     static_cast<int>(c_type),
+                     g.transpose_a,
+                     g.transpose_b,
+                     g.accumulate,
+                     g.row_invariant ? row_invariant_m : g.m,
+                     g.n,
+                     g.k,
+                     g.lda,
+                     g.ldb,
+                     g.ldc,
+                     std::min(alignment_of(g.a), row_align),
+                     alignment_of(g.b),
+                     std::min(alignment_of(g.c), row_align)};
   cublasLtMatmulAlgo_t algo;
   if (!plans().find(key, algo)) {
     TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &d.preference);
     const std::uint64_t bytes = gemm_workspace_bytes;
-    // Split-K only through a separate float32 reduction: no in-place (output-type) accumulation.
-    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    // Split-K only through a separate float32 reduction: no in-place (output-type) accumulation;
+    // none at all for a row-invariant call (its factor would be chosen for another m).
+    const std::uint32_t schemes = g.row_invariant ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // A' = B, B' = A
     TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                              &bytes, sizeof(bytes));
@@ -199,15 +225,37 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
                                                              &align_c, sizeof(align_c));
     TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                              &align_c, sizeof(align_c));
+    cublasLtMatrixLayout_t query_b = d.b, query_c = d.c;
+    if (g.row_invariant) {  // B' [k, m] and C [n, m] (column-major) at row_invariant_rows rows
+      const auto rows = static_cast<std::uint64_t>(row_invariant_rows);
+      TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.query_b, cuda_type(ab), rows_b, rows, g.lda);
+      TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.query_c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
+                                                     rows, g.ldc);
+      query_b = d.query_b, query_c = d.query_c;
+    }
     cublasLtMatmulHeuristicResult_t found;
     std::memset(&found, 0, sizeof(found));
     int count = 0;
-    TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, *handle, d.matmul, d.a, d.b, d.c, d.c, d.preference, 1, &found,
-                                                       &count);
+    TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, *handle, d.matmul, d.a, query_b, query_c, query_c, d.preference, 1,
+                                                       &found, &count);
     if (count == 0 || found.state != CUBLAS_STATUS_SUCCESS)
       return {status_code::unsupported,
               std::string(op) + ": cublasLtMatmulAlgoGetHeuristic found no algorithm for " + shape_text(g, ab, c_type)};
     algo = found.algo;
+    if (g.row_invariant) {  // the algorithm must also run at this call's m, with the same bits per row
+      const std::int32_t one = 1;
+      const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+      TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
+      TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                                                              sizeof(none));
+      cublasLtMatmulHeuristicResult_t checked;
+      std::memset(&checked, 0, sizeof(checked));
+      const cublasStatus_t fits = cublasLtMatmulAlgoCheck(*handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked);
+      if (fits != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > gemm_workspace_bytes)
+        return {status_code::unsupported, std::string(op) + ": cublasLtMatmulAlgoCheck: the row-invariant algorithm of " +
+                                              shape_text(g, ab, c_type) + " does not run at " + std::to_string(g.m) +
+                                              " rows (" + cublasLtGetStatusName(fits) + ")"};
+    }
     plans().insert(key, algo);
   }
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;

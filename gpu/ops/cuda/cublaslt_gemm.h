@@ -7,8 +7,13 @@
 // heuristic's first algorithm for the shape, its ld's, the pointers' alignments and the workspace
 // size (cached per such key), and no split-K reduction other than a separate float32 pass
 // (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE; the in-place and output-type schemes are excluded). The
-// same call gives the same bits on the same GPU model. A row's bits may depend on m (cuBLASLt picks
-// other tiles for other row counts), unlike the CPU GEMM's row blocks.
+// same call gives the same bits on the same GPU model.
+//
+// Row-invariant calls (gemm_operands::row_invariant, for GEMMs whose rows are tokens): cuBLASLt
+// picks other tiles and split-K factors for other row counts, so a token's bits would depend on
+// how many tokens share its batch. A row-invariant call instead takes the algorithm the heuristic
+// gives at row_invariant_rows rows, without split-K, whatever m is: row i of C is then the same
+// bits whether A has 1 row or 100,000, as with the CPU GEMM's row blocks.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +42,12 @@ struct gemm_operands {
   void* c = nullptr;  ///< [m, n], leading dimension ldc
   std::int64_t ldc = 0;
   bool accumulate = false;  ///< C += op(A) · op(B); else C = op(A) · op(B)
+  /// Row i of C does not depend on m (A not transposed): see the top of this file.
+  bool row_invariant = false;
 };
+
+/// The row count a row-invariant call's algorithm is chosen for (a training micro-batch's tokens).
+constexpr std::int64_t row_invariant_rows = 4096;
 
 /// Enqueues the GEMM on the context's stream (its device must be current). `ab` is A's and B's
 /// dtype, `c_type` C's; `workspace` holds gemm_workspace_bytes. Errors name `op` and the cuBLASLt

@@ -30,6 +30,7 @@ status linear_forward(const exec_context& ctx, dtype storage, const tensor& x, c
   g.b = w.data(), g.ldb = in;
   g.c = y.data(), g.ldc = out;
   g.accumulate = accumulate;
+  g.row_invariant = true;  // rows are tokens
   return gemm(ctx, op, storage, storage, g, scratch->data());
 }
 
@@ -48,6 +49,7 @@ status linear_backward(const exec_context& ctx, dtype storage, const tensor& x, 
     g.b = w.data(), g.ldb = in;
     g.c = dx.data(), g.ldc = in;
     g.accumulate = accumulate_dx;
+    g.row_invariant = true;
     TANDEM_RETURN_IF_ERROR(gemm(ctx, op, storage, storage, g, scratch->data()));
   }
   if (!dw.empty()) {  // dw [out, in] += dyᵀ [out, N] · x [N, in]

@@ -325,6 +325,7 @@ status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor&
       gemm_operands g;  // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
       g.transpose_b = true;
       g.m = rows, g.n = 2 * im, g.k = h;
+      g.row_invariant = true;
       g.a = ys + first * h, g.lda = h;
       g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
       g.c = gu + first * 2 * im, g.ldc = 2 * im;
@@ -337,6 +338,7 @@ status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor&
       gemm_operands g;  // o [rows, H] = a [rows, Im] · down[e]ᵀ
       g.transpose_b = true;
       g.m = rows, g.n = h, g.k = im;
+      g.row_invariant = true;
       g.a = a + first * im, g.lda = im;
       g.b = down_p + ex * h * im, g.ldb = im;
       g.c = o + first * h, g.ldc = h;
@@ -401,6 +403,7 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
       gemm_operands g;  // gu [rows, 2 Im] = y_e · gate_up[e]ᵀ
       g.transpose_b = true;
       g.m = rows, g.n = 2 * im, g.k = h;
+      g.row_invariant = true;
       g.a = ys + first * h, g.lda = h;
       g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
       g.c = gu + first * 2 * im, g.ldc = 2 * im;
@@ -414,6 +417,7 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
         gemm_operands g;  // o [rows, H] = a · down[e]ᵀ
         g.transpose_b = true;
         g.m = rows, g.n = h, g.k = im;
+        g.row_invariant = true;
         g.a = a + first * im, g.lda = im;
         g.b = down_p + ex * h * im, g.ldb = im;
         g.c = rows_h + first * h, g.ldc = h;
@@ -446,6 +450,7 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
                                                                               std::int64_t rows) {
       gemm_operands g;  // da [rows, Im] = d_o [rows, H] · down[e] [H, Im]
       g.m = rows, g.n = im, g.k = h;
+      g.row_invariant = true;
       g.a = d_o + first * h, g.lda = h;
       g.b = down_p + ex * h * im, g.ldb = im;
       g.c = da + first * im, g.ldc = im;
@@ -472,6 +477,7 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
                                                                               std::int64_t rows) {
       gemm_operands g;  // d y_e [rows, H] = d_gu [rows, 2 Im] · gate_up[e] [2 Im, H]
       g.m = rows, g.n = h, g.k = 2 * im;
+      g.row_invariant = true;
       g.a = dgu + first * 2 * im, g.lda = 2 * im;
       g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
       g.c = rows_h + first * h, g.ldc = h;

@@ -281,6 +281,7 @@ status moe_router_forward(const exec_context& ctx, dtype storage, const tensor& 
     gemm_operands g;  // logits [N, E] = u [N, H] · projᵀ
     g.transpose_b = true;
     g.m = n, g.n = e, g.k = h;
+    g.row_invariant = true;
     g.a = u, g.lda = h;
     g.b = p32, g.ldb = h;
     g.c = probs, g.ldc = e;
