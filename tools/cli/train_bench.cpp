@@ -131,13 +131,17 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   f.flops_per_step = 3 * gpu::forward_flops(c, layout, s.micro_batch, s.tokens);
   f.model_tflops = f.flops_per_step / (f.step_ms_median / 1e3) / 1e12;
 
-  // The ceiling: each distinct product timed once, counted as often as the step runs it.
+  // The ceiling: each distinct product timed once, counted as often as the step runs it, with its
+  // own scratch (cuBLASLt's workspace), as the engine's ops have theirs.
+  gpu::workspace ceiling_scratch(s.dev);
+  gpu::exec_context ceiling_ctx = ctx;
+  ceiling_ctx.scratch = &ceiling_scratch;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, double> timed;
   double ceiling_s = 0;
   for (const gemm_shape& g : step_gemms(c, layout, tokens)) {
     auto it = timed.find(g.key());
     if (it == timed.end()) {
-      auto t = time_gemm(ctx, s.weights, g);
+      auto t = time_gemm(ceiling_ctx, s.weights, g);
       if (!t) return fail("the GEMM ceiling", t.error());
       it = timed.emplace(g.key(), *t).first;
     }
