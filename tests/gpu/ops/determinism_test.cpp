@@ -5,7 +5,9 @@
 // that every reduction spans many blocks. This is what lets a two-GPU run later match a one-GPU
 // run bit for bit. And a row of the paged forward (decoding and chunked prefill) gets the bits of
 // the same row of the packed forward, at the head dims with tensor-core kernels too, so what the
-// generator samples from is what the trainer scores.
+// generator samples from is what the trainer scores. And a token's rows do not depend on its batch:
+// a linear over the first rows of a batch, and a sequence's attention alone, give the bits those
+// rows get in the whole batch.
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -237,6 +239,67 @@ void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_
   BOOST_TEST((plse.raw() == want_lse), "paged lse differs from the packed rows' bits");
 }
 
+/// The first `rows` rows of a [R, cols] buffer's bytes.
+std::vector<unsigned char> leading_rows(const std::vector<unsigned char>& all, std::int64_t rows, std::int64_t row_bytes) {
+  return {all.begin(), all.begin() + rows * row_bytes};
+}
+
+/// y = x · wᵀ and dx = dy · w over the first `rows` rows of the same inputs give the bits of those
+/// rows over all of them: a token's result does not depend on how many tokens share its batch.
+void check_linear_rows_match(dtype s, std::int64_t in, std::int64_t out) {
+  const exec_context ctx = cuda_context();
+  const std::int64_t all = 5000, width = static_cast<std::int64_t>(size_of(s));
+  device_buffer x(s, {all, in}), w(s, {out, in}), dy(s, {all, out}), y(s, {all, out}), dx(s, {all, in});
+  x.fill_uniform(11);
+  w.fill_uniform(12);
+  dy.fill_uniform(13);
+  require_ok(ops::linear_forward(ctx, x.view(), w.view(), y.view()));
+  require_ok(ops::linear_backward(ctx, x.view(), w.view(), dy.view(), dx.view(), tensor{}));
+  const std::vector<unsigned char> x_all = x.raw(), dy_all = dy.raw(), y_all = y.raw(), dx_all = dx.raw();
+  for (const std::int64_t rows : {1, 7, 64, 333, 4096}) {
+    device_buffer xs(s, {rows, in}), dys(s, {rows, out}), ys(s, {rows, out}), dxs(s, {rows, in});
+    xs.upload(x_all.data());
+    dys.upload(dy_all.data());
+    require_ok(ops::linear_forward(ctx, xs.view(), w.view(), ys.view()));
+    require_ok(ops::linear_backward(ctx, xs.view(), w.view(), dys.view(), dxs.view(), tensor{}));
+    BOOST_TEST((ys.raw() == leading_rows(y_all, rows, out * width)), "y of the first " << rows << " rows differs");
+    BOOST_TEST((dxs.raw() == leading_rows(dx_all, rows, in * width)), "dx of the first " << rows << " rows differs");
+  }
+}
+
+/// A sequence's attention output alone is the bits of its rows in a packed batch behind another.
+void check_attention_sequence_matches_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d,
+                                             std::int64_t window) {
+  const exec_context ctx = cuda_context();
+  const std::int64_t before = 301, len = 517, t = before + len, width = static_cast<std::int64_t>(size_of(s));
+  device_buffer q(s, {t, heads, d}), k(s, {t, kv_heads, d}), v(s, {t, kv_heads, d});
+  device_buffer out(s, {t, heads, d}), lse(ops::statistics_type(s), {t, heads}), cu(dtype::int32, {3});
+  q.fill_uniform(21);
+  k.fill_uniform(22);
+  v.fill_uniform(23);
+  cu.upload_ints({0, static_cast<std::int32_t>(before), static_cast<std::int32_t>(t)});
+  ops::attention_options o;
+  o.scaling = 1.0 / 16;
+  o.sliding_window = window;
+  require_ok(ops::attention_forward(ctx, q.view(), k.view(), v.view(), cu.view(), out.view(), lse.view(), o));
+  const auto tail = [&](const device_buffer& b, std::int64_t row_elements) {
+    const std::vector<unsigned char> all = b.raw();
+    return std::vector<unsigned char>(all.begin() + before * row_elements * width, all.end());
+  };
+  device_buffer q1(s, {len, heads, d}), k1(s, {len, kv_heads, d}), v1(s, {len, kv_heads, d});
+  device_buffer out1(s, {len, heads, d}), lse1(ops::statistics_type(s), {len, heads}), cu1(dtype::int32, {2});
+  q1.upload(tail(q, heads * d).data());
+  k1.upload(tail(k, kv_heads * d).data());
+  v1.upload(tail(v, kv_heads * d).data());
+  cu1.upload_ints({0, static_cast<std::int32_t>(len)});
+  require_ok(ops::attention_forward(ctx, q1.view(), k1.view(), v1.view(), cu1.view(), out1.view(), lse1.view(), o));
+  BOOST_TEST((out1.raw() == tail(out, heads * d)), "the sequence's attention output alone differs from its packed rows");
+  const std::vector<unsigned char> lse_all = lse.raw();
+  const std::int64_t lse_width = static_cast<std::int64_t>(size_of(ops::statistics_type(s)));
+  BOOST_TEST((lse1.raw() == std::vector<unsigned char>(lse_all.begin() + before * heads * lse_width, lse_all.end())),
+             "the sequence's log-sum-exp alone differs from its packed rows");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cuda_determinism)
@@ -272,6 +335,21 @@ BOOST_AUTO_TEST_CASE(a_paged_row_gets_the_bits_of_the_same_row_of_the_packed_for
     BOOST_TEST_CONTEXT(to_string(s) << " storage, d 256, 4/2 heads, full") { check_paged_rows_match_packed(s, 4, 2, 256, 0); }
     BOOST_TEST_CONTEXT(to_string(s) << " storage, d 512, 8/1 heads, full") { check_paged_rows_match_packed(s, 8, 1, 512, 0); }
     BOOST_TEST_CONTEXT(to_string(s) << " storage, d 64, 4/1 heads, window 20") { check_paged_rows_match_packed(s, 4, 1, 64, 20); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_linear_row_gets_the_same_bits_whatever_the_row_count) {
+  for (const dtype s : {dtype::float32, dtype::bfloat16}) {
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, 1536 -> 2048") { check_linear_rows_match(s, 1536, 2048); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, 2560 -> 384") { check_linear_rows_match(s, 2560, 384); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_sequence_gets_the_same_attention_bits_alone_and_packed_behind_another) {
+  for (const dtype s : {dtype::float32, dtype::bfloat16}) {
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 256, 8/1 heads, window 100") { check_attention_sequence_matches_packed(s, 8, 1, 256, 100); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 512, 8/1 heads, full") { check_attention_sequence_matches_packed(s, 8, 1, 512, 0); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 64, 4/2 heads, full") { check_attention_sequence_matches_packed(s, 4, 2, 64, 0); }
   }
 }
 
