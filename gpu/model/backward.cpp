@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "gpu/model/forward.h"
 #include "gpu/model/layer.h"
 #include "gpu/ops/embedding.h"
 #include "gpu/ops/linear.h"
@@ -25,11 +26,6 @@ status in_layer(status s, int layer) {
 }
 
 #define TANDEM_LAYER(layer, expr) TANDEM_RETURN_IF_ERROR(in_layer((expr), (layer)))
-
-double embed_scale(std::int64_t width, dtype type) {
-  const double s = std::sqrt(static_cast<double>(width));
-  return type == dtype::float64 ? s : static_cast<float>(s);
-}
 
 std::optional<std::int32_t> padding(const model_config& c) {
   if (!c.pad_token_id) return std::nullopt;

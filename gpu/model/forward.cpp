@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "gpu/core/half.h"
 #include "gpu/core/memory.h"
 #include "gpu/model/layer.h"
 #include "gpu/ops/dispatch.h"
@@ -29,12 +30,6 @@ status in_layer(status s, int layer) {
 }
 
 #define TANDEM_LAYER(layer, expr) TANDEM_RETURN_IF_ERROR(in_layer((expr), (layer)))
-
-// The embedding scale as the model applies it: √width rounded to the compute dtype.
-double embed_scale(std::int64_t width, dtype type) {
-  const double s = std::sqrt(static_cast<double>(width));
-  return type == dtype::float64 ? s : static_cast<float>(s);
-}
 
 // Allocates the buffers of one forward in the compute dtype on the context's device.
 struct alloc {
@@ -145,6 +140,13 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
 }
 
 }  // namespace
+
+double embed_scale(std::int64_t width, dtype type) {
+  const double s = std::sqrt(static_cast<double>(width));
+  if (type == dtype::float64) return s;
+  if (type == dtype::bfloat16) return to_float(to_bfloat16(static_cast<float>(s)));
+  return static_cast<float>(s);
+}
 
 result<packed_tokens> pack_tokens(const exec_context& ctx, const std::vector<std::int32_t>& tokens,
                                   const std::vector<std::int32_t>& offsets) {

@@ -43,6 +43,10 @@ struct packed_tokens {
 result<packed_tokens> pack_tokens(const exec_context& ctx, const std::vector<std::int32_t>& tokens,
                                   const std::vector<std::int32_t>& offsets);
 
+/// The scale of an embedding lookup as the model applies it: √width rounded to the weights' dtype
+/// (√1536 is 39.25 in bfloat16, as transformers casts its scale to the weights' dtype).
+double embed_scale(std::int64_t width, dtype type);
+
 /// The final normed hidden state of every token: hidden [T, H] in the weights' dtype (F32 on the
 /// CPU; F64 weights give the float64 reference), written. On failure `hidden` is unspecified; an
 /// error names the op, the layer and the tensor.
