@@ -108,7 +108,7 @@ none), then top-p P on the renormalised top-k distribution (1: none); null where
 exclude the token.
 --backend cuda runs it on cuda:0 and --dtype bf16 stores the weights and activations in bfloat16
 (CUDA only; the defaults are the CPU and float32): the same numbers within the dtype's rounding,
-for checking the GPU against the CPU. The CUDA path is built but has not yet run on a GPU.
+for checking the GPU against the CPU.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
@@ -144,7 +144,7 @@ activation; selective recomputes the attention core and the MLP activations; ful
 layer's input and arguments and reruns the layer); the gradients are bitwise the same in every
 mode. --backend cuda runs it on cuda:0 and --dtype bf16 stores the weights and activations in bfloat16
 (CUDA only; the defaults are the CPU and float32): the same numbers within the dtype's rounding,
-for checking the GPU against the CPU. The CUDA path is built but has not yet run on a GPU.
+for checking the GPU against the CPU.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";
@@ -263,7 +263,7 @@ linear op on the same device, and the step's time as a fraction of it. Memory: w
 keeps (weights, gradients, optimizer state) and the most a step adds (activations, scratch).
 Weights and gradients are stored in --dtype (fp32, or bf16 on CUDA); --optimizer-dtype bf16
 keeps bfloat16 master weights and moments (default fp32: a float32 master beside bfloat16
-weights). --backend cuda runs on cuda:0 (not yet run on a GPU). --json FILE writes every figure.
+weights). --backend cuda runs on cuda:0. --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
 )";
