@@ -282,22 +282,20 @@ void check_attention_sequence_matches_packed(dtype s, std::int64_t heads, std::i
   o.scaling = 1.0 / 16;
   o.sliding_window = window;
   require_ok(ops::attention_forward(ctx, q.view(), k.view(), v.view(), cu.view(), out.view(), lse.view(), o));
-  const auto tail = [&](const device_buffer& b, std::int64_t row_elements) {
+  const std::int64_t lse_width = static_cast<std::int64_t>(size_of(ops::statistics_type(s)));
+  const auto tail = [&](const device_buffer& b, std::int64_t row_bytes) {  // the rows after `before`
     const std::vector<unsigned char> all = b.raw();
-    return std::vector<unsigned char>(all.begin() + before * row_elements * width, all.end());
+    return std::vector<unsigned char>(all.begin() + before * row_bytes, all.end());
   };
   device_buffer q1(s, {len, heads, d}), k1(s, {len, kv_heads, d}), v1(s, {len, kv_heads, d});
   device_buffer out1(s, {len, heads, d}), lse1(ops::statistics_type(s), {len, heads}), cu1(dtype::int32, {2});
-  q1.upload(tail(q, heads * d).data());
-  k1.upload(tail(k, kv_heads * d).data());
-  v1.upload(tail(v, kv_heads * d).data());
+  q1.upload(tail(q, heads * d * width).data());
+  k1.upload(tail(k, kv_heads * d * width).data());
+  v1.upload(tail(v, kv_heads * d * width).data());
   cu1.upload_ints({0, static_cast<std::int32_t>(len)});
   require_ok(ops::attention_forward(ctx, q1.view(), k1.view(), v1.view(), cu1.view(), out1.view(), lse1.view(), o));
-  BOOST_TEST((out1.raw() == tail(out, heads * d)), "the sequence's attention output alone differs from its packed rows");
-  const std::vector<unsigned char> lse_all = lse.raw();
-  const std::int64_t lse_width = static_cast<std::int64_t>(size_of(ops::statistics_type(s)));
-  BOOST_TEST((lse1.raw() == std::vector<unsigned char>(lse_all.begin() + before * heads * lse_width, lse_all.end())),
-             "the sequence's log-sum-exp alone differs from its packed rows");
+  BOOST_TEST((out1.raw() == tail(out, heads * d * width)), "the sequence's attention output alone differs from its packed rows");
+  BOOST_TEST((lse1.raw() == tail(lse, heads * lse_width)), "the sequence's log-sum-exp alone differs from its packed rows");
 }
 
 }  // namespace
