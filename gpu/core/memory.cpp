@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "gpu/core/op_profile.h"
+
 namespace tandem::gpu {
 namespace internal {
 enum class copy_kind { device_to_device, device_to_host, host_to_device };  // as cuda/memory.cpp has it
@@ -20,6 +22,7 @@ status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, st
 status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes);
 status cuda_wait_for_device(int index);
 status cuda_release_cached(int index);
+result<std::int64_t> cuda_memory_in_use(int index);
 #endif
 }  // namespace internal
 
@@ -98,6 +101,7 @@ status copy_to_device(device dev, void* device_dst, const void* host, std::int64
 }
 
 result<void*> device_allocate_ordered(const exec_context& ctx, std::int64_t bytes) {
+  op_profile_mark(ctx, "(zero-filled allocation)");
   if (ctx.dev.is_cpu()) return host_allocate(bytes);
 #if TANDEM_HAVE_CUDA
   return internal::cuda_allocate_ordered(ctx.dev.index, ctx.stream.native, bytes);
@@ -135,6 +139,7 @@ status ordered_copy(const exec_context& ctx, void* dst, const void* src, std::in
 }  // namespace
 
 status copy_on_device(const exec_context& ctx, void* dst, const void* src, std::int64_t bytes) {
+  op_profile_mark(ctx, "(copy within the device)");
   return ordered_copy(ctx, dst, src, bytes, internal::copy_kind::device_to_device);
 }
 
@@ -148,6 +153,7 @@ status copy_to_device(const exec_context& ctx, void* device_dst, const void* hos
 
 status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes) {
   if (bytes == 0) return status::ok();
+  op_profile_mark(ctx, "(zero fill)");
   if (ctx.dev.is_cpu()) {
     std::memset(p, 0, static_cast<std::size_t>(bytes));
     return status::ok();
@@ -172,6 +178,15 @@ status release_cached_memory(const exec_context& ctx) {
   if (ctx.dev.is_cpu()) return status::ok();
 #if TANDEM_HAVE_CUDA
   return internal::cuda_release_cached(ctx.dev.index);
+#else
+  return no_cuda();
+#endif
+}
+
+result<std::int64_t> device_memory_in_use(const device& dev) {
+  if (dev.is_cpu()) return status{status_code::unsupported, "the CPU has no device memory apart from the host's"};
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_memory_in_use(dev.index);
 #else
   return no_cuda();
 #endif

@@ -48,4 +48,9 @@ status wait_for_device(const exec_context& ctx);
 /// full does the same once before it fails. A no-op on the CPU.
 status release_cached_memory(const exec_context& ctx);
 
+/// Bytes of `dev`'s memory in use, as the device counts it: every allocation on it, this
+/// process's and others', the CUDA context and the allocator's cache included (total − free).
+/// unsupported on the CPU, whose "device" memory is the host's.
+result<std::int64_t> device_memory_in_use(const device& dev);
+
 }  // namespace tandem::gpu

@@ -6,6 +6,7 @@
 
 #include "gpu/core/convert.h"
 #include "gpu/core/memory.h"
+#include "gpu/core/op_profile.h"
 
 namespace tandem::gpu {
 namespace {
@@ -41,6 +42,7 @@ status convert_to_device(const exec_context& ctx, const void* src, dtype from, v
 }
 
 status convert_on_device(const exec_context& ctx, const void* src, dtype from, void* dst, dtype to, std::int64_t count) {
+  op_profile_mark(ctx, "(dtype conversion)");
   if (ctx.dev.is_cpu()) {
     convert_elements(src, from, dst, to, count);
     return status::ok();

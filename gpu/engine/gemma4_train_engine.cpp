@@ -484,7 +484,7 @@ gemma4_train_engine::memory_use gemma4_train_engine::memory() const {
 
 std::vector<slab*> gemma4_train_engine::optimizer_slabs() {
   std::vector<slab*> out{&exp_avg_, &exp_avg_sq_};
-  if (options_.master_dtype != dtype::float32) out.push_back(&master_);
+  if (options_.master_dtype != weight_type()) out.push_back(&master_);  // a separate master
   return out;
 }
 

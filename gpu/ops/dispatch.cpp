@@ -1,6 +1,7 @@
 // The backend checks of dispatch.h.
 #include "gpu/ops/dispatch.h"
 
+#include "gpu/core/op_profile.h"
 #include "gpu/ops/fault_injection.h"
 
 namespace tandem::gpu::ops {
@@ -16,6 +17,7 @@ status on_backend(const exec_context& ctx, std::string_view op, const tensor& x)
 #if !TANDEM_HAVE_CUDA
   if (!ctx.dev.is_cpu()) return cuda_not_built(op, ctx.dev);
 #endif
+  op_profile_mark(ctx, op);
   return status::ok();
 }
 

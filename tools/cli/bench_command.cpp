@@ -1,7 +1,8 @@
 // `tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
 //  [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16] [--optimizer-dtype fp32|bf16] [--seed N]
-//  [--json FILE]`: train steps of the Gemma 4 engine over random initial weights, beside the
-// GEMM-only ceiling of the same step measured in the same run (train_bench.h).
+//  [--profile] [--json FILE]`: train steps of the Gemma 4 engine over random initial weights, beside the
+// GEMM-only ceiling of the same step measured in the same run (train_bench.h); --profile adds
+// the timed steps' time op by op (gpu/core/op_profile.h).
 #include <cstdio>
 #include <fstream>
 
@@ -19,7 +20,7 @@ constexpr const char* usage =
     "usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]\n"
     "                          [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16]\n"
     "                          [--optimizer-dtype fp32|bf16]\n"
-    "                          [--seed N] [--json FILE]\n";
+    "                          [--seed N] [--profile] [--json FILE]\n";
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
 
@@ -28,6 +29,10 @@ std::string fixed(double v, int digits) {
   std::snprintf(b, sizeof b, "%.*f", digits, v);
   return b;
 }
+
+// " 12.345 GiB", or nothing where the figure is unknown (-1: the CPU).
+std::string in_use(std::int64_t bytes) { return bytes < 0 ? "" : " " + fixed(gib(bytes), 3) + " GiB"; }
+nlohmann::json in_use_json(std::int64_t bytes) { return bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(bytes); }
 
 }  // namespace
 
@@ -40,7 +45,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       args(a.begin() + 1, a.end()),
       {"--model", "--tokens", "--micro-batch", "--steps", "--warmup", "--recompute", "--backend", "--dtype", "--optimizer-dtype", "--seed",
        "--json"},
-      {});
+      {"--profile"});
   if (!p.problem.empty()) {
     err << "tandem bench train: " << p.problem << "\n" << usage;
     return exit_usage;
@@ -51,6 +56,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   train_bench_settings s;
   s.model = p.values.at("--model");
+  s.profile = p.flags.count("--profile") > 0;
   // Whole-number options with their lower bounds.
   const struct {
     const char* name;
@@ -121,9 +127,26 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       << "  memory: fixed " << fixed(gib(f->weights_bytes + f->gradients_bytes + f->optimizer_bytes), 3) << " GiB (weights "
       << fixed(gib(f->weights_bytes), 3) << ", gradients " << fixed(gib(f->gradients_bytes), 3) << ", optimizer state "
       << fixed(gib(f->optimizer_bytes), 3) << "), activations at peak " << fixed(gib(f->activation_peak_bytes), 3)
-      << " GiB, scratch " << fixed(gib(f->scratch_bytes), 3) << " GiB\n";
+      << " GiB, scratch " << fixed(gib(f->scratch_bytes), 3) << " GiB\n"
+      << "  memory by phase" << (s.dev.is_cpu() ? " (the CPU's memory is the host's: transitions only)" : " (the device's memory in use)")
+      << ": training" << in_use(f->in_use_training_bytes) << "; offloaded" << in_use(f->in_use_offloaded_bytes)
+      << " (optimizer state, " << fixed(gib(f->offloaded_bytes), 3) << " GiB, to " << (s.dev.is_cpu() ? "host" : "pinned host")
+      << " memory in " << fixed(f->offload_ms, 1) << " ms; gradients and cached activations released); restored"
+      << in_use(f->in_use_restored_bytes) << " in " << fixed(f->restore_ms, 1) << " ms; the next step's loss "
+      << fixed(f->loss_after_restore, 4) << "\n";
+  if (s.profile) {
+    double total = 0;
+    for (const auto& t : f->profile) total += t.ms;
+    out << "  profile of the timed steps (per step; each op charged from its start to the next one's):\n";
+    for (const auto& t : f->profile) {
+      char row[256];
+      std::snprintf(row, sizeof row, "    %-36s %8.1f calls %10.3f ms %6.1f%%\n", t.name.c_str(),
+                    static_cast<double>(t.calls) / s.steps, t.ms / s.steps, total > 0 ? 100 * t.ms / total : 0.0);
+      out << row;
+    }
+  }
   if (const auto it = p.values.find("--json"); it != p.values.end()) {
-    const nlohmann::json j = {{"model", s.model.string()}, {"device", s.dev.to_string()}, {"parameters", f->parameters},
+    nlohmann::json j = {{"model", s.model.string()}, {"device", s.dev.to_string()}, {"parameters", f->parameters},
                               {"weights_dtype", std::string(gpu::to_string(s.weights))},
                               {"tokens", s.tokens}, {"micro_batch", s.micro_batch}, {"steps", s.steps}, {"warmup", s.warmup},
                               {"recompute", gpu::to_string(s.recompute)}, {"optimizer_dtype", optimizer},
@@ -133,7 +156,16 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
                               {"ceiling_fraction", f->ceiling_fraction}, {"first_loss", f->first_loss}, {"last_loss", f->last_loss},
                               {"weights_bytes", f->weights_bytes}, {"gradients_bytes", f->gradients_bytes},
                               {"optimizer_bytes", f->optimizer_bytes}, {"activation_peak_bytes", f->activation_peak_bytes},
-                              {"scratch_bytes", f->scratch_bytes}};
+                              {"scratch_bytes", f->scratch_bytes}, {"in_use_training_bytes", in_use_json(f->in_use_training_bytes)},
+                              {"in_use_offloaded_bytes", in_use_json(f->in_use_offloaded_bytes)},
+                              {"in_use_restored_bytes", in_use_json(f->in_use_restored_bytes)}, {"offloaded_bytes", f->offloaded_bytes},
+                              {"offload_ms", f->offload_ms}, {"restore_ms", f->restore_ms},
+                              {"loss_after_restore", f->loss_after_restore}};
+    if (s.profile) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& t : f->profile) rows.push_back({{"name", t.name}, {"calls", t.calls}, {"ms", t.ms}});
+      j["profile"] = rows;
+    }
     std::ofstream file(it->second);
     file << j.dump(2) << "\n";
     file.close();

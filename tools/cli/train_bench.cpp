@@ -69,6 +69,40 @@ gpu::result<double> time_gemm(const gpu::exec_context& ctx, gpu::dtype type, con
   return times[times.size() / 2];
 }
 
+double ms_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count() * 1e3;
+}
+
+// The device's memory in use while training, offloaded and restored (a step has just run: its
+// gradients are applied, its activations freed into the allocator's cache), with the times of the
+// two transitions and one more step after them.
+gpu::status memory_by_phase(const gpu::exec_context& ctx, gpu::gemma4_train_engine& engine,
+                            const gpu::train_engine::supervised_micro_batch& mb, std::int64_t predicted,
+                            train_bench_figures& f) {
+  auto in_use = [&](const char* phase, std::int64_t& out) -> gpu::status {
+    if (ctx.dev.is_cpu()) return gpu::status::ok();  // stays -1
+    auto b = gpu::device_memory_in_use(ctx.dev);
+    if (!b) return fail(std::string("the memory in use ") + phase, b.error());
+    out = *b;
+    return gpu::status::ok();
+  };
+  if (auto st = in_use("while training", f.in_use_training_bytes); !st) return st;
+  auto start = clock_type::now();
+  if (auto st = engine.offload_state(); !st) return fail("offloading the training state", st);
+  f.offload_ms = ms_since(start);
+  if (auto st = in_use("offloaded", f.in_use_offloaded_bytes); !st) return st;
+  const auto memory = engine.memory();
+  f.offloaded_bytes = memory.optimizer;
+  start = clock_type::now();
+  if (auto st = engine.restore_state(); !st) return fail("restoring the training state", st);
+  f.restore_ms = ms_since(start);
+  if (auto st = in_use("restored", f.in_use_restored_bytes); !st) return st;
+  auto r = engine.train_supervised_step({mb}, predicted);
+  if (!r) return fail("the step after the restore", r.error());
+  f.loss_after_restore = r->loss;
+  return gpu::wait_for_device(ctx);
+}
+
 }  // namespace
 
 gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) {
@@ -109,21 +143,31 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   std::vector<double> times;
   const std::int64_t live = gpu::device_buffer_live_bytes(s.dev);
   for (int step = 0; step < s.warmup + s.steps; ++step) {
-    if (step == s.warmup) gpu::reset_device_buffer_peak(s.dev);
+    if (step == s.warmup) {
+      gpu::reset_device_buffer_peak(s.dev);
+      if (s.profile) gpu::op_profile_start();
+    }
     const auto start = clock_type::now();
     auto r = (*engine)->train_supervised_step({mb}, predicted);
     if (!r) return fail("step " + std::to_string(step), r.error());
     if (auto st = gpu::wait_for_device(ctx); !st) return fail("step " + std::to_string(step), st);
+    gpu::op_profile_mark(ctx, "(host, between steps)");
     if (step >= s.warmup) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count() * 1e3);
     if (step == 0) f.first_loss = r->loss;
     f.last_loss = r->loss;
   }
   f.activation_peak_bytes = gpu::device_buffer_peak_bytes(s.dev) - live;
+  if (s.profile) {
+    auto p = gpu::op_profile_stop(ctx);
+    if (!p) return fail("the op profile", p.error());
+    f.profile = std::move(*p);
+  }
   const auto memory = (*engine)->memory();
+  f.scratch_bytes = memory.scratch_high_water;
   f.weights_bytes = memory.weights;
   f.gradients_bytes = memory.gradients;
   f.optimizer_bytes = memory.optimizer;
-  f.scratch_bytes = memory.scratch_high_water;
+  if (auto st = memory_by_phase(ctx, **engine, mb, predicted, f); !st) return st;
   std::sort(times.begin(), times.end());
   f.step_ms_median = times[times.size() / 2];
   f.step_ms_mean = std::accumulate(times.begin(), times.end(), 0.0) / static_cast<double>(times.size());

@@ -4,14 +4,17 @@
 // step (every matrix product of the step, forward, input gradient and weight gradient, through
 // the linear op on the same device in the same dtype, measured in the same run), the model FLOPs
 // of gpu/model/model_flops.h, and the memory the engine keeps (weights, gradients, optimizer
-// state) apart from what one step adds (activations, scratch).
+// state) apart from what one step adds (activations, scratch), and the memory in use by phase:
+// training, offloaded for a colocated generation phase, restored.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gpu/core/device.h"
+#include "gpu/core/op_profile.h"
 #include "gpu/core/status.h"
 #include "gpu/model/activations.h"
 
@@ -27,6 +30,7 @@ struct train_bench_settings {
   gpu::dtype weights = gpu::dtype::float32;  ///< the weights' and gradients' storage (bfloat16: CUDA)
   bool bf16_optimizer = false;  ///< bfloat16 master weights and moments (else float32)
   std::uint64_t seed = 1;
+  bool profile = false;  ///< time the ops of the timed steps (gpu/core/op_profile.h)
 };
 
 struct train_bench_figures {
@@ -40,6 +44,18 @@ struct train_bench_figures {
   std::int64_t weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0;  ///< fixed memory
   std::int64_t activation_peak_bytes = 0;  ///< the most a step held in activations at once
   std::int64_t scratch_bytes = 0;          ///< the engine's scratch workspace at its most
+  /// Memory by phase, after the timed steps: the device's memory in use (device_memory_in_use)
+  /// right after a step, after offload_state() (optimizer state copied to pinned host memory,
+  /// gradients and cached activations given back) and after restore_state(); how long each
+  /// transition took, and the loss of one more step after the restore (the state came back). The
+  /// in-use figures are -1 on the CPU, whose "device" memory is the host's.
+  std::int64_t in_use_training_bytes = -1, in_use_offloaded_bytes = -1, in_use_restored_bytes = -1;
+  std::int64_t offloaded_bytes = 0;  ///< the optimizer state held in host memory while offloaded
+  double offload_ms = 0, restore_ms = 0;
+  double loss_after_restore = 0;
+  /// With settings.profile: the timed steps' time by op, summed over the steps, most first (the
+  /// host's time between steps under "(host, between steps)").
+  std::vector<gpu::op_time> profile;
 };
 
 /// Runs the benchmark; an error names what failed (the config, the device, a step).

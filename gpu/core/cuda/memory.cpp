@@ -139,4 +139,11 @@ status cuda_wait_for_device(int index) {
 
 status cuda_release_cached(int index) { return trim_pool(index); }
 
+result<std::int64_t> cuda_memory_in_use(int index) {
+  TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  size_t free_b = 0, total_b = 0;
+  TANDEM_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<std::int64_t>(total_b - free_b);
+}
+
 }  // namespace tandem::gpu::internal

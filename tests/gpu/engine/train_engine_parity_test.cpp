@@ -1,7 +1,8 @@
 // The Gemma 4 train engine on cuda:0 against transformers and against the same engine on the CPU,
 // in float32: every committed reference fixture scored (logprobs, also under temperature, top-k
 // and top-p), a few RL steps of a tiny model tracking the CPU engine's losses and gradient norms,
-// device memory that does not grow over a hundred steps, and an NCCL group of one changing no bit. Prints the figures it checks.
+// device memory that does not grow over a hundred steps, an offload that hands the device back
+// all the training state it holds, and an NCCL group of one changing no bit. Prints the figures it checks.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "gpu/comm/nccl_group.h"
 #include "gpu/core/device_buffer.h"
+#include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "support/checkpoint_fixture.h"
 #include "support/micro_batches.h"
@@ -164,6 +166,35 @@ BOOST_AUTO_TEST_CASE(device_memory_does_not_grow_over_a_hundred_steps) {
   }
   BOOST_TEST(tg::device_buffer_peak_bytes(dev) <= peak_after_first, "the activation peak grew after the first step");
   BOOST_TEST_MESSAGE("activation peak per step: " << peak_after_first << " bytes");
+}
+
+BOOST_AUTO_TEST_CASE(offloading_a_bfloat16_engine_hands_the_device_its_gradients_moments_and_float32_master) {
+  temp_dir t;
+  // tiny-all with a 65,536-token vocabulary: 7M parameters, so each slab is megabytes (the
+  // device's count moves in pages).
+  nlohmann::json config = nlohmann::json::parse(preset_config("tiny-all"));
+  config["vocab_size"] = 65536;
+  checkpoint_builder b(t.path() / "wide-vocab");
+  b.set_config(config.dump());
+  b.add_text_stack(*tg::parse_model_config(config.dump(), "config.json"), tg::dtype::float32, 5);
+  b.write();
+  auto c = tg::open_checkpoint(b.dir(), tg::dtype::bfloat16);
+  BOOST_REQUIRE(c.has_value());
+  auto e = tg::gemma4_train_engine::create(on_cuda, std::move(*c), {});  // float32 master and moments
+  BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
+  auto& engine = **e;
+  const tg::packed_sequences s = packed({{3, 17, 29, 4, 88, 61, 5, 19}, {9, 9, 200, 31, 7}});
+  BOOST_REQUIRE(engine.train_step({tandem::test::on_policy_micro_batch(engine, s)}, {}, {11, 2}, {}).has_value());
+  const auto memory = engine.memory();
+  const std::int64_t training = *tg::device_memory_in_use(on_cuda.dev);
+  BOOST_REQUIRE(engine.offload_state().is_ok());
+  const std::int64_t offloaded = *tg::device_memory_in_use(on_cuda.dev);
+  BOOST_TEST_MESSAGE("in use training " << training << ", offloaded " << offloaded << " bytes; gradients "
+                                        << memory.gradients << ", optimizer state " << memory.optimizer);
+  BOOST_TEST(training - offloaded >= memory.gradients + memory.optimizer,
+             "the device got back " << training - offloaded << " of " << memory.gradients + memory.optimizer << " bytes");
+  BOOST_REQUIRE(engine.restore_state().is_ok());
+  BOOST_TEST(*tg::device_memory_in_use(on_cuda.dev) - offloaded >= memory.gradients + memory.optimizer);
 }
 
 BOOST_AUTO_TEST_CASE(an_engine_in_an_nccl_group_of_one_trains_bit_for_bit_as_one_without_a_group) {

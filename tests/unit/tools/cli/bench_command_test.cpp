@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "gpu/core/device_query.h"
@@ -37,7 +38,8 @@ BOOST_AUTO_TEST_CASE(bench_train_prints_the_step_beside_its_gemm_ceiling_and_the
   const auto r = cli({"bench", "train", "--model", tiny, "--tokens", "48", "--micro-batch", "2", "--steps", "2", "--warmup", "1",
                       "--json", json.string()});
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
-  for (const char* line : {"tokens/s", "model TFLOP/s", "GEMM-only ceiling", "memory: fixed", "on cpu", "micro-batch 2 x 48 tokens"})
+  for (const char* line : {"tokens/s", "model TFLOP/s", "GEMM-only ceiling", "memory: fixed", "on cpu", "micro-batch 2 x 48 tokens",
+                           "memory by phase"})
     BOOST_TEST(r.out.find(line) != std::string::npos, "missing '" << line << "' in:\n" << r.out);
   const nlohmann::json j = read_json(json);
   const auto c = *tg::load_model_config(tiny);
@@ -52,8 +54,35 @@ BOOST_AUTO_TEST_CASE(bench_train_prints_the_step_beside_its_gemm_ceiling_and_the
   BOOST_TEST(j.at("gemm_ceiling_ms").get<double>() > 0);
   BOOST_TEST(j.at("activation_peak_bytes").get<std::int64_t>() > 0);
   BOOST_TEST(std::isfinite(j.at("last_loss").get<double>()));
+  BOOST_TEST(j.at("offloaded_bytes").get<std::int64_t>() == j.at("optimizer_bytes").get<std::int64_t>());
+  BOOST_TEST(j.at("loss_after_restore").get<double>() < j.at("first_loss").get<double>(), "the restored state trains on");
   // Random initial weights: the loss starts near log(vocab).
   BOOST_TEST(std::abs(j.at("first_loss").get<double>() - std::log(static_cast<double>(c.vocab_size))) < 1.0, j.dump());
+}
+
+BOOST_AUTO_TEST_CASE(bench_train_profile_charges_the_timed_steps_to_their_ops) {
+  temp_dir t;
+  const auto json = t.path() / "bench.json";
+  const auto r = cli({"bench", "train", "--model", tiny, "--tokens", "32", "--steps", "2", "--warmup", "1", "--profile", "--json",
+                      json.string()});
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  BOOST_TEST(r.out.find("profile of the timed steps") != std::string::npos, r.out);
+  const nlohmann::json j = read_json(json);
+  std::map<std::string, std::pair<std::int64_t, double>> by_name;
+  double total = 0;
+  for (const auto& row : j.at("profile")) {
+    by_name[row.at("name").get<std::string>()] = {row.at("calls").get<std::int64_t>(), row.at("ms").get<double>()};
+    total += row.at("ms").get<double>();
+    BOOST_TEST(row.at("ms").get<double>() >= 0);
+  }
+  // Every op of a step is there, as often in each step; the host's time between the steps once a step.
+  for (const char* op : {"linear_forward", "linear_backward", "rmsnorm_forward", "attention_forward", "adamw_step"})
+    BOOST_TEST(by_name.count(op) == 1, "no " << op << " in " << j.at("profile").dump());
+  BOOST_TEST(by_name["(host, between steps)"].first == 2);
+  BOOST_TEST(by_name["adamw_step"].first % 2 == 0);
+  // The charges add up to the timed steps (the profile covers them, with the host's gaps).
+  BOOST_TEST(total <= 2 * j.at("step_ms_mean").get<double>() * 1.5 + 5, total << " ms against steps of " << j.at("step_ms_mean"));
+  BOOST_TEST(total >= 2 * j.at("step_ms_mean").get<double>() * 0.5, total << " ms against steps of " << j.at("step_ms_mean"));
 }
 
 BOOST_AUTO_TEST_CASE(bfloat16_optimizer_state_is_a_master_and_two_moments_of_two_bytes) {
