@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -42,6 +43,14 @@ std::int64_t bytes_of(dtype type, const std::vector<std::int64_t>& shape) {
 }  // namespace
 
 result<device_buffer> device_buffer::zeros(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape) {
+  return allocate(ctx, type, std::move(shape), true);
+}
+
+result<device_buffer> device_buffer::unfilled(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape) {
+  return allocate(ctx, type, std::move(shape), false);
+}
+
+result<device_buffer> device_buffer::allocate(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape, bool zero) {
   for (auto d : shape)
     if (d < 0) return status(status_code::invalid_argument, "device_buffer: a negative dimension in " + shape_string(shape));
   device_buffer b;
@@ -52,12 +61,13 @@ result<device_buffer> device_buffer::zeros(const exec_context& ctx, dtype type, 
   if (ctx.dev.is_cpu()) {
     try {
       b.data_ = host_buffer(type, b.shape_).storage();
+      if (!zero) std::memset(b.data_.get(), 0xFF, static_cast<std::size_t>(bytes));
     } catch (const std::bad_alloc&) {
       return status(status_code::out_of_memory, "allocating " + std::to_string(bytes) + " bytes on the cpu failed");
     }
     return b;
   }
-  auto p = device_allocate_ordered(ctx, bytes);
+  auto p = zero ? device_allocate_ordered(ctx, bytes) : device_allocate_ordered_unfilled(ctx, bytes);
   if (!p) return p.error();
   count(ctx.dev, bytes);
   const device dev = ctx.dev;
@@ -75,13 +85,26 @@ std::int64_t device_buffer::numel() const {
   return n;
 }
 
-status allocate_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests) {
+namespace {
+
+template <class Make>
+status allocate_each(std::initializer_list<buffer_request> requests, dtype type, Make&& make) {
   for (const buffer_request& r : requests) {
-    auto b = device_buffer::zeros(ctx, r.type.value_or(type), r.shape);
+    auto b = make(r.type.value_or(type), r.shape);
     if (!b) return b.error();
     *r.out = std::move(*b);
   }
   return status::ok();
+}
+
+}  // namespace
+
+status allocate_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests) {
+  return allocate_each(requests, type, [&](dtype t, const std::vector<std::int64_t>& shape) { return device_buffer::zeros(ctx, t, shape); });
+}
+
+status allocate_unfilled_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests) {
+  return allocate_each(requests, type, [&](dtype t, const std::vector<std::int64_t>& shape) { return device_buffer::unfilled(ctx, t, shape); });
 }
 
 std::int64_t device_buffer_live_bytes(const device& dev) {

@@ -32,6 +32,11 @@ class device_buffer {
   /// `type` [shape] on ctx.dev, zero-filled (ordered on ctx.stream on CUDA); out_of_memory naming
   /// the bytes and the device when the allocation fails.
   static result<device_buffer> zeros(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape);
+  /// The same without the fill, for a buffer its next op writes whole: on CUDA whatever the
+  /// memory held (no memset on the stream); on the CPU every byte 0xFF (NaN in every floating
+  /// dtype, -1 in the integers), so code that reads such a buffer before writing it computes NaN
+  /// in the CPU tests instead of passing by the luck of a zero.
+  static result<device_buffer> unfilled(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape);
 
   tensor view() const { return tensor::contiguous(data_.get(), type_, shape_, device_); }
   operator tensor() const { return view(); }  // NOLINT: a buffer is usable wherever a view is
@@ -52,6 +57,8 @@ class device_buffer {
   bool empty() const { return !data_; }
 
  private:
+  static result<device_buffer> allocate(const exec_context& ctx, dtype type, std::vector<std::int64_t> shape, bool zero);
+
   dtype type_ = dtype::float32;
   std::vector<std::int64_t> shape_;
   device device_;
@@ -78,6 +85,8 @@ struct buffer_request {
 /// device_buffer::zeros(ctx, the request's type or else `type`, shape) into each request's `out`,
 /// in order; the first failure is returned (buffers made before it stay made).
 status allocate_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests);
+/// The same with device_buffer::unfilled: for buffers that the ops after the call write whole.
+status allocate_unfilled_buffers(const exec_context& ctx, dtype type, std::initializer_list<buffer_request> requests);
 
 /// Bytes of live device buffers on `dev` and the most live at once since the last reset. On the
 /// CPU these are the host buffers' figures (host_buffer_live_bytes), which include device_buffers.

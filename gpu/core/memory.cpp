@@ -16,7 +16,7 @@ void cuda_free(int index, void* p);
 result<void*> cuda_host_allocate(std::int64_t bytes);
 void cuda_host_free(void* p);
 status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool to_device);
-result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes);
+result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes, bool zero);
 void cuda_free_ordered(int index, void* stream, void* p);
 status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, std::int64_t bytes, copy_kind kind);
 status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes);
@@ -104,7 +104,17 @@ result<void*> device_allocate_ordered(const exec_context& ctx, std::int64_t byte
   op_profile_mark(ctx, "(zero-filled allocation)");
   if (ctx.dev.is_cpu()) return host_allocate(bytes);
 #if TANDEM_HAVE_CUDA
-  return internal::cuda_allocate_ordered(ctx.dev.index, ctx.stream.native, bytes);
+  return internal::cuda_allocate_ordered(ctx.dev.index, ctx.stream.native, bytes, true);
+#else
+  return no_cuda();
+#endif
+}
+
+result<void*> device_allocate_ordered_unfilled(const exec_context& ctx, std::int64_t bytes) {
+  op_profile_mark(ctx, "(allocation)");
+  if (ctx.dev.is_cpu()) return host_allocate(bytes);
+#if TANDEM_HAVE_CUDA
+  return internal::cuda_allocate_ordered(ctx.dev.index, ctx.stream.native, bytes, false);
 #else
   return no_cuda();
 #endif

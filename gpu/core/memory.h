@@ -27,6 +27,8 @@ status copy_to_device(device dev, void* device_dst, const void* host, std::int64
 /// CPU: device_allocate). Free it with device_free_ordered on the same stream.
 result<void*> device_allocate_ordered(const exec_context& ctx, std::int64_t bytes);
 void device_free_ordered(const device& dev, stream_ref stream, void* p);
+/// The same without the zero fill on CUDA (contents unspecified).
+result<void*> device_allocate_ordered_unfilled(const exec_context& ctx, std::int64_t bytes);
 
 /// Copies ordered on ctx.stream, after the work enqueued there: within ctx.dev's memory (returns
 /// once enqueued), and between it and host memory (returns once the copy is complete, so the

@@ -70,15 +70,14 @@ status slab::release() {
 status slab::offload() {
   if (state_ != slab_state::resident)
     return {status_code::invalid_argument, "slab " + name_ + ": offload() needs a resident slab"};
-  auto host = host_staging_allocate(device_, bytes_);
-  if (!host) return {host.error().code(), "slab " + name_ + ": offload: " + host.error().message()};
-  if (status s = copy_to_host(device_, *host, data_, bytes_); !s) {
-    host_staging_free(device_, *host);
-    return {s.code(), "slab " + name_ + ": offload: " + s.message()};
+  if (!host_) {
+    auto host = host_staging_allocate(device_, bytes_);
+    if (!host) return {host.error().code(), "slab " + name_ + ": offload: " + host.error().message()};
+    host_ = *host;
   }
+  if (status s = copy_to_host(device_, host_, data_, bytes_); !s) return {s.code(), "slab " + name_ + ": offload: " + s.message()};
   device_free(device_, data_);
   data_ = nullptr;
-  host_ = *host;
   state_ = slab_state::offloaded;
   return status::ok();
 }
@@ -92,8 +91,6 @@ status slab::restore() {
       device_free(device_, *mem);
       return {s.code(), "slab " + name_ + ": restore: " + s.message()};
     }
-    host_staging_free(device_, host_);
-    host_ = nullptr;
   }
   data_ = *mem;
   state_ = slab_state::resident;

@@ -5,8 +5,12 @@
 //             release()                 restore()
 //   resident ------------> released ------------> resident (zero-filled)
 //       |                                   ^
-//       |  offload(): copy to host memory,  |  restore(): reallocate, copy back,
-//       +--> free the device memory --> offloaded --- free the host copy
+//       |  offload(): copy to host memory,  |  restore(): reallocate, copy back
+//       +--> free the device memory --> offloaded
+//
+// The host memory of an offload (pinned, for CUDA) stays with the slab after restore(), for the
+// next offload: pinning gigabytes costs seconds, many times the copy (a colocated run offloads
+// every step). release() and the destructor free it.
 //
 // Every transition either completes or leaves the slab in its previous state with a status
 // saying why (an allocation that fails during restore() keeps the host copy).
@@ -37,6 +41,8 @@ class slab {
 
   const std::string& name() const { return name_; }
   std::int64_t bytes() const { return bytes_; }
+  /// Bytes of host memory the slab holds for offloads (0 before the first, and after release()).
+  std::int64_t host_bytes() const { return host_ ? bytes_ : 0; }
   const device& dev() const { return device_; }
   slab_state state() const { return state_; }
 
@@ -52,9 +58,11 @@ class slab {
     return tensor::contiguous(static_cast<char*>(data_) + byte_offset, type, shape, device_);
   }
 
-  /// Frees the memory; the contents are gone. No-op when already released.
+  /// Frees the memory, the host memory of offloads too; the contents are gone. No-op when already
+  /// released.
   status release();
-  /// Copies the contents to host memory, then frees the device memory.
+  /// Copies the contents to host memory (allocated at the first offload, then reused), then frees
+  /// the device memory.
   status offload();
   /// Makes the slab resident again: zero-filled after release(), the old contents after offload().
   status restore();
@@ -68,7 +76,7 @@ class slab {
   device device_;
   slab_state state_ = slab_state::released;
   void* data_ = nullptr;  // device memory when resident
-  void* host_ = nullptr;  // host copy when offloaded
+  void* host_ = nullptr;  // the host copy when offloaded; kept for the next offload after a restore
 };
 
 }  // namespace tandem::gpu

@@ -303,17 +303,11 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
     sum_sq += sums[k];
   }
   const double norm = std::sqrt(sum_sq);
-  const tensor grad = flat(grads_, weight_type(), n);
-  if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) {
-    const double factor = options_.max_grad_norm / (norm + 1e-6);
-    if (auto s = ops::scale_forward(ctx_, grad.reshaped({1, n}), factor, grad.reshaped({1, n})); !s) {
-      zero_gradients();
-      return fail(s.code(), "optimizer_step: clipping: " + s.message());
-    }
-  }
   ops::adamw_hyper hyper = options_.adamw;
   hyper.lr = scheduled_lr(options_, step_);
   hyper.step = step_ + 1;
+  // Clipping scales the gradient inside the step (one pass over the optimizer state, not two).
+  if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) hyper.grad_scale = options_.max_grad_norm / (norm + 1e-6);
   const bool separate_master = options_.master_dtype != weight_type();
   const dtype w_type = weight_type();
   const auto at = [](const tensor_entry& e, dtype t) { return e.offset_elements * static_cast<std::int64_t>(size_of(t)); };

@@ -19,8 +19,15 @@ namespace {
 
 using namespace ops;
 
-// Zero-filled buffers on the context's device in the dtype of `like`.
+// Buffers on the context's device in the dtype of `like`, for outputs that the next op writes
+// whole: unfilled (no memset on the device; NaN on the CPU, where the tests would see a read before
+// the write).
 status make(const exec_context& ctx, const device_buffer& like, std::initializer_list<buffer_request> requests) {
+  return allocate_unfilled_buffers(ctx, like.type(), requests);
+}
+
+// Zero-filled, for outputs that ops accumulate into.
+status make_zeros(const exec_context& ctx, const device_buffer& like, std::initializer_list<buffer_request> requests) {
   return allocate_buffers(ctx, like.type(), requests);
 }
 
@@ -154,7 +161,7 @@ status feedforward_forward(const exec_context& ctx, const model_config& c, int l
   TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.m, {T, H}}, {&s.m_dense_inv, {T}, stat(r)}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m_dense, w.post_feedforward_norm_1, eps, s.m, s.m_dense_inv));
   TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.router_w, {T, K}}, {&s.router_r, {T, K}}, {&s.router_inv, {T}, stat(r)}}));
-  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&s.router_idx, {T, K}}}));
+  TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&s.router_idx, {T, K}}}));
   TANDEM_RETURN_IF_ERROR(moe_router_forward(ctx, r, w.router_scale, w.router_proj, w.router_per_expert_scale, s.router_w,
                                             s.router_idx, s.router_r, s.router_inv, eps));
   device_buffer normed;
@@ -268,9 +275,11 @@ status layer_backward(const exec_context& ctx, const model_config& c, int l, con
   device_buffer attn = s.attn, lse = s.lse;
   if (lse.empty()) TANDEM_RETURN_IF_ERROR(core_forward(ctx, c, L, batch, s.q, kv, attn, lse));  // recompute selective
   TANDEM_RETURN_IF_ERROR(linear_backward(ctx, attn, w.o_proj, d_o, d_core, g.o_proj));
-  if (dkv.dk.empty()) TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&dkv.dk, kv.k.shape()}, {&dkv.dv, kv.v.shape()}}));
+  if (dkv.dk.empty()) TANDEM_RETURN_IF_ERROR(make_zeros(ctx, s.h_in, {{&dkv.dk, kv.k.shape()}, {&dkv.dv, kv.v.shape()}}));  // accumulated
+  // The forward's output gives the backward its row terms D = dO · O (without it, the backward
+  // recomputes the forward for them).
   TANDEM_RETURN_IF_ERROR(attention_backward(ctx, s.q, kv.k, kv.v, batch.cu_seqlens, lse, d_core.view().reshaped({T, nh, d}), dq,
-                                            dkv.dk, dkv.dv, attention_of(c, L)));
+                                            dkv.dk, dkv.dv, attention_of(c, L), false, attn.view().reshaped({T, nh, d})));
   // q = rope_q(q_norm(q_proj(a)))
   TANDEM_RETURN_IF_ERROR(unrope_if(ctx, s.args.q_rope, dq));
   device_buffer dq_raw;

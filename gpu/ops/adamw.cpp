@@ -27,7 +27,10 @@ status check_hyper(const adamw_hyper& h) {
       require(h.beta2 >= 0 && h.beta2 < 1, op, "beta2 must be in [0, 1), got " + number(h.beta2)));
   TANDEM_RETURN_IF_ERROR(
       require(std::isfinite(h.eps) && h.eps >= 0, op, "eps must be finite and >= 0, got " + number(h.eps)));
-  return require(std::isfinite(h.weight_decay), op, "weight_decay must be finite, got " + number(h.weight_decay));
+  TANDEM_RETURN_IF_ERROR(
+      require(std::isfinite(h.weight_decay), op, "weight_decay must be finite, got " + number(h.weight_decay)));
+  return require(std::isfinite(h.grad_scale) && h.grad_scale > 0, op,
+                 "grad_scale must be finite and > 0, got " + number(h.grad_scale));
 }
 
 /// `t` is a contiguous tensor of n elements on param's device.

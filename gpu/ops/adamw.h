@@ -20,10 +20,12 @@ struct adamw_hyper {
   double eps = 1e-8;           ///< added to sqrt(v_hat); finite, >= 0
   double weight_decay = 0.01;  ///< decoupled decay factor (multiplied by lr); finite
   std::int64_t step = 1;       ///< 1-based index of this step (the caller counts); bias correction uses beta^step
+  double grad_scale = 1;       ///< the gradient is multiplied by it first (gradient clipping's factor); finite, > 0
 };
 
 /// One AdamW step over one tensor (or one flat range of a slab). Per element, in this order:
 ///
+///   g     = grad_scale * grad
 ///   m     = beta1 * m + (1 - beta1) * g
 ///   v     = beta2 * v + (1 - beta2) * (g * g)
 ///   m_hat = m / (1 - beta1^step)
@@ -46,7 +48,7 @@ struct adamw_hyper {
 /// All operands are contiguous with param's element count (shapes may differ), on one device.
 ///
 /// @param param       F32 | BF16 (F64 on the reference path) [n]: master weights, updated in place
-/// @param grad        F32 | BF16 | F64 [n]: the gradient (already clipped/scaled by the caller); a
+/// @param grad        F32 | BF16 | F64 [n]: the gradient (scaled by hyper.grad_scale here); a
 ///                    BF16 gradient (bfloat16 weights' own) is widened exactly to float32 first,
 ///                    so its step equals a float32 step on the widened values
 /// @param exp_avg     F32 | BF16 (F64 on the reference path) [n]: first moment m, updated in place

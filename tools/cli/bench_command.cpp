@@ -1,6 +1,6 @@
 // `tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
 //  [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16] [--optimizer-dtype fp32|bf16] [--seed N]
-//  [--profile] [--json FILE]`: train steps of the Gemma 4 engine over random initial weights, beside the
+//  [--logprob-chunk N] [--profile] [--json FILE]`: train steps of the Gemma 4 engine over random initial weights, beside the
 // GEMM-only ceiling of the same step measured in the same run (train_bench.h); --profile adds
 // the timed steps' time op by op (gpu/core/op_profile.h).
 #include <cstdio>
@@ -20,7 +20,7 @@ constexpr const char* usage =
     "usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]\n"
     "                          [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16]\n"
     "                          [--optimizer-dtype fp32|bf16]\n"
-    "                          [--seed N] [--profile] [--json FILE]\n";
+    "                          [--seed N] [--logprob-chunk N] [--profile] [--json FILE]\n";
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
 
@@ -44,7 +44,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
   const parsed_options p = parse_options(
       args(a.begin() + 1, a.end()),
       {"--model", "--tokens", "--micro-batch", "--steps", "--warmup", "--recompute", "--backend", "--dtype", "--optimizer-dtype", "--seed",
-       "--json"},
+       "--logprob-chunk", "--json"},
       {"--profile"});
   if (!p.problem.empty()) {
     err << "tandem bench train: " << p.problem << "\n" << usage;
@@ -66,7 +66,8 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
                 {"--micro-batch", 1, [&](long long v) { s.micro_batch = v; }},
                 {"--steps", 1, [&](long long v) { s.steps = static_cast<int>(v); }},
                 {"--warmup", 0, [&](long long v) { s.warmup = static_cast<int>(v); }},
-                {"--seed", 0, [&](long long v) { s.seed = static_cast<std::uint64_t>(v); }}};
+                {"--seed", 0, [&](long long v) { s.seed = static_cast<std::uint64_t>(v); }},
+                {"--logprob-chunk", 1, [&](long long v) { s.logprob_chunk = v; }}};
   for (const auto& c : counts) {
     const auto it = p.values.find(c.name);
     if (it == p.values.end()) continue;
@@ -117,7 +118,8 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       << ") on " << s.dev.to_string() << "\n"
       << "  " << gpu::to_string(s.weights) << " weights and gradients, " << optimizer << " master weights and AdamW moments, recompute " << gpu::to_string(s.recompute)
       << "\n"
-      << "  micro-batch " << s.micro_batch << " x " << s.tokens << " tokens, one per step; " << s.steps << " timed steps after "
+      << "  micro-batch " << s.micro_batch << " x " << s.tokens << " tokens, one per step (logits of " << s.logprob_chunk
+      << " tokens at once); " << s.steps << " timed steps after "
       << s.warmup << " warm-up; loss " << fixed(f->first_loss, 4) << " -> " << fixed(f->last_loss, 4) << "\n"
       << "  step " << fixed(f->step_ms_median, 2) << " ms median (" << fixed(f->step_ms_mean, 2) << " mean): "
       << fixed(f->tokens_per_s, 0) << " tokens/s, " << fixed(f->model_tflops, 3) << " model TFLOP/s (" << f->flops_per_step
@@ -150,6 +152,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
                               {"weights_dtype", std::string(gpu::to_string(s.weights))},
                               {"tokens", s.tokens}, {"micro_batch", s.micro_batch}, {"steps", s.steps}, {"warmup", s.warmup},
                               {"recompute", gpu::to_string(s.recompute)}, {"optimizer_dtype", optimizer},
+                              {"logprob_chunk", s.logprob_chunk},
                               {"step_ms_median", f->step_ms_median}, {"step_ms_mean", f->step_ms_mean},
                               {"tokens_per_s", f->tokens_per_s}, {"flops_per_step", f->flops_per_step},
                               {"model_tflops", f->model_tflops}, {"gemm_ceiling_ms", f->gemm_ceiling_ms},

@@ -249,7 +249,7 @@ exit status: 0 written, 1 refused (DIR exists, a bad config, a write failed), 2 
 constexpr const char* bench_help = R"(usage: tandem bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--warmup N]
                           [--recompute none|selective|full] [--backend cpu|cuda] [--dtype fp32|bf16]
                           [--optimizer-dtype fp32|bf16]
-                          [--seed N] [--json FILE]
+                          [--seed N] [--logprob-chunk N] [--profile] [--json FILE]
 
 Times training steps of the Gemma 4 train engine on the model of DIR's config.json with the random
 initial weights of `tandem init` (DIR's weights, if any, are not read): each step is the forward,
@@ -260,10 +260,16 @@ every projection per token, the tied head included, plus attention's QÂ·K and PÂ
 each query sees; the backward counted twice), then the GEMM-only ceiling measured in the same run:
 every matrix product of the step (forward, input and weight gradients) alone through the same
 linear op on the same device, and the step's time as a fraction of it. Memory: what the engine
-keeps (weights, gradients, optimizer state) and the most a step adds (activations, scratch).
-Weights and gradients are stored in --dtype (fp32, or bf16 on CUDA); --optimizer-dtype bf16
-keeps bfloat16 master weights and moments (default fp32: a float32 master beside bfloat16
-weights). --backend cuda runs on cuda:0. --json FILE writes every figure.
+keeps (weights, gradients, optimizer state) and the most a step adds (activations, scratch); then
+memory by phase: the device's memory in use while training, after the training state is offloaded
+(optimizer state copied to pinned host memory, gradients and cached activations given back, as a
+colocated run does before generating) and after it is restored, with each transition's time and
+the loss of one more step. Weights and gradients are stored in --dtype (fp32, or bf16 on CUDA);
+--optimizer-dtype bf16 keeps bfloat16 master weights and moments (default fp32: a float32 master
+beside bfloat16 weights). --logprob-chunk N: tokens whose vocabulary logits exist at once (default
+1024, as policy.logprob_chunk_size). --profile adds the timed steps' time op by op: each op's
+start on the device to the next op's, so an op's share includes any wait for the host. --backend
+cuda runs on cuda:0. --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
 )";

@@ -122,6 +122,7 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   if (auto st = gpu::fill_initial_weights(ctx, layout, *weights, s.seed, *range); !st) return fail("the initial weights", st);
   gpu::train_engine_options o;
   o.recompute = s.recompute;
+  o.logprob_chunk_rows = s.logprob_chunk;
   o.adamw.lr = 1e-6;
   o.adamw.weight_decay = 0.01;
   if (s.bf16_optimizer) o.master_dtype = o.first_moment_dtype = o.second_moment_dtype = gpu::dtype::bfloat16;

@@ -30,6 +30,9 @@ struct train_bench_settings {
   gpu::dtype weights = gpu::dtype::float32;  ///< the weights' and gradients' storage (bfloat16: CUDA)
   bool bf16_optimizer = false;  ///< bfloat16 master weights and moments (else float32)
   std::uint64_t seed = 1;
+  /// Tokens whose vocabulary logits exist at once: the recipes' policy.logprob_chunk_size, whose
+  /// default this is.
+  std::int64_t logprob_chunk = 1024;
   bool profile = false;  ///< time the ops of the timed steps (gpu/core/op_profile.h)
 };
 

@@ -91,14 +91,14 @@ status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool
 
 enum class copy_kind { device_to_device, device_to_host, host_to_device };
 
-result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes) {
+result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes, bool zero) {
   void* p = nullptr;
   const auto s = static_cast<cudaStream_t>(stream);
   auto run = [&]() -> status {
     TANDEM_CUDA_CHECK(cudaSetDevice(index));
     TANDEM_RETURN_IF_CUDA_STATUS(keep_pool_memory(index));
     TANDEM_CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes == 0 ? 256 : bytes), s));
-    TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), s));
+    if (zero) TANDEM_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), s));
     return status::ok();
   };
   if (status r = run(); !r) {

@@ -47,12 +47,13 @@ void adamw_step(const tensor& param, const tensor& grad, const tensor& exp_avg, 
   const T decay = static_cast<T>(1.0 - hyper.lr * hyper.weight_decay);
   const T lr = static_cast<T>(hyper.lr);
   const T eps = static_cast<T>(hyper.eps);
+  const T grad_scale = static_cast<T>(hyper.grad_scale);
   const bool copy = !model_copy.empty();
   const std::int64_t n = param.numel();
 
 #pragma omp parallel for schedule(static) if (parallel_worth(n * 8))
   for (std::int64_t i = 0; i < n; ++i) {
-    const T g = load<T>(grad, i);
+    const T g = grad_scale * load<T>(grad, i);
     const T m = beta1 * load<T>(exp_avg, i) + one_minus_beta1 * g;
     const T v = beta2 * load<T>(exp_avg_sq, i) + one_minus_beta2 * (g * g);
     const T m_hat = m / correction1;

@@ -22,7 +22,7 @@ constexpr int vector = 4;  ///< elements per group
 
 /// The step's scalars, rounded to float32 from double as the CPU path rounds them.
 struct adamw_scalars {
-  float beta1, beta2, one_minus_beta1, one_minus_beta2, correction1, correction2, decay, lr, eps;
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, correction1, correction2, decay, lr, eps, grad_scale;
 };
 
 /// Storage of model_copy when there is none.
@@ -32,7 +32,8 @@ struct no_copy {};
 // kernels
 
 /// One element: m, v and p updated in the header's order, each operation rounded.
-__device__ __forceinline__ void adamw_element(const adamw_scalars& h, float g, float& p, float& m, float& v) {
+__device__ __forceinline__ void adamw_element(const adamw_scalars& h, float grad, float& p, float& m, float& v) {
+  const float g = __fmul_rn(h.grad_scale, grad);
   m = __fadd_rn(__fmul_rn(h.beta1, m), __fmul_rn(h.one_minus_beta1, g));
   v = __fadd_rn(__fmul_rn(h.beta2, v), __fmul_rn(h.one_minus_beta2, __fmul_rn(g, g)));
   const float m_hat = __fdiv_rn(m, h.correction1);
@@ -142,7 +143,8 @@ status adamw_step(const exec_context& ctx, dtype storage, const tensor& param, c
                         static_cast<float>(1.0 - std::pow(hyper.beta2, step)),
                         static_cast<float>(1.0 - hyper.lr * hyper.weight_decay),
                         static_cast<float>(hyper.lr),
-                        static_cast<float>(hyper.eps)};
+                        static_cast<float>(hyper.eps),
+                        static_cast<float>(hyper.grad_scale)};
   // Every operand aligned to its own 4-element group: 16 bytes for float32, 8 for bfloat16.
   bool vectorised = aligned(grad.data(), vector * size_of(grad.type()));
   for (const tensor* t : {&param, &exp_avg, &exp_avg_sq, &model_copy})

@@ -21,6 +21,22 @@ BOOST_AUTO_TEST_CASE(offload_then_restore_keeps_the_contents) {
   for (int i = 0; i < 16; ++i) BOOST_TEST(again->as<float>()[i] == static_cast<float>(i) * 0.5f);
 }
 
+BOOST_AUTO_TEST_CASE(the_host_memory_of_an_offload_serves_the_next_one_until_release) {
+  auto s = slab::create("moments", 64, device::cpu());
+  BOOST_REQUIRE(s.has_value());
+  BOOST_TEST(s->host_bytes() == 0);
+  for (float value : {1.5f, -2.0f}) {
+    s->view(0, dtype::float32, {16})->as<float>()[5] = value;
+    BOOST_REQUIRE(s->offload().is_ok());
+    BOOST_TEST(s->host_bytes() == 64);
+    BOOST_REQUIRE(s->restore().is_ok());
+    BOOST_TEST(s->host_bytes() == 64, "kept for the next offload");
+    BOOST_TEST(s->view(0, dtype::float32, {16})->as<float>()[5] == value, "the second offload copied afresh");
+  }
+  BOOST_REQUIRE(s->release().is_ok());
+  BOOST_TEST(s->host_bytes() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(release_then_restore_gives_zeroed_memory) {
   auto s = slab::create("activations", 32, device::cpu());
   BOOST_REQUIRE(s.has_value());

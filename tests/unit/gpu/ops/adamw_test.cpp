@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "gpu/core/convert.h"
@@ -203,6 +205,27 @@ BOOST_AUTO_TEST_CASE(the_model_copy_is_the_stored_master_value_converted_to_the_
   for (std::int64_t i = 0; i < 33; ++i) BOOST_TEST_REQUIRE(value_at(copy32, i) == value_at(p_bf, i));
 }
 
+BOOST_AUTO_TEST_CASE(the_gradient_scale_multiplies_the_gradient_before_the_moments) {
+  // A power of two scales exactly: the step on grad with scale 1/4 is the step on grad / 4.
+  const std::int64_t n = 33;
+  const host_buffer grad = random_in(dtype::float32, n, 7, -1, 1), quarter(dtype::float32, {n});
+  for (std::int64_t i = 0; i < n; ++i) quarter.data<float>()[i] = grad.data<float>()[i] / 4;
+  std::vector<host_buffer> runs;
+  for (const auto& [g, scale] : {std::pair{&grad, 0.25}, std::pair{&quarter, 1.0}}) {
+    host_buffer p = random_in(dtype::float32, n, 1, -1, 1), m = random_in(dtype::float32, n, 2, -0.1, 0.1),
+                v = random_in(dtype::float32, n, 3, 0, 0.01);
+    BOOST_REQUIRE(ops::adamw_step(ctx, p, *g, m, v, adamw_hyper{.step = 3, .grad_scale = scale}).is_ok());
+    for (host_buffer* b : {&p, &m, &v}) runs.push_back(std::move(*b));
+  }
+  for (int k = 0; k < 3; ++k)
+    BOOST_TEST(std::memcmp(runs[k].data<float>(), runs[k + 3].data<float>(), static_cast<std::size_t>(n) * 4) == 0, "tensor " << k);
+  // And a scale that is not 1 changes the step.
+  host_buffer p = random_in(dtype::float32, n, 1, -1, 1), m = random_in(dtype::float32, n, 2, -0.1, 0.1),
+              v = random_in(dtype::float32, n, 3, 0, 0.01);
+  BOOST_REQUIRE(ops::adamw_step(ctx, p, grad, m, v, adamw_hyper{.step = 3}).is_ok());
+  BOOST_TEST(std::memcmp(p.data<float>(), runs[0].data<float>(), static_cast<std::size_t>(n) * 4) != 0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_or_setting) {
   host_buffer p(dtype::float32, {3, 4}), g(dtype::float32, {3, 5}), m(dtype::float32, {12}), v(dtype::float32, {12});
   host_buffer g12(dtype::float32, {12}), m16(dtype::float16, {12}), g64(dtype::float64, {12});
@@ -224,6 +247,10 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_with_messages_naming_the_tensor_o
              "adamw_step: lr must be finite, got inf");
   BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.beta2 = 1.0})) ==
              "adamw_step: beta2 must be in [0, 1), got 1");
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.grad_scale = 0})) ==
+             "adamw_step: grad_scale must be finite and > 0, got 0");
+  BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m, v, adamw_hyper{.grad_scale = INFINITY})) ==
+             "adamw_step: grad_scale must be finite and > 0, got inf");
   BOOST_TEST(message(ops::adamw_step(ctx, p, g12, m16, v, {})) ==
              "adamw_step: exp_avg: expected dtype float32 or bfloat16, got F16 [12] cpu");
   BOOST_TEST(message(ops::adamw_step(ctx, p, g64, m, v, {})) ==
