@@ -162,8 +162,8 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
   if (!b) return step("forward", b.error());
   micro_batch_forward f{std::move(*b), {}, {}, {}};
   device_buffer rows;
-  if (auto s = step("forward", allocate_buffers(ctx_, weight_type(), {{&f.hidden, {T, c.hidden_size}}})); !s) return s;
-  if (auto s = step("forward", allocate_buffers(ctx_, dtype::float32, {{&rows, {T}}})); !s) return s;
+  if (auto s = step("forward", allocate_unfilled_buffers(ctx_, weight_type(), {{&f.hidden, {T, c.hidden_size}}})); !s) return s;
+  if (auto s = step("forward", allocate_unfilled_buffers(ctx_, dtype::float32, {{&rows, {T}}})); !s) return s;
   if (auto s = step("forward", forward_for_backward(ctx_, c, w_, f.batch.view(), f.hidden, f.act, options_.recompute)); !s) return s;
   if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows)); !s)
     return s;
@@ -179,8 +179,8 @@ status gemma4_train_engine::backward_micro_batch(const char* op, const micro_bat
   const auto T = static_cast<std::int64_t>(d_rows.size());
   auto step = [op](const char* what, status s) { return s ? s : fail(s.code(), std::string(op) + ": " + what + ": " + s.message()); };
   device_buffer d_rows_dev, d_hidden;
-  if (auto s = step("head backward", allocate_buffers(ctx_, dtype::float32, {{&d_rows_dev, {T}}})); !s) return s;
-  if (auto s = step("head backward", allocate_buffers(ctx_, weight_type(), {{&d_hidden, {T, c.hidden_size}}})); !s) return s;
+  if (auto s = step("head backward", allocate_unfilled_buffers(ctx_, dtype::float32, {{&d_rows_dev, {T}}})); !s) return s;
+  if (auto s = step("head backward", allocate_unfilled_buffers(ctx_, weight_type(), {{&d_hidden, {T, c.hidden_size}}})); !s) return s;
   if (auto s = step("head backward", copy_to_device(ctx_, d_rows_dev.data<float>(), d_rows.data(), T * 4)); !s) return s;
   ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
   if (auto s = step("head backward", head_backward(ctx_, c, w_, f.hidden, f.batch.targets, params, d_rows_dev, d_hidden, g_,
@@ -310,20 +310,32 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   if (options_.max_grad_norm > 0 && norm > options_.max_grad_norm) hyper.grad_scale = options_.max_grad_norm / (norm + 1e-6);
   const bool separate_master = options_.master_dtype != weight_type();
   const dtype w_type = weight_type();
-  const auto at = [](const tensor_entry& e, dtype t) { return e.offset_elements * static_cast<std::int64_t>(size_of(t)); };
-  // Tensor by tensor: buffers (layer_scalar) take no step, not even weight decay.
+  const auto at = [](std::int64_t first, dtype t) { return first * static_cast<std::int64_t>(size_of(t)); };
+  // One call per run of adjacent trainable tensors (an element-wise step: the same bits as tensor
+  // by tensor, in tens of launches instead of hundreds); buffers (layer_scalar) take no step, not
+  // even weight decay.
   status s;
-  for (const tensor_entry& e : layout.tensors) {
-    if (!e.trainable) continue;
-    const std::vector<std::int64_t> shape{e.elements()};
+  const auto step_range = [&](std::int64_t first, std::int64_t count) {
+    const std::int64_t e = first;
+    const std::vector<std::int64_t> shape{count};
     const tensor weights = *weights_.view_of(at(e, w_type), w_type, shape);
     const tensor master = separate_master ? *master_.view_of(at(e, options_.master_dtype), options_.master_dtype, shape) : weights;
-    s = ops::adamw_step(ctx_, master, *grads_.view_of(at(e, w_type), w_type, shape),
-                        *exp_avg_.view_of(at(e, options_.first_moment_dtype), options_.first_moment_dtype, shape),
-                        *exp_avg_sq_.view_of(at(e, options_.second_moment_dtype), options_.second_moment_dtype, shape),
-                        hyper, separate_master ? weights : tensor{});
-    if (!s) break;
+    return ops::adamw_step(ctx_, master, *grads_.view_of(at(e, w_type), w_type, shape),
+                           *exp_avg_.view_of(at(e, options_.first_moment_dtype), options_.first_moment_dtype, shape),
+                           *exp_avg_sq_.view_of(at(e, options_.second_moment_dtype), options_.second_moment_dtype, shape),
+                           hyper, separate_master ? weights : tensor{});
+  };
+  std::int64_t run_first = 0, run_count = 0;
+  for (const tensor_entry& e : layout.tensors) {
+    if (!e.trainable) continue;
+    if (run_count > 0 && e.offset_elements != run_first + run_count) {
+      if (s = step_range(run_first, run_count); !s) break;
+      run_count = 0;
+    }
+    if (run_count == 0) run_first = e.offset_elements;
+    run_count += e.elements();
   }
+  if (s && run_count > 0) s = step_range(run_first, run_count);
   zero_gradients();
   if (!s) return fail(s.code(), "optimizer_step: " + s.message());
   ++step_;

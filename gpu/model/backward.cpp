@@ -46,7 +46,7 @@ status head_backward(const exec_context& ctx, const model_config& c, const model
   const dtype type = hidden.type();
   const std::int64_t rows = std::min(chunk_rows, std::max<std::int64_t>(T, 1));
   device_buffer raw, logits, dlogits;
-  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&raw, {rows, V}}, {&logits, {rows, V}}, {&dlogits, {rows, V}}}));
+  TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&raw, {rows, V}}, {&logits, {rows, V}}, {&dlogits, {rows, V}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows), n = end - begin;
     const tensor x = raw.view().rows(0, n), y = logits.view().rows(0, n), dy = dlogits.view().rows(0, n);
@@ -73,9 +73,9 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
                                  "model_backward", "the activations are not those of this batch's forward"));
 
   device_buffer dh, d_ple;
-  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&dh, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&dh, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.h_out, w.final_norm, act.final_inv, d_hidden, dh, g.final_norm));
-  if (P > 0) TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&d_ple, {T, L, P}}}));
+  if (P > 0) TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&d_ple, {T, L, P}}}));  // zeros: each layer adds its slice
   std::map<int, kv_gradients> dkv;  // by the layer whose K/V they are
 
   for (int l = c.num_hidden_layers - 1; l >= 0; --l) {
@@ -88,7 +88,7 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
       rerun.h_in = s->h_in;
       rerun.args = s->args;
       device_buffer h_out;
-      TANDEM_LAYER(l, allocate_buffers(ctx, type, {{&h_out, {T, H}}}));
+      TANDEM_LAYER(l, allocate_unfilled_buffers(ctx, type, {{&h_out, {T, H}}}));
       TANDEM_LAYER(l, layer_forward(ctx, c, l, lw, batch, rerun, layer.is_kv_shared ? nullptr : &own, h_out));
       s = &rerun;
     }
@@ -102,7 +102,7 @@ status model_backward(const exec_context& ctx, const model_config& c, const mode
   if (P > 0) {  // the per-layer inputs: ple = (norm(c_pre) + t) · 2^-1/2
     const tensor dple2 = d_ple.view().reshaped({T, L * P});
     device_buffer dc, dt, dc_pre;
-    TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, type, {{&dc, {T, L * P}}, {&dt, {T, L * P}}, {&dc_pre, {T, L * P}}}));
+    TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&dc, {T, L * P}}, {&dt, {T, L * P}}, {&dc_pre, {T, L * P}}}));
     TANDEM_RETURN_IF_ERROR(ple_combine_backward(ctx, dple2, dc, dt));
     TANDEM_RETURN_IF_ERROR(embedding_backward(ctx, batch.tokens, dt, embed_scale(P, type), g.embed_tokens_per_layer, padding(c)));
     TANDEM_RETURN_IF_ERROR(rmsnorm_backward(ctx, act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, act.c_inv,

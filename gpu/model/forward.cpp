@@ -31,11 +31,12 @@ status in_layer(status s, int layer) {
 
 #define TANDEM_LAYER(layer, expr) TANDEM_RETURN_IF_ERROR(in_layer((expr), (layer)))
 
-// Allocates the buffers of one forward in the compute dtype on the context's device.
+// Allocates the buffers of one forward in the compute dtype on the context's device, unfilled:
+// the op after each allocation writes it whole.
 struct alloc {
   const exec_context& ctx;
   dtype type;
-  status operator()(std::initializer_list<buffer_request> requests) const { return allocate_buffers(ctx, type, requests); }
+  status operator()(std::initializer_list<buffer_request> requests) const { return allocate_unfilled_buffers(ctx, type, requests); }
 };
 
 status check_batch(const model_config& c, const model_weights& w, const packed_batch& b, const tensor& hidden) {
@@ -203,7 +204,8 @@ status head_logprobs(const exec_context& ctx, const model_config& c, const model
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
   device_buffer logits;
-  TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
+  TANDEM_RETURN_IF_ERROR(
+      allocate_unfilled_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
     const tensor rows = logits.view().rows(0, end - begin);

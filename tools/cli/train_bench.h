@@ -54,7 +54,9 @@ struct train_bench_figures {
   /// in-use figures are -1 on the CPU, whose "device" memory is the host's.
   std::int64_t in_use_training_bytes = -1, in_use_offloaded_bytes = -1, in_use_restored_bytes = -1;
   std::int64_t offloaded_bytes = 0;  ///< the optimizer state held in host memory while offloaded
-  double offload_ms = 0, restore_ms = 0;
+  /// The first offload pins its host memory; the second (as every later step of a colocated run)
+  /// reuses it.
+  double first_offload_ms = 0, offload_ms = 0, restore_ms = 0;
   double loss_after_restore = 0;
   /// With settings.profile: the timed steps' time by op, summed over the steps, most first (the
   /// host's time between steps under "(host, between steps)").
