@@ -1,7 +1,7 @@
 // Where a run's device time goes, op by op, with no system profiler (the GPU machines have none
 // that reports). While armed, every op's entry (ops/dispatch.h's on_backend) and the memory calls
-// that enqueue device work (zero-filled allocations, copies within the device) mark the context's
-// stream; the time from one mark to the next is charged to the first mark's name: its kernels and
+// that enqueue device work (allocations, copies within the device and across the host boundary)
+// mark the context's stream; the time from one mark to the next is charged to the first mark's name: its kernels and
 // library calls, and any time the device sat idle waiting for the host to enqueue what followed.
 // On CUDA a mark is an event recorded on the stream; on the CPU, where a call's work is done when
 // it returns, it is the host's clock.

@@ -134,7 +134,7 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err) {
       << ": training" << in_use(f->in_use_training_bytes) << "; offloaded" << in_use(f->in_use_offloaded_bytes)
       << " (optimizer state, " << fixed(gib(f->offloaded_bytes), 3) << " GiB, to " << (s.dev.is_cpu() ? "host" : "pinned host")
       << " memory in " << fixed(f->offload_ms, 1) << " ms, the first time " << fixed(f->first_offload_ms, 1)
-      << " ms with the pinning; gradients and cached activations released); restored"
+      << " ms, " << (s.dev.is_cpu() ? "allocating" : "pinning") << " it; gradients and cached activations released); restored"
       << in_use(f->in_use_restored_bytes) << " in " << fixed(f->restore_ms, 1) << " ms; the next step's loss "
       << fixed(f->loss_after_restore, 4) << "\n";
   if (s.profile) {
