@@ -316,13 +316,13 @@ result<optimizer_result> gemma4_train_engine::optimizer_step() {
   // even weight decay.
   status s;
   const auto step_range = [&](std::int64_t first, std::int64_t count) {
-    const std::int64_t e = first;
     const std::vector<std::int64_t> shape{count};
-    const tensor weights = *weights_.view_of(at(e, w_type), w_type, shape);
-    const tensor master = separate_master ? *master_.view_of(at(e, options_.master_dtype), options_.master_dtype, shape) : weights;
-    return ops::adamw_step(ctx_, master, *grads_.view_of(at(e, w_type), w_type, shape),
-                           *exp_avg_.view_of(at(e, options_.first_moment_dtype), options_.first_moment_dtype, shape),
-                           *exp_avg_sq_.view_of(at(e, options_.second_moment_dtype), options_.second_moment_dtype, shape),
+    const tensor weights = *weights_.view_of(at(first, w_type), w_type, shape);
+    const tensor master =
+        separate_master ? *master_.view_of(at(first, options_.master_dtype), options_.master_dtype, shape) : weights;
+    return ops::adamw_step(ctx_, master, *grads_.view_of(at(first, w_type), w_type, shape),
+                           *exp_avg_.view_of(at(first, options_.first_moment_dtype), options_.first_moment_dtype, shape),
+                           *exp_avg_sq_.view_of(at(first, options_.second_moment_dtype), options_.second_moment_dtype, shape),
                            hyper, separate_master ? weights : tensor{});
   };
   std::int64_t run_first = 0, run_count = 0;

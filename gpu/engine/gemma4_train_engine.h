@@ -15,8 +15,9 @@
 // train_micro_batch() per micro-batch (forward keeping what `recompute` says, the clipped
 // policy-gradient loss, backward; gradients accumulate), optimizer_step() (all-reduce, global
 // norm over the trainable tensors, refusal of a non-finite norm naming the first non-finite
-// tensor, clipping to max_grad_norm, AdamW at scheduled_lr on every trainable tensor
-// (layer_scalar is a buffer: it never changes), gradients zeroed).
+// tensor, AdamW at scheduled_lr on every trainable tensor with the clipping factor to
+// max_grad_norm applied to the gradient inside the step (one launch per run of adjacent trainable
+// tensors; layer_scalar is a buffer: it never changes), gradients zeroed).
 //
 // Master weights: the weights themselves when master_dtype is their dtype; else a separate slab
 // that AdamW updates and copies into the weights: a bfloat16 master beside float32 weights (the

@@ -165,10 +165,10 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
     f.profile = std::move(*p);
   }
   const auto memory = (*engine)->memory();
-  f.scratch_bytes = memory.scratch_high_water;
   f.weights_bytes = memory.weights;
   f.gradients_bytes = memory.gradients;
   f.optimizer_bytes = memory.optimizer;
+  f.scratch_bytes = memory.scratch_high_water;
   if (auto st = memory_by_phase(ctx, **engine, mb, predicted, f); !st) return st;
   std::sort(times.begin(), times.end());
   f.step_ms_median = times[times.size() / 2];
