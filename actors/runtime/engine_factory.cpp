@@ -183,7 +183,7 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
     auto options = generate_settings(recipe, *source, colocated);
     if (!options) return options.error();
     const std::vector<std::int32_t> eos = eos_ids(source->config);
-    auto engine = gpu::cpu_generate_engine::create(gpu::exec_context::cpu(), std::move(*source), *options);
+    auto engine = gpu::gemma4_generate_engine::create(gpu::exec_context::cpu(), std::move(*source), *options);
     if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the generate engine: " + engine.error().message());
     out.rollout_layout = (*engine)->manifest();
     std::shared_ptr<gpu::generate_engine> generator;
@@ -191,7 +191,7 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
       if (gpu::status s = (*engine)->share_weights(trainer->shared_weights()); !s) return s;
       generator = holding(std::move(*engine), trainer);  // it reads the trainer's weights: the trainer outlives it
     } else {
-      generator = std::shared_ptr<gpu::cpu_generate_engine>(std::move(*engine));
+      generator = std::shared_ptr<gpu::gemma4_generate_engine>(std::move(*engine));
     }
     if (!recipe.policy.generation.stop_token_ids && !eos.empty())
       generator = std::make_shared<with_eos_stops>(std::move(generator), eos);
@@ -228,10 +228,10 @@ gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config&
   return c;
 }
 
-gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
+gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
                                                          bool colocated_trainer) {
   const auto& p = recipe.policy;
-  gpu::cpu_generate_options o;
+  gpu::gemma4_generate_options o;
   o.max_num_sequences = p.generation.max_num_sequences;
   o.max_sequence_length = p.max_total_sequence_length;
   o.bucket_bytes = refit_bucket_bytes(recipe);

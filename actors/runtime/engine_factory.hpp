@@ -6,7 +6,7 @@
 //
 //   runtime.engine      fake: fake_train_engine / fake_generate_engine over the fake model
 //                       (runtime.fake_weight_mb, grpo.seed, policy.max_total_sequence_length)
-//                       gemma4 (cluster.backend cpu): cpu_train_engine / cpu_generate_engine in
+//                       gemma4 (cluster.backend cpu): cpu_train_engine / gemma4_generate_engine in
 //                       float32 over the checkpoint directory policy.model_name (below)
 //   the parity task     its prompts (gpu/engine/parity_task.h) over the engines' vocabulary, its
 //                       held-out prompts (another seed) and its reward; the external environment's
@@ -44,7 +44,7 @@
 #include "actors/environment/scoring.hpp"
 #include "gpu/comm/communicator.h"
 #include "gpu/core/status.h"
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/train_engine.h"
 #include "gpu/engine/weight_manifest.h"
@@ -83,7 +83,7 @@ gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config&
 /// The options of a gemma4 rollout member's generator over `model` (the KV budget above):
 /// policy.generation.max_num_sequences, policy.max_total_sequence_length, policy.refit.bucket_mb.
 /// `colocated_trainer`: the member also hosts a policy rank whose weights the generator reads.
-gpu::result<gpu::cpu_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
+gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe_config& recipe, const gpu::checkpoint& model,
                                                          bool colocated_trainer);
 
 /// The parity task's prompt set (token ids; run_task.hpp picks it for data.train_dataset null with

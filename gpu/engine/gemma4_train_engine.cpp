@@ -7,7 +7,6 @@
 #include <tuple>
 
 #include "gpu/core/convert.h"
-#include "gpu/core/chunked_hash.h"
 #include "gpu/core/memory.h"
 #include "gpu/core/staged_copy.h"
 #include "gpu/engine/checkpoint_manifest.h"
@@ -370,16 +369,7 @@ status gemma4_train_engine::export_bucket(const bucket_plan& plan, std::size_t i
   return status::ok();
 }
 
-std::uint64_t gemma4_train_engine::weights_digest() const {
-  if (ctx_.dev.is_cpu()) return shared_weights().digest();
-  // The same byte stream, read through host staging. A device that cannot be read gives the
-  // digest of what was read; the engine's next call reports the device's failure.
-  chunked_xxh3_stream h;
-  const weight_source w = shared_weights();
-  for (std::size_t i = 0; i < w.tensors.size(); ++i)
-    if (!read_from_device(ctx_, w.tensors[i], w.manifest[i].bytes(), [&h](std::span<const std::byte> b) { h.update(b); })) break;
-  return h.digest();
-}
+std::uint64_t gemma4_train_engine::weights_digest() const { return shared_weights().digest(ctx_); }
 
 weight_source gemma4_train_engine::shared_weights() const {
   weight_source out;

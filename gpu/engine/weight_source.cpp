@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gpu/core/chunked_hash.h"
+#include "gpu/core/staged_copy.h"
 
 namespace tandem::gpu {
 
@@ -12,6 +13,14 @@ std::uint64_t weight_source::digest() const {
   chunked_xxh3_stream h;
   for (std::size_t i = 0; i < tensors.size() && i < manifest.size(); ++i)
     h.update(std::span<const std::byte>(tensors[i], static_cast<std::size_t>(manifest[i].bytes())));
+  return h.digest();
+}
+
+std::uint64_t weight_source::digest(const exec_context& ctx) const {
+  if (dev.is_cpu()) return digest();
+  chunked_xxh3_stream h;
+  for (std::size_t i = 0; i < tensors.size() && i < manifest.size(); ++i)
+    if (!read_from_device(ctx, tensors[i], manifest[i].bytes(), [&h](std::span<const std::byte> b) { h.update(b); })) break;
   return h.digest();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/core/device.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/engine/weight_manifest.h"
 
@@ -21,9 +22,12 @@ struct weight_source {
 
   bool empty() const { return tensors.empty(); }
   /// chunked_xxh3 (gpu/core/chunked_hash.h) of the tensors' bytes concatenated in manifest order:
-  /// the digest of the refit byte stream, whatever the tensors' sizes. Host memory only (a CUDA
-  /// engine digests on its device).
+  /// the digest of the refit byte stream, whatever the tensors' sizes. Host memory only.
   std::uint64_t digest() const;
+  /// The same for tensors on ctx.dev (== dev), read through host staging after the work enqueued
+  /// on ctx.stream. A device that cannot be read gives the digest of what was read; the engine's
+  /// next call on it reports the failure.
+  std::uint64_t digest(const exec_context& ctx) const;
 };
 
 /// ok when `source` has one non-null address per manifest entry and its manifest equals

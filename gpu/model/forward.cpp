@@ -224,8 +224,14 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
     TANDEM_RETURN_IF_ERROR(require(cache.has(s), op, "sequence " + std::to_string(s) + " is not in the cache"));
   const packed_batch packed{batch.tokens, batch.positions, batch.cu_rows};
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, packed, hidden));
-  host_buffer tables[2] = {cache.block_table(layer_type::sliding, batch.sequences),
-                           cache.block_table(layer_type::full, batch.sequences)};
+  // The block tables, built on the host, go to the device once for every layer of their type.
+  device_buffer tables[2];
+  for (const layer_type t : {layer_type::sliding, layer_type::full}) {
+    const host_buffer table = cache.block_table(t, batch.sequences);
+    device_buffer& to = tables[static_cast<int>(t)];
+    TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&to, table.shape()}}));
+    TANDEM_RETURN_IF_ERROR(copy_to_device(ctx, to.data<std::int32_t>(), table.data<std::int32_t>(), table.numel() * 4));
+  }
   std::vector<cached_kv> routes(static_cast<std::size_t>(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const layer_config& L = c.layers[static_cast<std::size_t>(l)];

@@ -2,7 +2,6 @@
 #include "gpu/model/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 namespace tandem::gpu {
@@ -38,10 +37,12 @@ kv_cache_options kv_cache_options_for(const model_config& c, dtype type, std::in
   return o;
 }
 
-result<kv_cache> kv_cache::create(const model_config& c, dtype type, const kv_cache_options& options) {
+result<kv_cache> kv_cache::create(const exec_context& ctx, const model_config& c, dtype type, const kv_cache_options& options) {
   if (options.block_size <= 0) return bad("block_size must be > 0, got " + std::to_string(options.block_size));
   if (options.block_size > 1 << 20) return bad("block_size " + std::to_string(options.block_size) + " is absurd");
   kv_cache out;
+  out.ctx_ = ctx;
+  out.ctx_.scratch = nullptr;
   out.config_ = c;
   out.options_ = options;
   for (layer_type t : both) {
@@ -60,8 +61,11 @@ result<kv_cache> kv_cache::create(const model_config& c, dtype type, const kv_ca
     const layer_config& L = c.layers[static_cast<std::size_t>(l)];
     if (L.is_kv_shared) continue;
     const std::vector<std::int64_t> shape{out.pool_of(L.type).blocks, options.block_size, L.num_key_value_heads, L.head_dim};
-    out.k_.emplace(l, host_buffer(type, shape));
-    out.v_.emplace(l, host_buffer(type, shape));
+    for (auto* storage : {&out.k_, &out.v_}) {
+      auto buffer = device_buffer::zeros(ctx, type, shape);
+      if (!buffer) return status(buffer.error().code(), "kv_cache: layer " + std::to_string(l) + ": " + buffer.error().message());
+      storage->emplace(l, std::move(*buffer));
+    }
   }
   return out;
 }
@@ -89,15 +93,18 @@ void kv_cache::drop(layer_type t, std::int32_t block) {
   if (--p.refs[static_cast<std::size_t>(block)] == 0) p.free.push_back(block);
 }
 
-void kv_cache::copy_block(layer_type t, std::int32_t from, std::int32_t to) {
+status kv_cache::copy_block(layer_type t, std::int32_t from, std::int32_t to) {
   for (auto* storage : {&k_, &v_})
     for (auto& [l, buffer] : *storage) {
       if (config_.layers[static_cast<std::size_t>(l)].type != t) continue;
       const tensor all = buffer.view();
-      const std::size_t block_bytes = static_cast<std::size_t>(all.numel() / all.dim(0)) * size_of(all.type());
+      const std::int64_t block_bytes = all.numel() / all.dim(0) * static_cast<std::int64_t>(size_of(all.type()));
       auto* base = static_cast<std::byte*>(all.data());
-      std::memcpy(base + static_cast<std::size_t>(to) * block_bytes, base + static_cast<std::size_t>(from) * block_bytes, block_bytes);
+      if (status s = copy_on_device(ctx_, base + to * block_bytes, base + from * block_bytes, block_bytes); !s)
+        return status(s.code(), "kv_cache: copying " + std::string(to_string(t)) + " block " + std::to_string(from) + " of layer " +
+                                    std::to_string(l) + ": " + s.message());
     }
+  return status::ok();
 }
 
 status kv_cache::reserve(sequence_id s, std::int64_t n) {
@@ -139,6 +146,7 @@ result<kv_cache::sequence_id> kv_cache::fork(sequence_id parent) {
         return status{status_code::out_of_memory, "kv_cache: fork of sequence " + std::to_string(parent) +
                                                       " needs a free " + std::string(to_string(t)) + " block for its partial last block"};
   sequence child = from;
+  status copied = status::ok();
   for (layer_type t : both) {
     if (!has_type(t)) continue;
     pool& p = pool_of(t);
@@ -149,7 +157,7 @@ result<kv_cache::sequence_id> kv_cache::fork(sequence_id parent) {
         const std::int32_t own = p.free.back();
         p.free.pop_back();
         p.refs[static_cast<std::size_t>(own)] = 1;
-        copy_block(t, table[i], own);
+        if (copied) copied = copy_block(t, table[i], own);
         table[i] = own;
       } else {
         ++p.refs[static_cast<std::size_t>(table[i])];
@@ -158,6 +166,10 @@ result<kv_cache::sequence_id> kv_cache::fork(sequence_id parent) {
   }
   const sequence_id id = next_++;
   sequences_[id] = std::move(child);
+  if (!copied) {  // every reference the child took goes back
+    release(id);
+    return copied;
+  }
   return id;
 }
 

@@ -13,13 +13,18 @@
 //        +-- release(): every block's reference dropped; a block with none returns to its pool
 //
 // reserve() takes every block it needs or none (out_of_memory when a pool runs dry, so the caller
-// preempts a sequence and tries again); nothing else allocates. Not thread-safe.
+// preempts a sequence and tries again); nothing else allocates. The bookkeeping (pools, tables,
+// reference counts) lives on the host; the K and V storage on the device of the context the cache
+// was created with, where fork's copy of a partial block runs ordered on that context's stream.
+// Not thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <vector>
 
+#include "gpu/core/device_buffer.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/host_buffer.h"
 #include "gpu/core/status.h"
 #include "gpu/model/config.h"
@@ -45,13 +50,15 @@ class kv_cache {
  public:
   using sequence_id = std::int64_t;
 
-  /// Storage for every non-shared layer of `c` in `type` (float32 on the CPU; float64 for
-  /// references). invalid_argument naming the option that does not fit the model.
-  static result<kv_cache> create(const model_config& c, dtype type, const kv_cache_options& options);
+  /// Storage for every non-shared layer of `c` in `type` on ctx.dev (the model's compute dtype:
+  /// float32, bfloat16 on CUDA, float64 for references), zero-filled. invalid_argument naming the
+  /// option that does not fit the model; out_of_memory naming the bytes and the device.
+  static result<kv_cache> create(const exec_context& ctx, const model_config& c, dtype type, const kv_cache_options& options);
 
   sequence_id add_sequence();
   /// A new sequence holding `parent`'s positions: full blocks shared, the last partial block of
-  /// each type copied into a block of its own (so both may append). out_of_memory leaves nothing.
+  /// each type copied into a block of its own (so both may append). out_of_memory leaves nothing;
+  /// so does a failed copy on the device (its status returned: the device needs checking).
   result<sequence_id> fork(sequence_id parent);
   /// Maps positions [length, length + n) and advances the length; all or nothing.
   status reserve(sequence_id s, std::int64_t n);
@@ -79,7 +86,8 @@ class kv_cache {
   /// Blocks of type t mapped in s's table (trimmed ones excluded).
   std::int64_t mapped_blocks(sequence_id s, layer_type t) const;
 
-  /// The cache of non-shared layer l: F32 [blocks of its type, B, g_l, d_l].
+  /// The cache of non-shared layer l: [blocks of its type, B, g_l, d_l] in the cache's dtype, on
+  /// its device.
   tensor k(int layer) const;
   tensor v(int layer) const;
 
@@ -102,12 +110,13 @@ class kv_cache {
   const pool& pool_of(layer_type t) const { return pools_[static_cast<int>(t)]; }
   bool has_type(layer_type t) const { return pool_of(t).blocks > 0; }
   void drop(layer_type t, std::int32_t block);
-  void copy_block(layer_type t, std::int32_t from, std::int32_t to);
+  status copy_block(layer_type t, std::int32_t from, std::int32_t to);
 
+  exec_context ctx_;  // the device and stream of the storage (no workspace)
   model_config config_;
   kv_cache_options options_;
   pool pools_[2];
-  std::map<int, host_buffer> k_, v_;  // by non-shared layer
+  std::map<int, device_buffer> k_, v_;  // by non-shared layer
   std::map<sequence_id, sequence> sequences_;
   sequence_id next_ = 0;
 };

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gpu/core/host_buffer.h"
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/model/layout.h"
 #include "gpu/model/safetensors_format.h"
 #include "gpu/model/safetensors_writer.h"
@@ -73,11 +73,11 @@ void bench(const std::string& name, const fs::path& dir, int batch, int prompt, 
   auto source = open_checkpoint(dir, dtype::float32);
   if (!source) die(source.error().message());
   const double params = static_cast<double>(source->layout.parameter_count);
-  cpu_generate_options o;
+  gemma4_generate_options o;
   o.max_num_sequences = batch;
   o.kv_cache_bytes = std::int64_t{1} << 30;
   o.share_prompts = false;
-  auto engine = cpu_generate_engine::create(exec_context::cpu(), std::move(*source), o);
+  auto engine = gemma4_generate_engine::create(exec_context::cpu(), std::move(*source), o);
   if (!engine) die(engine.error().message());
   std::mt19937 rng(3);
   std::vector<generation_request> requests;

@@ -1,15 +1,17 @@
 // `tandem generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T
-// --top-k K --top-p P --seed S] [--stop ID ...]`: continues every prompt of FILE (a JSON array of
-// token-id arrays) with the CPU generate engine, all prompts in one continuous batch, and prints
-// a JSON array with one {"tokens", "logprobs", "finish"} object per prompt.
+// --top-k K --top-p P --seed S] [--stop ID ...] [--backend cpu|cuda] [--dtype fp32|bf16]`:
+// continues every prompt of FILE (a JSON array of token-id arrays) with the Gemma 4 generate
+// engine on the chosen device, all prompts in one continuous batch, and prints a JSON array with
+// one {"tokens", "logprobs", "finish"} object per prompt.
 #include <random>
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/model/checkpoint.h"
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/compute_choice.h"
 #include "tools/cli/model_resolution.h"
 #include "tools/cli/token_sequences.h"
 
@@ -19,9 +21,9 @@ namespace {
 /// KV pools that hold every prompt at its full length at once, so the one-shot command never
 /// preempts: the positions of all sequences plus a partial block each, at the bytes per block of
 /// kv_cache_options_for.
-std::int64_t kv_bytes_for(const gpu::model_config& c, const std::vector<std::vector<std::int32_t>>& prompts,
+std::int64_t kv_bytes_for(const gpu::model_config& c, gpu::dtype type, const std::vector<std::vector<std::int32_t>>& prompts,
                           std::int64_t max_new, std::int64_t block) {
-  const gpu::kv_cache_options per_mib = gpu::kv_cache_options_for(c, gpu::dtype::float32, block, 1 << 20);
+  const gpu::kv_cache_options per_mib = gpu::kv_cache_options_for(c, type, block, 1 << 20);
   const std::int64_t blocks_per_mib = std::max<std::int64_t>(1, std::max(per_mib.full_blocks, per_mib.sliding_blocks));
   std::int64_t blocks = 0;
   for (const auto& p : prompts) blocks += (static_cast<std::int64_t>(p.size()) + max_new + block - 1) / block + 2;
@@ -32,7 +34,8 @@ std::int64_t kv_bytes_for(const gpu::model_config& c, const std::vector<std::vec
 
 int generate_command(const args& a, std::ostream& out, std::ostream& err) {
   const parsed_options p = parse_options(
-      a, {"--model", "--tokens", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed"}, {"--greedy"}, {"--stop"});
+      a, {"--model", "--tokens", "--max-new-tokens", "--temperature", "--top-k", "--top-p", "--seed", "--backend", "--dtype"},
+      {"--greedy"}, {"--stop"});
   if (!p.problem.empty()) {
     err << "tandem generate: " << p.problem << "\n";
     return exit_usage;
@@ -74,20 +77,28 @@ int generate_command(const args& a, std::ostream& out, std::ostream& err) {
     err << s.message() << "\n";
     return exit_usage;
   }
-  auto c = open_model_option("generate", p.values.at("--model"), gpu::dtype::float32, err);
+  bool refused = false;
+  const auto choice = parse_compute_choice(p, problem, refused);
+  if (!choice) {
+    err << "tandem generate: " << problem << "\n";
+    return refused ? exit_refused : exit_usage;
+  }
+  auto c = open_model_option("generate", p.values.at("--model"), choice->type, err);
   if (!c) return exit_refused;
   const auto prompts = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
   if (!prompts) {
     err << "tandem generate: " << problem << "\n";
     return exit_refused;
   }
-  gpu::cpu_generate_options o;
+  gpu::gemma4_generate_options o;
   std::size_t longest = 0;
   for (const auto& prompt : *prompts) longest = std::max(longest, prompt.size());
   o.max_sequence_length = std::max<std::int64_t>(2, static_cast<std::int64_t>(longest) + *max_new);
   o.max_num_sequences = std::max<std::int64_t>(1, static_cast<std::int64_t>(prompts->size()));
-  o.kv_cache_bytes = kv_bytes_for(c->config, *prompts, *max_new, o.kv_block_size);
-  auto engine = gpu::cpu_generate_engine::create(gpu::exec_context::cpu(), std::move(*c), o);
+  o.kv_cache_bytes = kv_bytes_for(c->config, choice->type, *prompts, *max_new, o.kv_block_size);
+  gpu::exec_context ctx;  // the engine keeps a workspace of its own
+  ctx.dev = choice->dev;
+  auto engine = gpu::gemma4_generate_engine::create(ctx, std::move(*c), o);
   if (!engine) {
     err << "tandem generate: " << engine.error().message() << "\n";
     return exit_refused;

@@ -15,7 +15,7 @@
 
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
 #include "gpu/engine/fake/fake_train_engine.h"
@@ -124,7 +124,7 @@ BOOST_AUTO_TEST_CASE(runtime_engine_gemma4_builds_the_cpu_engines_over_the_check
   auto engines = tandem::make_engines(recipe, true, true, nullptr);
   BOOST_TEST_REQUIRE(bool(engines), refusal(engines));
   const auto* trainer = dynamic_cast<const tg::gemma4_train_engine*>(engines->train.get());
-  auto* generator = dynamic_cast<tg::cpu_generate_engine*>(engines->generate.get());
+  auto* generator = dynamic_cast<tg::gemma4_generate_engine*>(engines->generate.get());
   BOOST_TEST_REQUIRE(trainer != nullptr);
   BOOST_TEST_REQUIRE(generator != nullptr);
   const auto config = tg::load_model_config(checkpoint);
@@ -146,7 +146,7 @@ BOOST_AUTO_TEST_CASE(runtime_engine_gemma4_builds_the_cpu_engines_over_the_check
                                                            "cluster.gpus_per_node=2", "policy.generation.stop_token_ids=[]"}),
                                            false, true, nullptr);
   BOOST_TEST_REQUIRE(bool(rollout_only), refusal(rollout_only));
-  const auto* own = dynamic_cast<const tg::cpu_generate_engine*>(rollout_only->generate.get());
+  const auto* own = dynamic_cast<const tg::gemma4_generate_engine*>(rollout_only->generate.get());
   BOOST_TEST_REQUIRE(own != nullptr);
   BOOST_TEST(!own->shares_weights());
   BOOST_TEST(own->weights_digest() == trainer->weights_digest());

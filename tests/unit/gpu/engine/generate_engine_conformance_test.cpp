@@ -1,7 +1,9 @@
 // One conformance suite of the generate_engine contract (gpu/engine/generate_engine.h), run
-// against every engine: the fake and the CPU Gemma 4 engine, each beside a train engine of the
-// same model for the refit and sharing cases. Each case states a property of the contract; an
-// engine-specific behaviour belongs in that engine's own tests.
+// against every engine: the fake and the Gemma 4 engine on the CPU here; built a second time into
+// the CUDA test program (TANDEM_TESTS_ON_CUDA, CTest label gpu), against the Gemma 4 engine on
+// cuda:0 in float32 and in bfloat16. Each engine runs beside a train engine of the same model, on
+// the same device, for the refit and sharing cases. Each case states a property of the contract;
+// an engine-specific behaviour belongs in that engine's own tests.
 #include <boost/test/unit_test.hpp>
 #include <boost/mpl/list.hpp>
 
@@ -9,7 +11,7 @@
 #include <map>
 #include <memory>
 
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
 #include "gpu/engine/fake/fake_train_engine.h"
@@ -39,22 +41,32 @@ struct fake_engines {
   }
 };
 
-struct cpu_engines {
+// The Gemma 4 engines over the all-features fixture, on the CPU or on cuda:0, in `weights`
+// (bfloat16: CUDA only).
+template <tg::device_kind where, tg::dtype weights = tg::dtype::float32>
+struct gemma4_engines {
   static constexpr std::int32_t vocab = 256;
   static pair_of_engines make() {
     const fs::path dir = fs::path(TANDEM_SOURCE_DIR) / "tests/data/reference/all_features";
-    auto open = [&] { return *tg::open_checkpoint(dir, tg::dtype::float32); };
-    tg::cpu_generate_options g;
+    auto open = [&] { return *tg::open_checkpoint(dir, weights); };
+    tg::exec_context ctx;
+    ctx.dev = where == tg::device_kind::cpu ? tg::device::cpu() : tg::device::cuda(0);
+    tg::gemma4_generate_options g;
     g.bucket_bytes = bucket_bytes;
     g.max_sequence_length = 256;
-    auto gen = tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(), g);
-    auto train = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(), {});
-    BOOST_REQUIRE(gen.has_value() && train.has_value());
+    auto gen = tg::gemma4_generate_engine::create(ctx, open(), g);
+    BOOST_REQUIRE_MESSAGE(gen.has_value(), (gen.has_value() ? "" : gen.error().message()));
+    auto train = tg::gemma4_train_engine::create(ctx, open(), {});
+    BOOST_REQUIRE_MESSAGE(train.has_value(), (train.has_value() ? "" : train.error().message()));
     return {std::move(*gen), std::move(*train)};
   }
 };
 
-using engines = boost::mpl::list<fake_engines, cpu_engines>;
+#if TANDEM_TESTS_ON_CUDA
+using engines = boost::mpl::list<gemma4_engines<tg::device_kind::cuda>, gemma4_engines<tg::device_kind::cuda, tg::dtype::bfloat16>>;
+#else
+using engines = boost::mpl::list<fake_engines, gemma4_engines<tg::device_kind::cpu>>;
+#endif
 
 tg::generation_request request(std::uint64_t id, std::vector<std::int32_t> prompt, std::int32_t max_new) {
   tg::generation_request r;

@@ -103,7 +103,7 @@ tg::kv_cache make_cache(const loaded& m, std::int64_t block_size, std::int64_t b
   tg::kv_cache_options o;
   o.block_size = block_size;
   o.full_blocks = o.sliding_blocks = blocks;
-  auto cache = tg::kv_cache::create(m.c(), tg::dtype::float32, o);
+  auto cache = tg::kv_cache::create(tg::exec_context::cpu(), m.c(), tg::dtype::float32, o);
   BOOST_REQUIRE_MESSAGE(cache.has_value(), (cache.has_value() ? "" : cache.error().message()));
   return std::move(*cache);
 }

@@ -1,5 +1,8 @@
-// The CPU generate engine: the Gemma 4 model of gpu/model/ behind the generate_engine contract,
-// in float32, over a paged KV cache (gpu/model/kv_cache.h). The CUDA engine keeps this structure.
+// The Gemma 4 generate engine: the model of gpu/model/ behind the generate_engine contract, on
+// the device of its context: float32 on any device, bfloat16 on CUDA; over a paged KV cache
+// (gpu/model/kv_cache.h) on that device, in the weights' dtype. The scheduling below runs on the
+// host; each step sends the device its rows (tokens, positions, offsets, block tables) and reads
+// back one token and one logprob per sampled row.
 //
 // Scheduling, once per step():
 //
@@ -26,9 +29,9 @@
 // logprobs() gives the same token. With the row-invariant ops, a request's tokens and logprobs
 // are the same bits whatever else runs beside it, admitted in any order, preempted or not.
 //
-// Weights: the engine's own float32 slab, replaced by begin / import_bucket / commit (a staging
-// slab, swapped in at commit), or a train engine's weights read in place (share_weights; a
-// refit is then bump_weight_version).
+// Weights: the engine's own slab on its device, replaced by begin / import_bucket / commit (a
+// staging slab, swapped in at commit), or a train engine's weights read in place on the same
+// device (share_weights; a refit is then bump_weight_version).
 #pragma once
 
 #include <cstdint>
@@ -50,7 +53,7 @@
 
 namespace tandem::gpu {
 
-struct cpu_generate_options {
+struct gemma4_generate_options {
   std::int64_t max_num_sequences = 8;        ///< running sequences at once, >= 1
   std::int64_t max_sequence_length = 4096;   ///< prompt plus generated tokens, >= 2
   std::int64_t prefill_token_budget = 256;   ///< prompt rows per step over all sequences, >= 1
@@ -70,13 +73,17 @@ struct generate_profile {
   double model_seconds = 0;    ///< inside the model's ops (forward_cached, the head, sampling)
 };
 
-class cpu_generate_engine final : public generate_engine {
+class gemma4_generate_engine final : public generate_engine {
  public:
-  /// Loads the checkpoint's text stack (open_checkpoint with float32) on `ctx`'s device, which
-  /// must be the CPU; invalid_argument naming the option that cannot work (a KV budget too small
-  /// for one block of each pool, ...).
-  static result<std::unique_ptr<cpu_generate_engine>> create(const exec_context& ctx, checkpoint source,
-                                                             const cpu_generate_options& options);
+  /// Loads the checkpoint's text stack on `ctx`'s device: opened (open_checkpoint) for float32, or
+  /// for bfloat16 on CUDA. invalid_argument naming the option that cannot work (a KV budget too
+  /// small for one block of each pool, ...); out_of_memory naming what did not fit.
+  static result<std::unique_ptr<gemma4_generate_engine>> create(const exec_context& ctx, checkpoint source,
+                                                                const gemma4_generate_options& options);
+  /// The same over weights already on the device (a benchmark's random initial weights): a
+  /// resident slab of the layout's bytes on ctx.dev, which the engine takes.
+  static result<std::unique_ptr<gemma4_generate_engine>> create_with_weights(const exec_context& ctx, checkpoint source, slab weights,
+                                                                             const gemma4_generate_options& options);
 
   /// Also refuses token ids outside the vocabulary, stop tokens outside it, invalid sampling
   /// parameters, and a request whose prompt plus max_new_tokens the KV pools could not hold
@@ -99,6 +106,8 @@ class cpu_generate_engine final : public generate_engine {
   const weight_manifest& manifest() const { return manifest_; }
   const bucket_plan& plan() const { return plan_; }
   const model_config& config() const { return source_.config; }
+  /// The dtype of the weights, the activations and the KV cache.
+  dtype weight_type() const { return source_.layout.tensors.front().type; }
   /// chunked_xxh3 of the live weights in manifest order (a train engine's weights_digest()).
   std::uint64_t weights_digest() const;
   /// The KV cache (for tests and the benchmark); empty while released.
@@ -133,12 +142,15 @@ class cpu_generate_engine final : public generate_engine {
     std::int64_t rows = 0;
   };
 
-  cpu_generate_engine() = default;
+  gemma4_generate_engine() = default;
+  static status check_create(const exec_context& ctx, const checkpoint& source, const gemma4_generate_options& options);
   status check_request(const generation_request& r) const;
   status rebind(const std::vector<const std::byte*>& addresses);
   void detach_prefix(sequence& s);
   void release_holder(prefix& p);
-  bool fork_ready(sequence& s);
+  /// Forks s's prefix holder once it is computed and the blocks are free: true when s forked; a
+  /// failed copy on the device is returned.
+  result<bool> fork_ready(sequence& s);
   /// True when the pools hold s's first chunk and a block of growth for every running sequence.
   bool room_for(const sequence& s) const;
   std::vector<planned> plan_step();
@@ -151,13 +163,13 @@ class cpu_generate_engine final : public generate_engine {
   void reset_after_failure();
 
   checkpoint source_;
-  cpu_generate_options options_;
+  gemma4_generate_options options_;
   std::unique_ptr<workspace> scratch_;
   exec_context ctx_;
   weight_manifest manifest_;
   bucket_plan plan_{{}, 1};
-  slab weights_;                  // F32 [layout.total_elements], unless shared
-  slab staging_;                  // F32 [layout.total_elements] while an update is staged
+  slab weights_;                  // [layout.total_elements] in weight_type(), unless shared
+  slab staging_;                  // the same while an update is staged
   model_weights w_;
   bool shared_ = false;
   weight_source source_weights_;  // when shared

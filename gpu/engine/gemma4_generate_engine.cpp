@@ -1,6 +1,6 @@
-// The CPU generate engine: scheduling, prompt sharing, preemption, sampling and refit
-// (cpu_generate_engine.h).
-#include "gpu/engine/cpu_generate_engine.h"
+// The Gemma 4 generate engine: scheduling, prompt sharing, preemption, sampling and refit
+// (gemma4_generate_engine.h).
+#include "gpu/engine/gemma4_generate_engine.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,11 @@
 #include <string>
 #include <tuple>
 
+#include "gpu/core/device_buffer.h"
+#include "gpu/core/memory.h"
 #include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/forward.h"
+#include "gpu/ops/embedding.h"
 #include "gpu/ops/logprobs.h"
 #include "gpu/ops/sampling.h"
 
@@ -23,22 +26,25 @@ constexpr std::int64_t head_chunk_rows = 256;
 using clock_type = std::chrono::steady_clock;
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-status fail(status_code code, const std::string& what) { return {code, "cpu_generate_engine: " + what}; }
+status fail(status_code code, const std::string& what) { return {code, "gemma4_generate_engine: " + what}; }
 
-/// The KV pools the options' byte budget buys, for the model's non-shared layers.
-result<kv_cache> make_cache(const model_config& c, const cpu_generate_options& o) {
-  return kv_cache::create(c, dtype::float32, kv_cache_options_for(c, dtype::float32, o.kv_block_size, o.kv_cache_bytes));
+/// The KV pools the options' byte budget buys, for the model's non-shared layers, in `type` on
+/// ctx.dev.
+result<kv_cache> make_cache(const exec_context& ctx, const model_config& c, dtype type, const gemma4_generate_options& o) {
+  return kv_cache::create(ctx, c, type, kv_cache_options_for(c, type, o.kv_block_size, o.kv_cache_bytes));
 }
 
 std::string request_name(const generation_request& r) { return "request " + std::to_string(r.id); }
 
 }  // namespace
 
-result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const exec_context& ctx, checkpoint source,
-                                                                         const cpu_generate_options& options) {
-  if (!ctx.dev.is_cpu()) return fail(status_code::invalid_argument, "runs on the CPU, the context is " + ctx.dev.to_string());
-  if (source.layout.tensors.empty() || source.layout.tensors.front().type != dtype::float32)
-    return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 (open_checkpoint(dir, float32))");
+status gemma4_generate_engine::check_create(const exec_context& ctx, const checkpoint& source, const gemma4_generate_options& options) {
+  const dtype w = source.layout.tensors.empty() ? dtype::uint8 : source.layout.tensors.front().type;
+  if (w != dtype::float32 && w != dtype::bfloat16)
+    return fail(status_code::invalid_argument, "the checkpoint must be opened for float32 or bfloat16 (open_checkpoint(dir, type))");
+  if (w == dtype::bfloat16 && ctx.dev.is_cpu())
+    return fail(status_code::invalid_argument,
+                "bfloat16 weights generate on CUDA; the CPU computes in float32 (open_checkpoint(dir, float32))");
   const auto positive = [](const char* name, std::int64_t v, std::int64_t least) -> status {
     if (v >= least) return status::ok();
     return fail(status_code::invalid_argument, std::string(name) + " must be >= " + std::to_string(least) + ", got " + std::to_string(v));
@@ -48,17 +54,38 @@ result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const e
                           positive("prefill_token_budget", options.prefill_token_budget, 1),
                           positive("kv_block_size", options.kv_block_size, 1), positive("bucket_bytes", options.bucket_bytes, 1)})
     if (!s) return s;
-  auto cache = make_cache(source.config, options);
-  if (!cache)
+  const kv_cache_options pools = kv_cache_options_for(source.config, w, options.kv_block_size, options.kv_cache_bytes);
+  if (kv_block_bytes(source.config, w, options.kv_block_size) > 0 && pools.full_blocks == 0 && pools.sliding_blocks == 0)
     return fail(status_code::invalid_argument, "kv_cache_bytes " + std::to_string(options.kv_cache_bytes) +
                                                    " does not hold one block of " + std::to_string(options.kv_block_size) +
-                                                   " positions per pool (" + cache.error().message() + ")");
-  std::unique_ptr<cpu_generate_engine> e(new cpu_generate_engine());
-  auto weights = load_checkpoint(source, device::cpu());
-  if (!weights) return weights.error();
-  e->weights_ = std::move(*weights);
+                                                   " positions per pool (" +
+                                                   std::to_string(kv_block_bytes(source.config, w, options.kv_block_size)) +
+                                                   " bytes)");
+  return status::ok();
+}
+
+result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create(const exec_context& ctx, checkpoint source,
+                                                                               const gemma4_generate_options& options) {
+  if (status s = check_create(ctx, source, options); !s) return s;
+  auto weights = load_checkpoint(source, ctx.dev);
+  if (!weights) return fail(weights.error().code(), "create: " + weights.error().message());
+  return create_with_weights(ctx, std::move(source), std::move(*weights), options);
+}
+
+result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_with_weights(const exec_context& ctx, checkpoint source,
+                                                                                            slab weights,
+                                                                                            const gemma4_generate_options& options) {
+  if (status s = check_create(ctx, source, options); !s) return s;
+  if (weights.dev() != ctx.dev || weights.bytes() != source.layout.total_bytes() || weights.state() != slab_state::resident)
+    return fail(status_code::invalid_argument, "create: the weight slab (" + std::to_string(weights.bytes()) + " bytes on " +
+                                                   weights.dev().to_string() + ") is not a resident slab of the layout's " +
+                                                   std::to_string(source.layout.total_bytes()) + " bytes on " + ctx.dev.to_string());
+  std::unique_ptr<gemma4_generate_engine> e(new gemma4_generate_engine());
+  e->weights_ = std::move(weights);
   e->source_ = std::move(source);
   e->options_ = options;
+  auto cache = make_cache(ctx, e->source_.config, e->weight_type(), options);
+  if (!cache) return fail(cache.error().code(), "create: the KV cache: " + cache.error().message());
   e->cache_ = std::move(*cache);
   e->scratch_ = std::make_unique<workspace>(ctx.dev);
   e->ctx_ = ctx;
@@ -66,26 +93,29 @@ result<std::unique_ptr<cpu_generate_engine>> cpu_generate_engine::create(const e
   e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
   if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;
+  // The load and the cache's fill ran outside the engine's stream: finish them before it reads.
+  if (status s = wait_for_device(e->ctx_); !s) return fail(s.code(), "create: " + s.message());
   return e;
 }
 
-status cpu_generate_engine::rebind(const std::vector<const std::byte*>& addresses) {
-  auto w = bind_weights(source_.config, source_.layout, addresses, device::cpu());
+status gemma4_generate_engine::rebind(const std::vector<const std::byte*>& addresses) {
+  auto w = bind_weights(source_.config, source_.layout, addresses, ctx_.dev);
   if (!w) return w.error();
   w_ = std::move(*w);
   return status::ok();
 }
 
-std::uint64_t cpu_generate_engine::weights_digest() const {
+std::uint64_t gemma4_generate_engine::weights_digest() const {
   weight_source live;
+  live.dev = ctx_.dev;
   live.manifest = manifest_;
   live.tensors = shared_ ? source_weights_.tensors : slab_addresses(weights_, source_.layout);
-  return live.digest();
+  return live.digest(ctx_);
 }
 
 // --- requests ------------------------------------------------------------------------------------
 
-status cpu_generate_engine::check_request(const generation_request& r) const {
+status gemma4_generate_engine::check_request(const generation_request& r) const {
   const model_config& c = source_.config;
   const std::string who = "submit: " + request_name(r) + ": ";
   if (r.prompt.empty()) return fail(status_code::invalid_argument, who + "the prompt is empty");
@@ -116,7 +146,7 @@ status cpu_generate_engine::check_request(const generation_request& r) const {
   return status::ok();
 }
 
-status cpu_generate_engine::submit(std::span<const generation_request> requests) {
+status gemma4_generate_engine::submit(std::span<const generation_request> requests) {
   if (pending_)
     return fail(status_code::invalid_argument, "submit: refused while the update to version " + std::to_string(*pending_) + " is staged");
   std::unordered_set<std::uint64_t> batch;
@@ -142,7 +172,7 @@ status cpu_generate_engine::submit(std::span<const generation_request> requests)
   return status::ok();
 }
 
-std::vector<finished_sequence> cpu_generate_engine::collect() {
+std::vector<finished_sequence> gemma4_generate_engine::collect() {
   std::vector<finished_sequence> out;
   out.swap(finished_);
   for (const finished_sequence& f : out) ids_.erase(f.id);
@@ -151,13 +181,13 @@ std::vector<finished_sequence> cpu_generate_engine::collect() {
 
 // --- prefix holders --------------------------------------------------------------------------------
 
-void cpu_generate_engine::release_holder(prefix& p) {
+void gemma4_generate_engine::release_holder(prefix& p) {
   if (p.cache && cache_) cache_->release(*p.cache);
   p.cache.reset();
   p.computed = 0;
 }
 
-void cpu_generate_engine::detach_prefix(sequence& s) {
+void gemma4_generate_engine::detach_prefix(sequence& s) {
   if (!s.prefix_key) return;
   auto it = prefixes_.find(*s.prefix_key);
   s.prefix_key = nullptr;
@@ -168,14 +198,15 @@ void cpu_generate_engine::detach_prefix(sequence& s) {
   }
 }
 
-bool cpu_generate_engine::fork_ready(sequence& s) {
+result<bool> gemma4_generate_engine::fork_ready(sequence& s) {
   if (!s.prefix_key || s.cache) return false;
   prefix& p = prefixes_.at(*s.prefix_key);
   if (!p.cache || p.computed != static_cast<std::int64_t>(p.tokens.size())) return false;
   for (const layer_type t : both_types)
     if (cache_->blocks_to_fork(*p.cache, t) > cache_->free_blocks(t)) return false;
   auto child = cache_->fork(*p.cache);
-  if (!child) return false;
+  if (!child && child.error().code() == status_code::out_of_memory) return false;
+  if (!child) return child.error();
   s.cache = *child;
   s.computed = p.computed;
   if (++p.forks == 2) ++shared_prefills_;
@@ -185,7 +216,7 @@ bool cpu_generate_engine::fork_ready(sequence& s) {
 
 // --- one step --------------------------------------------------------------------------------------
 
-bool cpu_generate_engine::room_for(const sequence& s) const {
+bool gemma4_generate_engine::room_for(const sequence& s) const {
   const std::int64_t first_chunk = std::min<std::int64_t>(static_cast<std::int64_t>(s.tokens.size()), options_.prefill_token_budget);
   for (const layer_type t : both_types) {
     if (cache_->pool_blocks(t) == 0) continue;
@@ -196,7 +227,7 @@ bool cpu_generate_engine::room_for(const sequence& s) const {
   return true;
 }
 
-std::vector<cpu_generate_engine::planned> cpu_generate_engine::plan_step() {
+std::vector<gemma4_generate_engine::planned> gemma4_generate_engine::plan_step() {
   std::vector<planned> plan;
   for (auto& s : running_)  // decoding rows first: one per sequence whose last token waits
     if (!s->prefix_key && s->computed + 1 == static_cast<std::int64_t>(s->tokens.size())) plan.push_back({s.get(), nullptr, 1});
@@ -225,7 +256,7 @@ std::vector<cpu_generate_engine::planned> cpu_generate_engine::plan_step() {
   return plan;
 }
 
-bool cpu_generate_engine::fits(const std::vector<planned>& plan) const {
+bool gemma4_generate_engine::fits(const std::vector<planned>& plan) const {
   for (const layer_type t : both_types) {
     std::int64_t need = 0;
     for (const planned& p : plan) {
@@ -237,7 +268,7 @@ bool cpu_generate_engine::fits(const std::vector<planned>& plan) const {
   return true;
 }
 
-bool cpu_generate_engine::preempt_one() {
+bool gemma4_generate_engine::preempt_one() {
   if (running_.size() > 1) {
     auto newest = std::max_element(running_.begin(), running_.end(),
                                    [](const auto& a, const auto& b) { return a->admitted < b->admitted; });
@@ -264,7 +295,7 @@ bool cpu_generate_engine::preempt_one() {
   return released;
 }
 
-result<std::int64_t> cpu_generate_engine::step() {
+result<std::int64_t> gemma4_generate_engine::step() {
   const auto work = [this] { return static_cast<std::int64_t>(waiting_.size() + running_.size()); };
   if (!cache_) {
     if (!waiting_.empty())
@@ -283,7 +314,11 @@ result<std::int64_t> cpu_generate_engine::step() {
   const auto started = clock_type::now();
   std::vector<planned> plan;
   for (;;) {
-    for (auto& s : running_) fork_ready(*s);
+    for (auto& s : running_)
+      if (auto forked = fork_ready(*s); !forked) {
+        reset_after_failure();
+        return fail(forked.error().code(), "step: " + forked.error().message());
+      }
     plan = plan_step();
     if (!plan.empty() && fits(plan)) break;
     if (!preempt_one())
@@ -299,7 +334,7 @@ result<std::int64_t> cpu_generate_engine::step() {
   return work();
 }
 
-status cpu_generate_engine::run(const std::vector<planned>& plan) {
+status gemma4_generate_engine::run(const std::vector<planned>& plan) {
   const model_config& c = source_.config;
   std::vector<std::int32_t> tokens, positions, cu{0};
   std::vector<kv_cache::sequence_id> ids;
@@ -317,9 +352,15 @@ status cpu_generate_engine::run(const std::vector<planned>& plan) {
     ids.push_back(*id);
   }
   const auto n = static_cast<std::int64_t>(tokens.size());
-  const host_buffer t = host_buffer::of<std::int32_t>({n}, tokens), pos = host_buffer::of<std::int32_t>({n}, positions);
-  const host_buffer offsets = host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
-  host_buffer hidden(dtype::float32, {n, c.hidden_size});
+  const auto in_step = [](status s) { return s ? s : fail(s.code(), "step: " + s.message()); };
+  device_buffer t, pos, offsets, hidden;
+  if (auto s = in_step(allocate_unfilled_buffers(ctx_, dtype::int32, {{&t, {n}}, {&pos, {n}}, {&offsets, {static_cast<std::int64_t>(cu.size())}}}));
+      !s)
+    return s;
+  if (auto s = in_step(allocate_unfilled_buffers(ctx_, weight_type(), {{&hidden, {n, c.hidden_size}}})); !s) return s;
+  for (const auto& [to, from] : {std::pair{&t, &tokens}, std::pair{&pos, &positions}, std::pair{&offsets, &cu}})
+    if (auto s = in_step(copy_to_device(ctx_, to->data<std::int32_t>(), from->data(), static_cast<std::int64_t>(from->size()) * 4)); !s)
+      return s;
   profile_.rows += n;
   auto model_started = clock_type::now();
   if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids}, hidden, options_.trace); !s)
@@ -347,28 +388,39 @@ status cpu_generate_engine::run(const std::vector<planned>& plan) {
     for (std::size_t begin = 0; begin < members.size(); begin += head_chunk_rows) {
       const std::size_t end = std::min(members.size(), begin + static_cast<std::size_t>(head_chunk_rows));
       const auto m = static_cast<std::int64_t>(end - begin);
-      host_buffer rows(dtype::float32, {m, c.hidden_size}), logits(dtype::float32, {m, c.vocab_size});
-      host_buffer sampled(dtype::int32, {m}), lp(dtype::float32, {m});
+      std::vector<std::int32_t> last_rows;
       std::vector<rng_coordinates> coords;
       for (std::size_t j = begin; j < end; ++j) {
         const std::size_t i = members[j];
-        const std::int64_t last = cu[i + 1] - 1;
-        std::memcpy(rows.data<float>() + static_cast<std::int64_t>(j - begin) * c.hidden_size,
-                    hidden.data<float>() + last * c.hidden_size, static_cast<std::size_t>(c.hidden_size) * 4);
+        last_rows.push_back(cu[i + 1] - 1);
         rng_coordinates r = plan[i].seq->request.rng;
         r.position = static_cast<std::uint32_t>(plan[i].seq->tokens.size());
         coords.push_back(r);
       }
       model_started = clock_type::now();
-      if (auto s = head_logits(ctx_, c, w_, rows, logits); !s) return fail(s.code(), "step: head: " + s.message());
-      if (auto s = ops::sampling_forward(ctx_, logits, params, coords, sampled, lp); !s)
-        return fail(s.code(), "step: sampling: " + s.message());
+      const auto in_head = [](const char* what, status s) { return s ? s : fail(s.code(), std::string("step: ") + what + ": " + s.message()); };
+      device_buffer row_ids, rows, logits, sampled, lp;
+      if (auto s = in_head("head", allocate_unfilled_buffers(ctx_, dtype::int32, {{&row_ids, {m}}, {&sampled, {m}}})); !s) return s;
+      if (auto s = in_head("head", allocate_unfilled_buffers(ctx_, weight_type(), {{&rows, {m, c.hidden_size}}, {&logits, {m, c.vocab_size}},
+                                                                                  {&lp, {m}, dtype::float32}}));
+          !s)
+        return s;
+      if (auto s = in_head("head", copy_to_device(ctx_, row_ids.data<std::int32_t>(), last_rows.data(), m * 4)); !s) return s;
+      // The sampled rows gathered from the step's hidden states: a lookup with scale 1 copies each
+      // row exactly.
+      if (auto s = in_head("head", ops::embedding_forward(ctx_, row_ids, hidden, 1.0, rows)); !s) return s;
+      if (auto s = in_head("head", head_logits(ctx_, c, w_, rows, logits)); !s) return s;
+      if (auto s = in_head("sampling", ops::sampling_forward(ctx_, logits, params, coords, sampled, lp)); !s) return s;
+      auto drawn = sampled.read<std::int32_t>(ctx_);
+      if (!drawn) return in_head("sampling", drawn.error());
+      auto scores = lp.read<float>(ctx_);
+      if (!scores) return in_head("sampling", scores.error());
       profile_.model_seconds += seconds_since(model_started);
       profile_.tokens += m;
       for (std::size_t j = begin; j < end; ++j) {
         sequence& s = *plan[members[j]].seq;
-        s.tokens.push_back(sampled.data<std::int32_t>()[j - begin]);
-        s.logprobs.push_back(lp.data<float>()[j - begin]);
+        s.tokens.push_back((*drawn)[j - begin]);
+        s.logprobs.push_back((*scores)[j - begin]);
       }
     }
   }
@@ -389,7 +441,7 @@ status cpu_generate_engine::run(const std::vector<planned>& plan) {
   return status::ok();
 }
 
-void cpu_generate_engine::finish(std::size_t running_index, finish_reason why) {
+void gemma4_generate_engine::finish(std::size_t running_index, finish_reason why) {
   std::unique_ptr<sequence> s = std::move(running_[running_index]);
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   if (s->cache) cache_->release(*s->cache);
@@ -402,7 +454,7 @@ void cpu_generate_engine::finish(std::size_t running_index, finish_reason why) {
   finished_.push_back(std::move(f));
 }
 
-void cpu_generate_engine::reset_after_failure() {
+void gemma4_generate_engine::reset_after_failure() {
   for (auto& s : running_) {
     detach_prefix(*s);
     ids_.erase(s->request.id);
@@ -412,14 +464,14 @@ void cpu_generate_engine::reset_after_failure() {
     p.cache.reset();
     p.computed = 0;
   }
-  auto fresh = make_cache(source_.config, options_);
+  cache_.reset();  // the old storage goes before the new one is made
+  auto fresh = make_cache(ctx_, source_.config, weight_type(), options_);
   if (fresh) cache_ = std::move(*fresh);
-  else cache_.reset();
 }
 
 // --- weights ---------------------------------------------------------------------------------------
 
-status cpu_generate_engine::begin_weight_update(std::uint64_t version) {
+status gemma4_generate_engine::begin_weight_update(std::uint64_t version) {
   const std::string which = "begin_weight_update(" + std::to_string(version) + "): ";
   if (pending_)
     return fail(status_code::invalid_argument, which + "the update to version " + std::to_string(*pending_) +
@@ -430,7 +482,7 @@ status cpu_generate_engine::begin_weight_update(std::uint64_t version) {
   if (shared_) return fail(status_code::invalid_argument, which + "the weights are shared in place: a refit is bump_weight_version");
   if (version <= version_)
     return fail(status_code::invalid_argument, which + "not newer than the live version " + std::to_string(version_));
-  auto staging = slab::create("refit staging", source_.layout.total_bytes(), device::cpu());
+  auto staging = slab::create("refit staging", source_.layout.total_bytes(), ctx_.dev);
   if (!staging) return fail(staging.error().code(), which + staging.error().message());
   staging_ = std::move(*staging);
   pending_ = version;
@@ -439,7 +491,7 @@ status cpu_generate_engine::begin_weight_update(std::uint64_t version) {
   return status::ok();
 }
 
-status cpu_generate_engine::import_bucket(std::size_t index, std::span<const std::byte> bytes) {
+status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const std::byte> bytes) {
   if (!pending_) return fail(status_code::invalid_argument, "import_bucket: no weight update in progress");
   const std::string which = "import_bucket: bucket " + std::to_string(index) + " of version " + std::to_string(*pending_) + ": ";
   const auto refuse = [this](const std::string& why) {
@@ -450,16 +502,21 @@ status cpu_generate_engine::import_bucket(std::size_t index, std::span<const std
   if (static_cast<std::int64_t>(bytes.size()) != plan_.bucket_size(index))
     return refuse(which + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(plan_.bucket_size(index)));
   if (received_[index]) return refuse(which + "arrived twice");
-  auto* base = static_cast<std::byte*>(staging_.view_of(0, dtype::float32, std::vector<std::int64_t>{1})->data());
+  auto* base = static_cast<std::byte*>(staging_.view_of(0, weight_type(), std::vector<std::int64_t>{1})->data());
+  const auto width = static_cast<std::int64_t>(size_of(weight_type()));
   for (const bucket_piece& piece : plan_.pieces(index))
-    std::memcpy(base + source_.layout.tensors[piece.entry].offset_elements * 4 + piece.entry_offset,
-                bytes.data() + piece.bucket_offset, static_cast<std::size_t>(piece.bytes));
+    if (status s = copy_to_device(ctx_, base + source_.layout.tensors[piece.entry].offset_elements * width + piece.entry_offset,
+                                  bytes.data() + piece.bucket_offset, piece.bytes);
+        !s) {
+      abort_weight_update();
+      return fail(s.code(), which + s.message() + "; version " + std::to_string(version_) + " stays live");
+    }
   received_[index] = true;
   ++received_count_;
   return status::ok();
 }
 
-status cpu_generate_engine::commit_weight_update() {
+status gemma4_generate_engine::commit_weight_update() {
   if (!pending_) return fail(status_code::invalid_argument, "commit_weight_update: no weight update in progress");
   if (received_count_ != received_.size()) {
     const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
@@ -485,18 +542,18 @@ status cpu_generate_engine::commit_weight_update() {
   return status::ok();
 }
 
-void cpu_generate_engine::abort_weight_update() {
+void gemma4_generate_engine::abort_weight_update() {
   pending_.reset();
   received_.clear();
   received_count_ = 0;
   staging_ = slab{};
 }
 
-status cpu_generate_engine::share_weights(const weight_source& source) {
+status gemma4_generate_engine::share_weights(const weight_source& source) {
   if (pending_) return fail(status_code::invalid_argument, "share_weights: refused while an update is staged");
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "share_weights: refused while sequences wait or run");
-  if (auto s = check_weight_source("cpu_generate_engine: share_weights", source, manifest_); !s) return s;
+  if (auto s = check_weight_source("gemma4_generate_engine: share_weights", source, manifest_); !s) return s;
   if (source.dev != ctx_.dev)
     return fail(status_code::invalid_argument, "share_weights: the weights are on " + source.dev.to_string() + ", the engine on " +
                                                    ctx_.dev.to_string());
@@ -507,7 +564,7 @@ status cpu_generate_engine::share_weights(const weight_source& source) {
   return status::ok();
 }
 
-status cpu_generate_engine::bump_weight_version(std::uint64_t version) {
+status gemma4_generate_engine::bump_weight_version(std::uint64_t version) {
   const std::string which = "bump_weight_version(" + std::to_string(version) + "): ";
   if (!shared_)
     return fail(status_code::invalid_argument, which + "the weights are the engine's own copy: a refit is begin_weight_update, "
@@ -524,7 +581,7 @@ status cpu_generate_engine::bump_weight_version(std::uint64_t version) {
 
 // --- memory ----------------------------------------------------------------------------------------
 
-status cpu_generate_engine::release_cache() {
+status gemma4_generate_engine::release_cache() {
   if (!cache_) return status::ok();
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +
@@ -532,12 +589,14 @@ status cpu_generate_engine::release_cache() {
   prefixes_.clear();  // no request references one
   cache_.reset();
   scratch_->trim();
+  // What the cache's storage held goes back to the device for the trainer's slabs.
+  if (status s = release_cached_memory(ctx_); !s) return fail(s.code(), "release_cache: " + s.message());
   return status::ok();
 }
 
-status cpu_generate_engine::restore_cache() {
+status gemma4_generate_engine::restore_cache() {
   if (cache_) return status::ok();
-  auto fresh = make_cache(source_.config, options_);
+  auto fresh = make_cache(ctx_, source_.config, weight_type(), options_);
   if (!fresh) return fail(fresh.error().code(), "restore_cache: " + fresh.error().message());
   cache_ = std::move(*fresh);
   return status::ok();

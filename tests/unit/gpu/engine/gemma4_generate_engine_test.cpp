@@ -1,10 +1,15 @@
-// The CPU generate engine (gpu/engine/cpu_generate_engine.h): greedy continuations equal
+// The Gemma 4 generate engine (gpu/engine/gemma4_generate_engine.h): greedy continuations equal
 // transformers' on every fixture, sampled tokens are scored bit for bit by the train engine,
 // thousands of random requests under preemption each equal the request alone, one row per
 // decoding sequence per step, sliding blocks bounded by the window, refits that fail leave the old
-// version generating, and bad requests are refused by name.
+// version generating, and bad requests are refused by name. Built for the CPU here, and a second
+// time into the CUDA test program (TANDEM_TESTS_ON_CUDA, CTest label gpu) for the engine on
+// cuda:0, where the scoring case runs in bfloat16 too and the CUDA engine is compared with the
+// CPU engine.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/engine/cpu_generate_engine.h"
+#include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/ops/pg_loss.h"
 #include "support/reference_fixtures.h"
@@ -26,20 +31,30 @@ namespace {
 
 const fs::path fixtures = fs::path(TANDEM_SOURCE_DIR) / "tests/data/reference";
 
-tg::checkpoint open(const fs::path& dir) {
-  auto c = tg::open_checkpoint(dir, tg::dtype::float32);
+#if TANDEM_TESTS_ON_CUDA
+const tg::exec_context test_context{tg::device::cuda(0), {}, nullptr};
+const std::vector<tg::dtype> test_types{tg::dtype::float32, tg::dtype::bfloat16};
+#else
+const tg::exec_context test_context = tg::exec_context::cpu();
+const std::vector<tg::dtype> test_types{tg::dtype::float32};
+#endif
+
+tg::checkpoint open(const fs::path& dir, tg::dtype type = tg::dtype::float32) {
+  auto c = tg::open_checkpoint(dir, type);
   BOOST_REQUIRE_MESSAGE(c.has_value(), (c.has_value() ? "" : c.error().message()));
   return std::move(*c);
 }
 
-std::unique_ptr<tg::cpu_generate_engine> engine(const fs::path& dir, tg::cpu_generate_options o = {}) {
-  auto e = tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(dir), o);
+std::unique_ptr<tg::gemma4_generate_engine> engine(const fs::path& dir, tg::gemma4_generate_options o = {},
+                                                   tg::dtype type = tg::dtype::float32,
+                                                   const tg::exec_context& ctx = test_context) {
+  auto e = tg::gemma4_generate_engine::create(ctx, open(dir, type), o);
   BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
   return std::move(*e);
 }
 
-std::unique_ptr<tg::gemma4_train_engine> train_engine(const fs::path& dir) {
-  auto e = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(dir), {});
+std::unique_ptr<tg::gemma4_train_engine> train_engine(const fs::path& dir, tg::dtype type = tg::dtype::float32) {
+  auto e = tg::gemma4_train_engine::create(test_context, open(dir, type), {});
   BOOST_REQUIRE_MESSAGE(e.has_value(), (e.has_value() ? "" : e.error().message()));
   return std::move(*e);
 }
@@ -55,7 +70,7 @@ tg::generation_request request(std::uint64_t id, std::vector<std::int32_t> promp
   return r;
 }
 
-std::map<std::uint64_t, tg::finished_sequence> run_all(tg::cpu_generate_engine& e, int max_steps = 100000) {
+std::map<std::uint64_t, tg::finished_sequence> run_all(tg::gemma4_generate_engine& e, int max_steps = 100000) {
   std::map<std::uint64_t, tg::finished_sequence> out;
   for (int i = 0; i < max_steps; ++i) {
     auto left = e.step();
@@ -92,9 +107,64 @@ struct row_counter final : tg::trace_sink {
   }
 };
 
+/// Samples continuations with weights in `type` and scores them with a train engine of the same
+/// weights on the same device: every generated token's logprob the same bits, so
+/// token_mult_prob_error is exactly 1.
+void sampled_tokens_scored_bit_for_bit(tg::dtype type) {
+  const fs::path dir = fixtures / "all_features";
+  const tg::ops::sampling_params params{0.7, 20, 0.9};
+  auto gen = engine(dir, {}, type);
+  std::vector<tg::generation_request> requests;
+  for (std::uint64_t i = 0; i < 12; ++i) {
+    auto r = request(i, {static_cast<std::int32_t>(3 + i % 4), 17, static_cast<std::int32_t>(40 + i / 4)}, 14, params);
+    r.rng.prompt = static_cast<std::uint32_t>(i / 4);  // groups of 4 samples of one prompt
+    r.rng.sample = static_cast<std::uint32_t>(i % 4);
+    requests.push_back(r);
+  }
+  BOOST_REQUIRE(gen->submit(requests).is_ok());
+  const auto done = run_all(*gen);
+  auto trainer = train_engine(dir, type);
+  tg::packed_sequences batch{{}, {0}};
+  std::vector<float> lp_gen, mask;
+  for (const auto& r : requests) {
+    const auto& f = done.at(r.id);
+    batch.tokens.insert(batch.tokens.end(), r.prompt.begin(), r.prompt.end());
+    batch.tokens.insert(batch.tokens.end(), f.tokens.begin(), f.tokens.end());
+    batch.offsets.push_back(static_cast<std::int32_t>(batch.tokens.size()));
+    lp_gen.insert(lp_gen.end(), r.prompt.size(), 0.0f);
+    lp_gen.insert(lp_gen.end(), f.logprobs.begin(), f.logprobs.end());
+    mask.insert(mask.end(), r.prompt.size(), 0.0f);
+    mask.insert(mask.end(), f.tokens.size(), 1.0f);
+  }
+  const auto lp_train = trainer->logprobs(batch, params);
+  BOOST_REQUIRE(lp_train.has_value());
+  std::size_t differ = 0;
+  double worst = 0;
+  for (std::size_t t = 0; t < mask.size(); ++t)
+    if (mask[t] != 0 && std::memcmp(&(*lp_train)[t], &lp_gen[t], 4) != 0) {
+      ++differ;
+      worst = std::max(worst, std::fabs(static_cast<double>((*lp_train)[t]) - lp_gen[t]));
+    }
+  BOOST_TEST(differ == 0u, differ << " generated tokens score other bits in the train engine (max |delta| " << worst << ")");
+  // token_mult_prob_error as the loss reports it.
+  tg::train_micro_batch_data mb;
+  mb.sequences = batch;
+  mb.lp_prev = *lp_train;
+  mb.lp_gen = lp_gen;
+  mb.mask = mask;
+  mb.advantages.assign(mask.size(), 1.0f);
+  std::int64_t tokens = 0;
+  for (float m : mask) tokens += m != 0;
+  float loss = 0;
+  tg::ops::pg_loss_metrics metrics;
+  const auto in = tg::pg_loss_inputs_of(mb, *lp_train, {tokens, static_cast<std::int64_t>(requests.size())});
+  BOOST_REQUIRE(tg::ops::pg_loss_forward(tg::exec_context::cpu(), in, {}, tg::tensor(&loss, tg::dtype::float32, {1}), &metrics).is_ok());
+  BOOST_TEST(metrics.mult_prob_error_sum / static_cast<double>(metrics.token_count) == 1.0);
+}
+
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(cpu_generate_engine_test)
+BOOST_AUTO_TEST_SUITE(gemma4_generate_engine)
 
 BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_on_every_fixture_in_both_config_forms) {
   std::size_t fixtures_seen = 0;
@@ -123,52 +193,9 @@ BOOST_AUTO_TEST_CASE(greedy_generation_equals_transformers_on_every_fixture_in_b
 }
 
 BOOST_AUTO_TEST_CASE(sampled_tokens_are_scored_bit_for_bit_by_the_train_engine) {
-  const fs::path dir = fixtures / "all_features";
-  const tg::ops::sampling_params params{0.7, 20, 0.9};
-  auto gen = engine(dir);
-  std::vector<tg::generation_request> requests;
-  for (std::uint64_t i = 0; i < 12; ++i) {
-    auto r = request(i, {static_cast<std::int32_t>(3 + i % 4), 17, static_cast<std::int32_t>(40 + i / 4)}, 14, params);
-    r.rng.prompt = static_cast<std::uint32_t>(i / 4);  // groups of 4 samples of one prompt
-    r.rng.sample = static_cast<std::uint32_t>(i % 4);
-    requests.push_back(r);
+  for (const tg::dtype type : test_types) {
+    BOOST_TEST_CONTEXT("weights in " << tg::to_string(type)) { sampled_tokens_scored_bit_for_bit(type); }
   }
-  BOOST_REQUIRE(gen->submit(requests).is_ok());
-  const auto done = run_all(*gen);
-  auto trainer = tg::gemma4_train_engine::create(tg::exec_context::cpu(), open(dir), {});
-  BOOST_REQUIRE(trainer.has_value());
-  tg::packed_sequences batch{{}, {0}};
-  std::vector<float> lp_gen, mask;
-  for (const auto& r : requests) {
-    const auto& f = done.at(r.id);
-    batch.tokens.insert(batch.tokens.end(), r.prompt.begin(), r.prompt.end());
-    batch.tokens.insert(batch.tokens.end(), f.tokens.begin(), f.tokens.end());
-    batch.offsets.push_back(static_cast<std::int32_t>(batch.tokens.size()));
-    lp_gen.insert(lp_gen.end(), r.prompt.size(), 0.0f);
-    lp_gen.insert(lp_gen.end(), f.logprobs.begin(), f.logprobs.end());
-    mask.insert(mask.end(), r.prompt.size(), 0.0f);
-    mask.insert(mask.end(), f.tokens.size(), 1.0f);
-  }
-  const auto lp_train = (*trainer)->logprobs(batch, params);
-  BOOST_REQUIRE(lp_train.has_value());
-  std::size_t differ = 0;
-  for (std::size_t t = 0; t < mask.size(); ++t)
-    if (mask[t] != 0 && std::memcmp(&(*lp_train)[t], &lp_gen[t], 4) != 0) ++differ;
-  BOOST_TEST(differ == 0u, differ << " generated tokens score other bits in the train engine");
-  // token_mult_prob_error as the loss reports it.
-  tg::train_micro_batch_data mb;
-  mb.sequences = batch;
-  mb.lp_prev = *lp_train;
-  mb.lp_gen = lp_gen;
-  mb.mask = mask;
-  mb.advantages.assign(mask.size(), 1.0f);
-  std::int64_t tokens = 0;
-  for (float m : mask) tokens += m != 0;
-  float loss = 0;
-  tg::ops::pg_loss_metrics metrics;
-  const auto in = tg::pg_loss_inputs_of(mb, *lp_train, {tokens, static_cast<std::int64_t>(requests.size())});
-  BOOST_REQUIRE(tg::ops::pg_loss_forward(tg::exec_context::cpu(), in, {}, tg::tensor(&loss, tg::dtype::float32, {1}), &metrics).is_ok());
-  BOOST_TEST(metrics.mult_prob_error_sum / static_cast<double>(metrics.token_count) == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alone_and_every_block_returns) {
@@ -197,7 +224,7 @@ BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alo
     requests.push_back(r);
   }
   std::shuffle(requests.begin(), requests.end(), rng);
-  tg::cpu_generate_options o;
+  tg::gemma4_generate_options o;
   o.max_num_sequences = 24;
   o.kv_block_size = 4;
   o.prefill_token_budget = 37;
@@ -233,7 +260,7 @@ BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alo
 BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sliding_blocks_stay_in_the_window) {
   const fs::path dir = fixtures / "all_features";
   row_counter rows;
-  tg::cpu_generate_options o;
+  tg::gemma4_generate_options o;
   o.trace = tg::tracer(&rows);
   o.kv_block_size = 4;
   o.share_prompts = false;
@@ -262,7 +289,7 @@ BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sli
 
 BOOST_AUTO_TEST_CASE(a_refit_that_fails_midway_leaves_the_old_version_generating_and_a_complete_one_takes_over) {
   const fs::path dir = fixtures / "all_features";
-  tg::cpu_generate_options o;
+  tg::gemma4_generate_options o;
   o.bucket_bytes = 4096;
   auto gen = engine(dir, o);
   auto trainer = train_engine(dir);
@@ -338,23 +365,55 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused_by_name_and_nothing_queued_is_lost
     BOOST_TEST(e->waiting_count() == 1);  // neither request of the batch was queued
     return s.message();
   };
-  BOOST_TEST(refused(request(2, {}, 3)) == "cpu_generate_engine: submit: request 2: the prompt is empty");
+  BOOST_TEST(refused(request(2, {}, 3)) == "gemma4_generate_engine: submit: request 2: the prompt is empty");
   BOOST_TEST(refused(request(3, {1, 256}, 3)) ==
-             "cpu_generate_engine: submit: request 3: prompt token 1 is 256, outside the vocabulary [0, 256)");
+             "gemma4_generate_engine: submit: request 3: prompt token 1 is 256, outside the vocabulary [0, 256)");
   BOOST_TEST(refused(request(4, {1}, 5000)) ==
-             "cpu_generate_engine: submit: request 4: prompt (1) plus max_new_tokens (5000) exceeds max_sequence_length 4096");
-  BOOST_TEST(refused(request(1, {1}, 2)) == "cpu_generate_engine: submit: request 1: the id is already in use");
+             "gemma4_generate_engine: submit: request 4: prompt (1) plus max_new_tokens (5000) exceeds max_sequence_length 4096");
+  BOOST_TEST(refused(request(1, {1}, 2)) == "gemma4_generate_engine: submit: request 1: the id is already in use");
   BOOST_TEST(refused(request(5, {1}, 2, {-1.0, 0, 1.0})) ==
-             "cpu_generate_engine: submit: request 5: sampling: temperature must be >= 0 (0: greedy), got -1");
+             "gemma4_generate_engine: submit: request 5: sampling: temperature must be >= 0 (0: greedy), got -1");
   auto stop = request(6, {1}, 2);
   stop.stop_tokens = {-3};
-  BOOST_TEST(refused(stop) == "cpu_generate_engine: submit: request 6: stop token -3 is outside the vocabulary [0, 256)");
-  tg::cpu_generate_options small;
+  BOOST_TEST(refused(stop) == "gemma4_generate_engine: submit: request 6: stop token -3 is outside the vocabulary [0, 256)");
+  tg::gemma4_generate_options small;
   small.kv_block_size = 4;
   small.kv_cache_bytes = 1;
-  BOOST_TEST(!tg::cpu_generate_engine::create(tg::exec_context::cpu(), open(fixtures / "full_only"), small).has_value());
+  BOOST_TEST(!tg::gemma4_generate_engine::create(test_context, open(fixtures / "full_only"), small).has_value());
   const auto done = run_all(*e);
   BOOST_TEST(done.at(1).tokens.size() == 3u);
 }
+
+#if TANDEM_TESTS_ON_CUDA
+BOOST_AUTO_TEST_CASE(the_cuda_engine_in_float32_continues_as_the_cpu_engine_within_float32_rounding) {
+  const tg::ops::sampling_params greedy{0.0, 0, 1.0};
+  for (const char* name : {"all_features", "e2b_like", "sliding_only"}) {
+    const fs::path dir = fixtures / name;
+    std::vector<tg::generation_request> requests;
+    for (std::uint64_t i = 0; i < 6; ++i)
+      requests.push_back(request(i, {static_cast<std::int32_t>(2 + 7 * i), 11, static_cast<std::int32_t>(30 + i)}, 24, greedy));
+    auto on_cuda = engine(dir);
+    auto on_cpu = engine(dir, {}, tg::dtype::float32, tg::exec_context::cpu());
+    BOOST_REQUIRE(on_cuda->submit(requests).is_ok());
+    BOOST_REQUIRE(on_cpu->submit(requests).is_ok());
+    const auto got = run_all(*on_cuda), want = run_all(*on_cpu);
+    double worst = 0, sum = 0;
+    std::size_t n = 0;
+    for (const auto& r : requests) {
+      BOOST_TEST(got.at(r.id).tokens == want.at(r.id).tokens, name << ", request " << r.id);
+      const auto& a = got.at(r.id).logprobs;
+      const auto& b = want.at(r.id).logprobs;
+      for (std::size_t t = 0; t < std::min(a.size(), b.size()); ++t, ++n) {
+        const double d = std::fabs(static_cast<double>(a[t]) - b[t]);
+        worst = std::max(worst, d);
+        sum += d;
+      }
+    }
+    BOOST_TEST_MESSAGE(name << ": CUDA vs CPU float32 greedy logprobs, mean |delta| " << sum / static_cast<double>(n)
+                            << ", max " << worst << " over " << n << " tokens");
+    BOOST_TEST(worst < 1e-4, name << ": max |delta logprob| " << worst);
+  }
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()
