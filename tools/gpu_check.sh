@@ -56,10 +56,15 @@ if [ -x "$bundle/bin/tandem" ]; then
   fi
 fi
 # The train engine on the GPU at the E2B shape beside the transformers peer (bfloat16 weights,
-# gradients and optimizer state in both), one step of each timed after warm-up.
+# gradients and optimizer state in both), one step of each timed after warm-up; then generation.
 if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
   run train_vs_peer_e2b tools/bench/train_vs_peer.sh "$bundle/bin/tandem" configs/models/gemma-4-E2B --backend cuda \
     --tokens 4096 --steps 5 --out "$logs/train_vs_peer_e2b"
   cat "$logs/train_vs_peer_e2b.log"
+  # The generate engine at the E2B shape beside transformers' generate(): 256 sequences of a
+  # 128-token prompt and 256 sampled tokens each (top-k 50), bfloat16.
+  run generate_vs_peer_e2b tools/bench/generate_vs_peer.sh "$bundle/bin/tandem" configs/models/gemma-4-E2B --backend cuda \
+    --batch 256 --prompt-len 128 --new-tokens 256 --out "$logs/generate_vs_peer_e2b"
+  cat "$logs/generate_vs_peer_e2b.log"
 fi
 exit $failed

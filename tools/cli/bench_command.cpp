@@ -37,8 +37,10 @@ nlohmann::json in_use_json(std::int64_t bytes) { return bytes < 0 ? nlohmann::js
 }  // namespace
 
 int bench_command(const args& a, std::ostream& out, std::ostream& err) {
+  if (!a.empty() && a[0] == "generate") return bench_generate_command(args(a.begin() + 1, a.end()), out, err);
   if (a.empty() || a[0] != "train") {
-    err << "tandem bench: " << (a.empty() ? "missing what to benchmark" : "unknown benchmark '" + a[0] + "'") << " (train)\n" << usage;
+    err << "tandem bench: " << (a.empty() ? "missing what to benchmark" : "unknown benchmark '" + a[0] + "'") << " (train, generate)\n"
+        << usage;
     return exit_usage;
   }
   const parsed_options p = parse_options(

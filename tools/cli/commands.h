@@ -50,6 +50,9 @@ int init_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem bench train --model DIR ...`: train steps of the Gemma 4 engine beside the GEMM-only
 /// ceiling of the same step (bench_command.cpp, train_bench.h).
 int bench_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem bench generate --model DIR ...`: one batch of sampled generations beside the decode
+/// step's GEMM-only ceiling and memory roofline (bench_generate_command.cpp, generate_bench.h).
+int bench_generate_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

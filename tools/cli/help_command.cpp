@@ -31,8 +31,8 @@ commands:
   loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients] [--backend B --dtype D]
                                      mean next-token cross-entropy, and every gradient, as JSON
   generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T --top-k K
-           --top-p P --seed S] [--stop ID ...]
-                                     continue every prompt of FILE on the CPU, as JSON
+           --top-p P --seed S] [--stop ID ...] [--backend B --dtype D]
+                                     continue every prompt of FILE, as JSON
   metrics export RUN_DIR [-o FILE]   a run's metrics.jsonl as NeMo-RL JSON: {metric: {step: value}}
   metrics check RUN_DIR EXPR...      metric gates, e.g. 'mean(train/loss) < 0.5'; exit 1 if one fails
   metrics tensorboard RUN_DIR [--out DIR]
@@ -51,6 +51,9 @@ commands:
                                      a new checkpoint directory with random weights (Gemma 4's init)
   bench train --model DIR [--tokens N] [--micro-batch B] [--steps N] [--backend cpu|cuda] ...
                                      train steps over random weights beside their GEMM-only ceiling
+  bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda] ...
+                                     sampled generation over random weights beside the decode
+                                     step's GEMM-only ceiling and memory roofline
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -115,11 +118,14 @@ exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usag
 
 constexpr const char* generate_help = R"(usage: tandem generate --model DIR --tokens FILE --max-new-tokens N
                        [--greedy | --temperature T --top-k K --top-p P --seed S] [--stop ID ...]
+                       [--backend cpu|cuda] [--dtype fp32|bf16]
 
 Continues every prompt of FILE (a JSON array of token-id arrays) by at most N tokens with the
-model in DIR, on the CPU in float32: all prompts in one continuous batch over a paged KV cache,
-prompts prefilled once, one token per sequence per step. Sampling: --greedy (the most likely
-token), or temperature T (default 1), then top-k K (0: none), then top-p P (1: none), drawn from
+model in DIR (on the CPU in float32 by default; --backend cuda runs it on cuda:0, and --dtype bf16
+stores the weights, activations and KV cache in bfloat16, CUDA only): all prompts in one
+continuous batch over a paged KV cache, prompts prefilled once, one token per sequence per step.
+Sampling: --greedy (the most likely token), or temperature T (default 1), then top-k K (0: none),
+then top-p P (1: none), drawn from
 a counter-based stream keyed by --seed S (default: a random seed) and the prompt's index, so the
 same seed gives the same output. Generation of a prompt ends after a --stop token (repeatable) is
 emitted, or after N tokens. Prints a JSON array with one object per prompt: {"tokens": [the
@@ -270,6 +276,23 @@ beside bfloat16 weights). --logprob-chunk N: tokens whose vocabulary logits exis
 1024, as policy.logprob_chunk_size). --profile adds the timed steps' time op by op: each op's
 start on the device to the next op's, so an op's share includes any wait for the host. --backend
 cuda runs on cuda:0. --json FILE writes every figure.
+
+usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]
+                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]
+                             [--prefill-budget R] [--seed N] [--json FILE]
+
+Times one batch of sampled generations by the Gemma 4 generate engine on the model of DIR's
+config.json with the random initial weights of `tandem init`: B prompts (default 256) of P random
+tokens (default 128), each continued by exactly N tokens (default 256; no stop token), all in one
+continuous batch with at most R prompt rows per step (default 8192), after a warm-up run of the
+same batch. Sampling defaults to what transformers' generate() does when it samples (temperature
+1, top-k 50, top-p 1). Prints generated tokens/s over the whole run, the prefill steps' time and
+the median decode step, then two ceilings of the decode step measured in the same run: the
+GEMM-only ceiling (its matrix products at B rows alone through the same linear op, same device
+and dtype) and the memory roofline (the bytes it must read, every weight once and each
+sequence's visible K/V, at the device's copy bandwidth), with the decode step as a fraction of
+each. Weights, activations and the KV cache are stored in --dtype (fp32, or bf16 on CUDA);
+--backend cuda runs on cuda:0. --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
 )";

@@ -3,10 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <numeric>
 #include <random>
-#include <tuple>
 #include <vector>
 
 #include "gpu/core/device_buffer.h"
@@ -16,7 +14,7 @@
 #include "gpu/model/initial_weights.h"
 #include "gpu/model/json_text.h"
 #include "gpu/model/model_flops.h"
-#include "gpu/ops/linear.h"
+#include "tools/cli/gemm_ceiling.h"
 
 namespace tandem::cli {
 namespace {
@@ -24,50 +22,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 gpu::status fail(const std::string& what, const gpu::status& s) { return {s.code(), what + ": " + s.message()}; }
-
-// One matrix product of the step: rows × inner -> rows × outer, `count` times per step.
-struct gemm_shape {
-  std::int64_t rows, inner, outer;
-  auto key() const { return std::tuple(rows, inner, outer); }
-};
-
-// Every matrix product of one training step over `tokens` tokens: each projection of the layout
-// (experts: top_k of num_experts rows' worth), and the tied head over every token.
-std::vector<gemm_shape> step_gemms(const gpu::model_config& c, const gpu::model_layout& layout, std::int64_t tokens) {
-  std::vector<gemm_shape> out;
-  for (const auto& e : layout.tensors) {
-    if (e.shape.size() < 2 || e.name.starts_with("embed_tokens")) continue;
-    const std::int64_t outer = e.shape[e.shape.size() - 2], inner = e.shape.back();
-    if (e.shape.size() == 3) {  // [experts, out, in]: each expert sees top_k / num_experts of the tokens
-      const std::int64_t rows = std::max<std::int64_t>(1, tokens * c.top_k_experts / c.num_experts);
-      for (std::int64_t x = 0; x < e.shape[0]; ++x) out.push_back({rows, inner, outer});
-    } else {
-      out.push_back({tokens, inner, outer});
-    }
-  }
-  out.push_back({tokens, c.hidden_size, c.vocab_size});
-  return out;
-}
-
-// The median time of forward + both gradients of one product, on the engine's device, in the
-// weights' dtype.
-gpu::result<double> time_gemm(const gpu::exec_context& ctx, gpu::dtype type, const gemm_shape& g) {
-  gpu::device_buffer x, w, y, dx, dw;
-  if (auto s = gpu::allocate_buffers(ctx, type, {{&x, {g.rows, g.inner}}, {&w, {g.outer, g.inner}}, {&y, {g.rows, g.outer}},
-                                                                  {&dx, {g.rows, g.inner}}, {&dw, {g.outer, g.inner}}});
-      !s)
-    return s;
-  std::vector<double> times;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto start = clock_type::now();
-    if (auto s = gpu::ops::linear_forward(ctx, x, w, y); !s) return s;
-    if (auto s = gpu::ops::linear_backward(ctx, x, w, y, dx, dw); !s) return s;
-    if (auto s = gpu::wait_for_device(ctx); !s) return s;
-    if (rep > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());  // the first warms up
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 double ms_since(clock_type::time_point start) {
   return std::chrono::duration<double>(clock_type::now() - start).count() * 1e3;
@@ -182,18 +136,9 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   gpu::workspace ceiling_scratch(s.dev);
   gpu::exec_context ceiling_ctx = ctx;
   ceiling_ctx.scratch = &ceiling_scratch;
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, double> timed;
-  double ceiling_s = 0;
-  for (const gemm_shape& g : step_gemms(c, layout, tokens)) {
-    auto it = timed.find(g.key());
-    if (it == timed.end()) {
-      auto t = time_gemm(ceiling_ctx, s.weights, g);
-      if (!t) return fail("the GEMM ceiling", t.error());
-      it = timed.emplace(g.key(), *t).first;
-    }
-    ceiling_s += it->second;
-  }
-  f.gemm_ceiling_ms = ceiling_s * 1e3;
+  auto ceiling_s = gemm_ceiling_seconds(ceiling_ctx, s.weights, step_gemms(c, layout, tokens), true);
+  if (!ceiling_s) return fail("the GEMM ceiling", ceiling_s.error());
+  f.gemm_ceiling_ms = *ceiling_s * 1e3;
   f.ceiling_fraction = f.gemm_ceiling_ms / f.step_ms_median;
   return f;
 }

@@ -1,7 +1,9 @@
 // `tandem bench train` (tools/cli/bench_command.cpp, train_bench.h): it trains a small config from
 // random initial weights, prints the step time beside its GEMM-only ceiling and the memory split,
 // writes the same figures as JSON with the byte counts the options imply, and refuses bad options
-// and an absent device by name. Figures are read, never compared with a time.
+// and an absent device by name. `tandem bench generate` (bench_generate_command.cpp,
+// generate_bench.h) generates exactly the asked tokens and reports its decode step beside both
+// of its ceilings. Figures are read, never compared with a time.
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
@@ -96,10 +98,42 @@ BOOST_AUTO_TEST_CASE(bfloat16_optimizer_state_is_a_master_and_two_moments_of_two
   BOOST_TEST(j.at("optimizer_bytes").get<std::int64_t>() * 2 == j.at("weights_bytes").get<std::int64_t>() * 3, "6 bytes a parameter beside float32 weights");
 }
 
+BOOST_AUTO_TEST_CASE(bench_generate_samples_every_token_and_reports_the_decode_step_beside_its_two_ceilings) {
+  temp_dir t;
+  const auto json = t.path() / "bench.json";
+  const auto r = cli({"bench", "generate", "--model", tiny, "--batch", "5", "--prompt-len", "7", "--new-tokens", "9", "--prefill-budget",
+                      "16", "--json", json.string()});
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  for (const char* line : {"generated tokens/s", "decode GEMM-only ceiling", "decode roofline", "on cpu", "batch 5 x (7-token prompt + 9 new tokens)",
+                           "top-k 50"})
+    BOOST_TEST(r.out.find(line) != std::string::npos, "missing '" << line << "' in:\n" << r.out);
+  const nlohmann::json j = read_json(json);
+  const auto c = *tg::load_model_config(tiny);
+  const auto layout = tg::build_layout(c, tg::dtype::float32);
+  BOOST_TEST(j.at("parameters").get<std::int64_t>() == layout.parameter_count);
+  BOOST_TEST(j.at("weights_bytes").get<std::int64_t>() == layout.total_bytes());
+  // 9 tokens each, the last 8 at least by steps of one sampled row per sequence (decode steps),
+  // once the 35 prompt rows went through at 16 a step.
+  BOOST_TEST(j.at("decode_steps").get<std::int64_t>() >= 8);
+  BOOST_TEST(j.at("decode_steps").get<std::int64_t>() <= 9);
+  BOOST_TEST(j.at("preemptions").get<std::int64_t>() == 0);
+  BOOST_TEST(j.at("decode_step_ms_median").get<double>() > 0);
+  BOOST_TEST(j.at("decode_gemm_ceiling_ms").get<double>() > 0);
+  BOOST_TEST(j.at("copy_gb_per_s").get<double>() > 0);
+  // A decode step reads every weight but the per-layer table's unread rows, and the K/V it sees.
+  BOOST_TEST(j.at("decode_bytes").get<double>() > 0.9 * static_cast<double>(layout.total_bytes()) - 1);
+  // Random initial weights sample near-uniformly among the top 50.
+  BOOST_TEST(std::abs(j.at("mean_logprob").get<double>() + std::log(50.0)) < 0.5, j.dump());
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"bench"}, "missing what to benchmark"},
-      {{"bench", "generate"}, "unknown benchmark 'generate'"},
+      {{"bench", "decode"}, "unknown benchmark 'decode'"},
+      {{"bench", "generate"}, "missing --model DIR"},
+      {{"bench", "generate", "--model", tiny, "--batch", "0"}, "--batch '0': expected a whole number from 1"},
+      {{"bench", "generate", "--model", tiny, "--top-p", "2"}, "top_p"},
+      {{"bench", "generate", "--model", tiny, "--backend", "tpu"}, "--backend 'tpu': expected cpu or cuda"},
       {{"bench", "train"}, "missing --model DIR"},
       {{"bench", "train", "--model", tiny, "--tokens", "1"}, "--tokens '1': expected a whole number from 2"},
       {{"bench", "train", "--model", tiny, "--steps", "x"}, "--steps 'x'"},
