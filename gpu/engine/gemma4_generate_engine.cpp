@@ -363,7 +363,9 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
       return s;
   profile_.rows += n;
   auto model_started = clock_type::now();
-  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids}, hidden, options_.trace); !s)
+  // The rows' host copies come along: the paged ops check them here instead of on the device.
+  const tensor host_positions(positions.data(), dtype::int32, {n}), host_cu(cu.data(), dtype::int32, {static_cast<std::int64_t>(cu.size())});
+  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids, host_positions, host_cu}, hidden, options_.trace); !s)
     return fail(s.code(), "step: " + s.message());
   profile_.model_seconds += seconds_since(model_started);
 

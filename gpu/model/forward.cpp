@@ -224,19 +224,27 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
     TANDEM_RETURN_IF_ERROR(require(cache.has(s), op, "sequence " + std::to_string(s) + " is not in the cache"));
   const packed_batch packed{batch.tokens, batch.positions, batch.cu_rows};
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, packed, hidden));
-  // The block tables, built on the host, go to the device once for every layer of their type.
+  const bool mirrored = !batch.host_positions.empty();
+  TANDEM_RETURN_IF_ERROR(require(mirrored == !batch.host_cu_rows.empty(), op, "host_positions and host_cu_rows go together"));
+  // The block tables, built on the host, go to the device once for every layer of their type; the
+  // host copies stay as the rows' mirror where the caller gave its rows one.
+  host_buffer host_tables[2];
   device_buffer tables[2];
+  ops::paged_rows mirrors[2];
   for (const layer_type t : {layer_type::sliding, layer_type::full}) {
-    const host_buffer table = cache.block_table(t, batch.sequences);
-    device_buffer& to = tables[static_cast<int>(t)];
-    TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&to, table.shape()}}));
-    TANDEM_RETURN_IF_ERROR(copy_to_device(ctx, to.data<std::int32_t>(), table.data<std::int32_t>(), table.numel() * 4));
+    const int i = static_cast<int>(t);
+    host_tables[i] = cache.block_table(t, batch.sequences);
+    TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&tables[i], host_tables[i].shape()}}));
+    TANDEM_RETURN_IF_ERROR(
+        copy_to_device(ctx, tables[i].data<std::int32_t>(), host_tables[i].data<std::int32_t>(), host_tables[i].numel() * 4));
+    mirrors[i] = {host_tables[i].view(), batch.host_cu_rows, batch.host_positions};
   }
   std::vector<cached_kv> routes(static_cast<std::size_t>(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const layer_config& L = c.layers[static_cast<std::size_t>(l)];
+    const int i = static_cast<int>(L.type);
     routes[static_cast<std::size_t>(l)] = {cache.k(L.kv_source_layer), cache.v(L.kv_source_layer),
-                                           {tables[static_cast<int>(L.type)], batch.cu_rows, batch.positions}};
+                                           {tables[i], batch.cu_rows, batch.positions, mirrored ? &mirrors[i] : nullptr}};
   }
   return run_forward(ctx, c, w, packed, hidden, trace, nullptr, recompute_mode::none, {}, &routes);
 }

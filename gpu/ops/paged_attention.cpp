@@ -1,6 +1,7 @@
 // Paged attention: argument checks (shapes, dtypes, devices, offsets, every block a row touches)
 // and dispatch to the CPU kernels or the CUDA kernels (which check the device-side offsets,
-// positions and blocks on the device: see gpu/ops/cuda/paged_attention.h).
+// positions and blocks on the device unless the rows come with a host mirror checked here: see
+// gpu/ops/cuda/paged_attention.h).
 #include "gpu/ops/paged_attention.h"
 
 #include <algorithm>
@@ -37,13 +38,25 @@ status check_layout(const char* op, const tensor& rows_kv, const tensor& k_cache
     TANDEM_RETURN_IF_ERROR(expect_same_device(*t, rows_kv, op, name));
   dims = {rows_kv.dim(0), 0, k_cache.dim(2), k_cache.dim(3), r.block_table.dim(0), k_cache.dim(0), k_cache.dim(1),
           r.block_table.dim(1), 0};
+  if (const paged_rows* h = r.host) {
+    TANDEM_RETURN_IF_ERROR(expect_shape(h->block_table, op, "host block_table", {r.block_table.dim(0), r.block_table.dim(1)}));
+    TANDEM_RETURN_IF_ERROR(expect_shape(h->cu_rows, op, "host cu_rows", {r.cu_rows.dim(0)}));
+    TANDEM_RETURN_IF_ERROR(expect_shape(h->positions, op, "host positions", {r.positions.dim(0)}));
+    for (const auto& [mirror, name] : {named{&h->block_table, "host block_table"}, named{&h->cu_rows, "host cu_rows"},
+                                       named{&h->positions, "host positions"}}) {
+      TANDEM_RETURN_IF_ERROR(expect_type(*mirror, op, name, dtype::int32));
+      TANDEM_RETURN_IF_ERROR(require(mirror->dev().is_cpu(), op, std::string(name) + " is on " + mirror->dev().to_string()));
+    }
+    TANDEM_RETURN_IF_ERROR(require(h->host == nullptr, op, "the host rows have a host mirror of their own"));
+  }
   return status::ok();
 }
 
-/// On the host, after dispatch: the offsets tile the rows, positions are >= 0, and positions
-/// first..last of every row are mapped to blocks in [0, N) (first = last for a write). Fills
-/// dims.widest.
-status check_blocks(const char* op, const paged_rows& r, std::int64_t window, bool whole_window, cpu::paged_dims& dims) {
+/// On the host (the rows' host mirror where they have one, else the rows, which dispatch put on
+/// the CPU): the offsets tile the rows, positions are >= 0, and positions first..last of every
+/// row are mapped to blocks in [0, N) (first = last for a write). Fills dims.widest.
+status check_blocks(const char* op, const paged_rows& rows, std::int64_t window, bool whole_window, cpu::paged_dims& dims) {
+  const paged_rows& r = rows.host ? *rows.host : rows;
   const std::int32_t* cu = r.cu_rows.as<std::int32_t>();
   const std::int32_t* pos = r.positions.as<std::int32_t>();
   const std::int32_t* table = r.block_table.as<std::int32_t>();
@@ -82,9 +95,10 @@ status paged_kv_write(const exec_context& ctx, const tensor& k, const tensor& v,
   TANDEM_RETURN_IF_ERROR(expect_shape(v, op, "v", {k.dim(0), dims.kv_heads, dims.head_dim}));
   TANDEM_RETURN_IF_ERROR(expect_type(v, op, "v", k.type()));
   TANDEM_RETURN_IF_ERROR(expect_same_device(v, k, op, "v"));
+  if (rows.host) TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, 0, false, dims));
   return dispatch_float(ctx, op, k, [&](auto zero) {
     using T = decltype(zero);
-    TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, 0, false, dims));
+    if (!rows.host) TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, 0, false, dims));
     cpu::paged_kv_write<T>(k.as<T>(), v.as<T>(), rows.block_table.as<std::int32_t>(), rows.cu_rows.as<std::int32_t>(),
                            rows.positions.as<std::int32_t>(), dims, k_cache.as<T>(), v_cache.as<T>());
     return status::ok();
@@ -112,9 +126,10 @@ status paged_attention_forward(const exec_context& ctx, const tensor& q, const t
   TANDEM_RETURN_IF_ERROR(require(std::isfinite(options.scaling), op, "scaling must be finite"));
   TANDEM_RETURN_IF_ERROR(require(options.sliding_window >= 0, op,
                                  "sliding_window must be >= 0, got " + std::to_string(options.sliding_window)));
+  if (rows.host) TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, options.sliding_window, true, dims));
   return dispatch_float(ctx, op, q, [&](auto zero) {
     using T = decltype(zero);
-    TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, options.sliding_window, true, dims));
+    if (!rows.host) TANDEM_RETURN_IF_ERROR(check_blocks(op, rows, options.sliding_window, true, dims));
     const cpu::attention_scratch_plan plan = cpu::paged_attention_scratch<T>(dims);
     auto scratch = op_scratch::get(ctx, op, plan.bytes());
     if (!scratch) return scratch.error();

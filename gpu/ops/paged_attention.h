@@ -28,10 +28,15 @@ namespace tandem::gpu::ops {
 ///                             fell out of a sliding window, or not yet allocated)
 ///   cu_rows      I32 [S + 1]  sequence s's new rows are [cu_rows[s], cu_rows[s + 1])
 ///   positions    I32 [n]      each new row's position in its sequence, >= 0
+///   host         optional: the same three in host memory, holding the same values (a caller
+///                that built them there and copied them to the device). The checks below then
+///                run on the host over these, and CUDA skips its device check and the stream
+///                synchronisation that reads its verdict: a decode step runs without waiting.
 struct paged_rows {
   tensor block_table;
   tensor cu_rows;
   tensor positions;
+  const paged_rows* host = nullptr;
 };
 
 /// k_cache, v_cache F32 [N, B, G, d] (F64 on the reference path): row r's k [n, G, d] and v go
@@ -43,8 +48,9 @@ status paged_kv_write(const exec_context& ctx, const tensor& k, const tensor& v,
 /// out [n, H, d] (q's dtype) and lse [n, H] (F32, or F64 with F64 q: statistics_type) of
 /// q [n, H, d] over the cached keys and values. Every block a row's visible positions need must be
 /// mapped (else invalid_argument naming the sequence, the position and its logical block); on
-/// failure out and lse are unspecified. On CUDA both functions check the block table on the device
-/// and read the verdict back: one stream synchronisation per call (cuda/paged_attention.h).
+/// failure out and lse are unspecified. On CUDA without rows.host, both functions check the block
+/// table on the device and read the verdict back: one stream synchronisation per call
+/// (cuda/paged_attention.h); with it, the host checks and nothing waits.
 /// options.scaling and options.sliding_window as attention_forward's.
 status paged_attention_forward(const exec_context& ctx, const tensor& q, const tensor& k_cache, const tensor& v_cache,
                                const paged_rows& rows, const tensor& out, const tensor& lse,

@@ -214,7 +214,7 @@ status paged_kv_write(const exec_context& ctx, dtype storage, const tensor& k, c
   auto scratch = op_scratch::get(ctx, op, aligned(sizeof(paged_fault)));
   if (!scratch) return scratch.error();
   auto* fault = reinterpret_cast<paged_fault*>(scratch->data());
-  TANDEM_RETURN_IF_ERROR(enqueue_check(stream, op, g, 0, false, fault));
+  if (!rows.host) TANDEM_RETURN_IF_ERROR(enqueue_check(stream, op, g, 0, false, fault));
   const std::int64_t row_elems = k.dim(1) * k.dim(2);
   if (n > 0 && row_elems > 0) {
     TANDEM_RETURN_IF_ERROR(with_storage(storage, op, [&](auto zero) -> status {
@@ -224,7 +224,7 @@ status paged_kv_write(const exec_context& ctx, dtype storage, const tensor& k, c
       return launch_status(op, "paged_kv_write_kernel");
     }));
   }
-  return check_verdict(stream, op, fault, g);
+  return rows.host ? status::ok() : check_verdict(stream, op, fault, g);
 }
 
 status paged_attention_forward(const exec_context& ctx, dtype storage, const tensor& q, const tensor& k_cache,
@@ -244,7 +244,7 @@ status paged_attention_forward(const exec_context& ctx, dtype storage, const ten
   if (!scratch) return scratch.error();
   auto* fault = reinterpret_cast<paged_fault*>(scratch->data());
   auto* offsets = reinterpret_cast<std::int64_t*>(scratch->data() + fault_bytes);
-  TANDEM_RETURN_IF_ERROR(enqueue_check(stream, op, g, options.sliding_window, true, fault));
+  if (!rows.host) TANDEM_RETURN_IF_ERROR(enqueue_check(stream, op, g, options.sliding_window, true, fault));
   // bfloat16 at d 256 / 512 with aligned tensors: the packed forward's tensor-core kernel (the
   // same choice attention_forward makes, so a row keeps the packed row's bits)
   const bool mma = storage == dtype::bfloat16 && attn::mma::has_kernel(d) && attn::mma::aligned16(q.data()) &&
@@ -279,7 +279,7 @@ status paged_attention_forward(const exec_context& ctx, dtype storage, const ten
       return attn::launch_query_pass<attn::query_pass::forward>(stream, op, slots, grid, a, layout, keys);
     }));
   }
-  return check_verdict(stream, op, fault, g);
+  return rows.host ? status::ok() : check_verdict(stream, op, fault, g);
 }
 
 }  // namespace tandem::gpu::ops::cuda

@@ -6,7 +6,8 @@
 // refusals (cu_rows not running from 0 to n or decreasing, a negative position, an unmapped or
 // out-of-range block a row needs: the same invalid_argument messages as the CPU, the first fault
 // in the CPU's order), both calls run a one-block check kernel beside their work, copy its
-// verdict back and SYNCHRONISE THE CONTEXT'S STREAM before returning. The work kernels never
+// verdict back and SYNCHRONISE THE CONTEXT'S STREAM before returning, unless the rows have a host
+// mirror (paged_rows::host), which the caller has checked on the host: then they only enqueue. The work kernels never
 // touch a slot of an invalid block (such keys read as zeros, such writes are dropped), so a
 // refused call leaves the caches' other slots intact and out / lse unspecified.
 //
@@ -28,12 +29,12 @@
 namespace tandem::gpu::ops::cuda {
 
 /// k, v [n, G, d] (storage) into k_cache, v_cache [N, B, G, d] (storage) at the rows' slots.
-/// Needs a workspace; synchronises the stream (the check's verdict).
+/// Needs a workspace; synchronises the stream (the check's verdict) unless rows.host.
 status paged_kv_write(const exec_context& ctx, dtype storage, const tensor& k, const tensor& v, const paged_rows& rows,
                       const tensor& k_cache, const tensor& v_cache);
 
 /// out [n, H, d] (storage) and lse F32 [n, H] of q [n, H, d] over the caches. Needs a workspace;
-/// synchronises the stream (the check's verdict).
+/// synchronises the stream (the check's verdict) unless rows.host.
 status paged_attention_forward(const exec_context& ctx, dtype storage, const tensor& q, const tensor& k_cache,
                                const tensor& v_cache, const paged_rows& rows, const tensor& out, const tensor& lse,
                                const attention_options& options);

@@ -128,4 +128,30 @@ BOOST_AUTO_TEST_CASE(unmapped_blocks_bad_offsets_and_foreign_devices_are_refused
              "paged_kv_write: the input is on cpu, but the call runs on cuda:0");
 }
 
+BOOST_AUTO_TEST_CASE(rows_with_a_host_mirror_are_checked_on_the_mirror_and_a_mirror_of_another_shape_is_refused) {
+  setup s(dtype::float32);
+  std::vector<std::int32_t> cu_rows, positions, mirror_cu, mirror_positions;
+  paged_rows rows = s.rows(cu_rows, positions, 7, 3);
+  host_buffer mirror_table(dtype::int32, {2, 5});
+  std::memcpy(mirror_table.data<std::int32_t>(), s.table.data<std::int32_t>(), 10 * 4);
+  paged_rows mirror = s.rows(mirror_cu, mirror_positions, 7, 3);
+  mirror.block_table = mirror_table;
+  rows.host = &mirror;
+  const host_buffer out(dtype::float32, {4, H, d}), lse(dtype::float32, {4, H});
+  BOOST_TEST(paged_kv_write(ctx, pick(s.k, 7, 3), pick(s.v, 7, 3), rows, s.k_cache, s.v_cache).is_ok());
+  BOOST_TEST(paged_attention_forward(ctx, pick(s.q, 7, 3), s.k_cache, s.v_cache, rows, out, lse).is_ok());
+  // The mirror is what the checks read: a fault only there refuses the call.
+  mirror_table.data<std::int32_t>()[1 * 5 + 1] = -1;
+  BOOST_TEST(paged_attention_forward(ctx, pick(s.q, 7, 3), s.k_cache, s.v_cache, rows, out, lse).message() ==
+             "paged_attention_forward: sequence 1, position 3: logical block 1 is not mapped");
+  mirror_table.data<std::int32_t>()[1 * 5 + 1] = s.table.data<std::int32_t>()[1 * 5 + 1];
+  mirror_positions[0] = -4;
+  BOOST_TEST(paged_kv_write(ctx, pick(s.k, 7, 3), pick(s.v, 7, 3), rows, s.k_cache, s.v_cache).message() ==
+             "paged_kv_write: row 0 has position -4");
+  const tensor short_positions(mirror_positions.data(), dtype::int32, {3});
+  mirror.positions = short_positions;
+  BOOST_TEST(paged_kv_write(ctx, pick(s.k, 7, 3), pick(s.v, 7, 3), rows, s.k_cache, s.v_cache).message().find("host positions") !=
+             std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
