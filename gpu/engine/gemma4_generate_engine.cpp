@@ -363,9 +363,11 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
       return s;
   profile_.rows += n;
   auto model_started = clock_type::now();
-  // The rows' host copies come along: the paged ops check them here instead of on the device.
-  const tensor host_positions(positions.data(), dtype::int32, {n}), host_cu(cu.data(), dtype::int32, {static_cast<std::int64_t>(cu.size())});
-  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids, host_positions, host_cu}, hidden, options_.trace); !s)
+  // The rows' host copies come along: the lookups and the paged ops check them here instead of on
+  // the device, so the step is enqueued without waiting for it.
+  const tensor host_tokens(tokens.data(), dtype::int32, {n}), host_positions(positions.data(), dtype::int32, {n});
+  const tensor host_cu(cu.data(), dtype::int32, {static_cast<std::int64_t>(cu.size())});
+  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids, host_tokens, host_positions, host_cu}, hidden, options_.trace); !s)
     return fail(s.code(), "step: " + s.message());
   profile_.model_seconds += seconds_since(model_started);
 
@@ -410,7 +412,8 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
       if (auto s = in_head("head", copy_to_device(ctx_, row_ids.data<std::int32_t>(), last_rows.data(), m * 4)); !s) return s;
       // The sampled rows gathered from the step's hidden states: a lookup with scale 1 copies each
       // row exactly.
-      if (auto s = in_head("head", ops::embedding_forward(ctx_, row_ids, hidden, 1.0, rows)); !s) return s;
+      const tensor host_row_ids(last_rows.data(), dtype::int32, {m});
+      if (auto s = in_head("head", ops::embedding_forward(ctx_, row_ids, hidden, 1.0, rows, 0, host_row_ids)); !s) return s;
       if (auto s = in_head("head", head_logits(ctx_, c, w_, rows, logits)); !s) return s;
       if (auto s = in_head("sampling", ops::sampling_forward(ctx_, logits, params, coords, sampled, lp)); !s) return s;
       auto drawn = sampled.read<std::int32_t>(ctx_);

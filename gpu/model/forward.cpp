@@ -54,9 +54,10 @@ status check_batch(const model_config& c, const model_weights& w, const packed_b
 // The one forward: `keep` null for inference (each layer's activations dropped once it ran,
 // K/V only while a later layer reads them), else what `mode` keeps.
 // `cached` (inference only): each layer's route through the paged KV cache.
+// `host_tokens`: the batch's tokens on the host too (or empty), for the lookups to check there.
 status run_forward(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& hidden,
                    const tracer& trace, model_activations* keep, recompute_mode mode, const layer_args_hook& hook,
-                   const std::vector<cached_kv>* cached = nullptr) {
+                   const std::vector<cached_kv>* cached = nullptr, const tensor& host_tokens = {}) {
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, batch, hidden));
   const std::int64_t T = batch.tokens.dim(0), H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const std::int64_t L = c.num_hidden_layers;
@@ -71,14 +72,14 @@ status run_forward(const exec_context& ctx, const model_config& c, const model_w
 
   device_buffer h;
   TANDEM_RETURN_IF_ERROR(make({{&h, {T, H}}}));
-  TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens, embed_scale(H, type), h));
+  TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens, embed_scale(H, type), h, 0, host_tokens));
   trace(h, "embed");
 
   if (P > 0) {  // §2.2: ple = (norm(projection(x0) · H^-1/2) + table[ids] · √P) · 2^-1/2
     device_buffer t;
     TANDEM_RETURN_IF_ERROR(make({{&act.c_pre, {T, L * P}}, {&act.c_inv, {T * L}, statistics_type(type)}, {&act.ple, {T, L, P}}, {&t, {T, L * P}}}));
     const tensor ple2 = act.ple.view().reshaped({T, L * P});
-    TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t));
+    TANDEM_RETURN_IF_ERROR(embedding_forward(ctx, batch.tokens, w.embed_tokens_per_layer, embed_scale(P, type), t, 0, host_tokens));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.ple_model_projection, act.c_pre));
     TANDEM_RETURN_IF_ERROR(scale_forward(ctx, act.c_pre, 1.0 / std::sqrt(static_cast<double>(H)), act.c_pre));
     TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, act.c_pre.view().reshaped({T * L, P}), w.ple_projection_norm, eps,
@@ -225,7 +226,8 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
   const packed_batch packed{batch.tokens, batch.positions, batch.cu_rows};
   TANDEM_RETURN_IF_ERROR(check_batch(c, w, packed, hidden));
   const bool mirrored = !batch.host_positions.empty();
-  TANDEM_RETURN_IF_ERROR(require(mirrored == !batch.host_cu_rows.empty(), op, "host_positions and host_cu_rows go together"));
+  TANDEM_RETURN_IF_ERROR(require(mirrored == !batch.host_cu_rows.empty() && mirrored == !batch.host_tokens.empty(), op,
+                                 "host_tokens, host_positions and host_cu_rows go together"));
   // The block tables, built on the host, go to the device once for every layer of their type; the
   // host copies stay as the rows' mirror where the caller gave its rows one.
   host_buffer host_tables[2];
@@ -246,7 +248,7 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
     routes[static_cast<std::size_t>(l)] = {cache.k(L.kv_source_layer), cache.v(L.kv_source_layer),
                                            {tables[i], batch.cu_rows, batch.positions, mirrored ? &mirrors[i] : nullptr}};
   }
-  return run_forward(ctx, c, w, packed, hidden, trace, nullptr, recompute_mode::none, {}, &routes);
+  return run_forward(ctx, c, w, packed, hidden, trace, nullptr, recompute_mode::none, {}, &routes, batch.host_tokens);
 }
 
 status forward_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const packed_batch& batch, const tensor& targets,

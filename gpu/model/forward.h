@@ -67,14 +67,16 @@ status forward_for_backward(const exec_context& ctx, const model_config& config,
 /// sequence) and chunked prefill (several). Sequence s's rows are [cu_rows[s], cu_rows[s + 1]),
 /// at consecutive positions ending at most at cache.length(sequences[s]) - 1: the caller reserved
 /// them (kv_cache::reserve) before the call.
-/// host_positions and host_cu_rows (optional, both or neither): the same values in host memory,
-/// from a caller that built them there. The paged ops then check the rows on the host, and on
-/// CUDA the step is enqueued without waiting for the device (ops::paged_rows::host).
+/// host_tokens, host_positions and host_cu_rows (optional, all or none): the same values in host
+/// memory, from a caller that built them there. The embedding lookups and the paged ops then
+/// check them on the host, and on CUDA the step is enqueued without waiting for the device
+/// (ops::paged_rows::host, embedding_forward's host_ids).
 struct cached_batch {
   tensor tokens;     // I32 [n]
   tensor positions;  // I32 [n]
   tensor cu_rows;    // I32 [S + 1]
   std::vector<kv_cache::sequence_id> sequences;  // [S]
+  tensor host_tokens;     // I32 [n] on the host, or empty
   tensor host_positions;  // I32 [n] on the host, or empty
   tensor host_cu_rows;    // I32 [S + 1] on the host, or empty
 };

@@ -35,7 +35,7 @@ status check_columns(std::int64_t column_begin, std::int64_t width, std::int64_t
 }  // namespace
 
 status embedding_forward(const exec_context& ctx, const tensor& ids, const tensor& table, double scale, const tensor& out,
-                         std::int64_t column_begin) {
+                         std::int64_t column_begin, const tensor& host_ids) {
   constexpr const char* op = "embedding_forward";
   TANDEM_RETURN_IF_ERROR(expect_shape(ids, op, "ids", {any}));
   const std::int64_t tokens = ids.dim(0);
@@ -48,13 +48,20 @@ status embedding_forward(const exec_context& ctx, const tensor& ids, const tenso
   TANDEM_RETURN_IF_ERROR(expect_same_device(ids, table, op, "ids"));
   TANDEM_RETURN_IF_ERROR(expect_same_device(out, table, op, "out"));
   TANDEM_RETURN_IF_ERROR(check_columns(column_begin, width, table_width, op, "out"));
+  const bool mirrored = !host_ids.empty();
+  if (mirrored) {
+    TANDEM_RETURN_IF_ERROR(expect_shape(host_ids, op, "host_ids", {tokens}));
+    TANDEM_RETURN_IF_ERROR(expect_type(host_ids, op, "host_ids", dtype::int32));
+    TANDEM_RETURN_IF_ERROR(require(host_ids.dev().is_cpu(), op, "host_ids is on " + host_ids.dev().to_string()));
+    TANDEM_RETURN_IF_ERROR(check_ids(host_ids, vocab, op));
+  }
   return dispatch_float(ctx, op, table, [&](auto zero) {
     using T = decltype(zero);
-    TANDEM_RETURN_IF_ERROR(check_ids(ids, vocab, op));
+    if (!mirrored) TANDEM_RETURN_IF_ERROR(check_ids(ids, vocab, op));
     cpu::embedding_forward<T>(ids.as<std::int32_t>(), tokens, table.as<T>(), table_width, column_begin, width,
                               static_cast<T>(scale), out.as<T>());
     return status::ok();
-  }, TANDEM_ON_CUDA(cuda::embedding_forward(ctx, storage, ids, table, scale, out, column_begin)));
+  }, TANDEM_ON_CUDA(cuda::embedding_forward(ctx, storage, ids, table, scale, out, column_begin, mirrored)));
 }
 
 status embedding_backward(const exec_context& ctx, const tensor& ids, const tensor& dout, double scale, const tensor& d_table,

@@ -17,11 +17,14 @@ namespace tandem::gpu::ops {
 ///          out [tokens, L·P], or one layer's slice with out [tokens, P] and column_begin l·P
 ///   scale  the embedding scale, already rounded as the model wants it (e.g. bf16(√H))
 ///   out    F32 [tokens, width], column_begin + width <= table_width
+///   host_ids  optional: the ids' values in host memory (a caller that built them there and
+///          copied them to the device): the ids are checked on the host over these, and CUDA
+///          skips its device check and the stream synchronisation that reads its verdict
 /// The padding row is looked up like any other (padding only affects gradients). An id outside
 /// [0, vocab) is refused naming its position and value. On failure out is unspecified; the
 /// inputs are untouched.
 status embedding_forward(const exec_context& ctx, const tensor& ids, const tensor& table, double scale, const tensor& out,
-                         std::int64_t column_begin = 0);
+                         std::int64_t column_begin = 0, const tensor& host_ids = {});
 
 /// d_table[ids[t], column_begin + j] += scale · dout[t, j] for every token whose id is not
 /// `padding_id` (HF's padding_idx: that row gets no gradient from the lookup). Accumulates, so

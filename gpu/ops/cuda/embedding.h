@@ -26,9 +26,10 @@
 namespace tandem::gpu::ops::cuda {
 
 /// out[t, j] = table[ids[t], column_begin + j] · float(scale). ids I32 [tokens]; table
-/// [vocab, table_width] (storage); out [tokens, width] (storage).
+/// [vocab, table_width] (storage); out [tokens, width] (storage). `host_checked`: the caller
+/// checked the ids on the host (a mirror of them), so nothing waits for the device's check.
 status embedding_forward(const exec_context& ctx, dtype storage, const tensor& ids, const tensor& table, double scale,
-                         const tensor& out, std::int64_t column_begin);
+                         const tensor& out, std::int64_t column_begin, bool host_checked);
 
 /// d_table[ids[t], column_begin + j] += float(scale) · dout[t, j] for tokens whose id is not
 /// padding_id (-1: none). ids I32 [tokens]; dout [tokens, width] (storage); d_table

@@ -4,7 +4,9 @@
 // the four table slices when every pointer is aligned and h is a multiple of V, else V = 1.
 #include "gpu/ops/cuda/rope.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/elementwise_map.cuh"
@@ -18,6 +20,15 @@ constexpr int threads = 256;
 
 // ---------------------------------------------------------------------------------------------
 // kernels
+
+/// The inverse frequencies by value: a launch copies its arguments, so the host's array may go.
+struct inv_freq_values {
+  float v[rope_max_half];
+};
+
+__global__ void rope_inv_freq_kernel(inv_freq_values values, std::int64_t half, float* __restrict__ out) {
+  for (std::int64_t j = threadIdx.x; j < half; j += blockDim.x) out[j] = values.v[j];
+}
 
 /// cos[t, j] = cos[t, j + half] = cos(float(pos[t]) · inv_freq[j]), the same for sin.
 template <class S>
@@ -107,12 +118,17 @@ status rotate(const exec_context& ctx, const char* op, const tensor& in, const t
 // launchers
 
 status rope_inv_freq(const exec_context& ctx, const float* host_values, const tensor& inv_freq) {
+  constexpr const char* op = "rope_inv_freq";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
-  const cudaStream_t stream = stream_of(ctx);
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(inv_freq.data(), host_values, static_cast<std::size_t>(inv_freq.bytes()),
-                                    cudaMemcpyHostToDevice, stream));
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));  // host_values lives in the caller's frame
-  return status::ok();
+  const std::int64_t half = inv_freq.numel();
+  if (half > rope_max_half)
+    return {status_code::unsupported, std::string(op) + ": " + std::to_string(half) + " frequencies, above the CUDA path's " +
+                                          std::to_string(rope_max_half)};
+  if (half == 0) return status::ok();
+  inv_freq_values values{};
+  std::copy(host_values, host_values + half, values.v);
+  rope_inv_freq_kernel<<<1, 256, 0, stream_of(ctx)>>>(values, half, inv_freq.as<float>());
+  return launch_status(op, "rope_inv_freq_kernel");
 }
 
 status rope_tables(const exec_context& ctx, dtype storage, const tensor& positions, const tensor& inv_freq,

@@ -3,9 +3,9 @@
 // float32 arithmetic. The caller has checked every argument.
 //
 // - rope_inv_freq: the float32 values are computed on the host exactly as on the CPU (powf of
-//   glibc, docs/gemma4.md §5.11) and copied into the device tensor on the context's stream; the
-//   call waits for that copy (cudaStreamSynchronize on the context's stream) because the host
-//   values live in the call. It runs once per model, never in a step.
+//   glibc, docs/gemma4.md §5.11) and written into the device tensor by a kernel that takes them
+//   by value as its argument (at most rope_max_half of them: head dims up to 2048): enqueued on
+//   the context's stream, nothing waits, and the host values may go once the call returns.
 // - rope_tables: angle = float32(pos) · inv_freq[j] in float32, then cosf/sinf with full range
 //   reduction (angles reach ~2.6e5 rad; no __sinf/__cosf), rounded once to the tables' storage.
 //   A negative position is not refused on CUDA (refusing it needs the positions on the host, a
@@ -22,7 +22,11 @@
 
 namespace tandem::gpu::ops::cuda {
 
-/// inv_freq F32 [half] (device) = host_values [half]; waits for the copy (see above).
+/// The most inverse frequencies one rope_inv_freq call writes (a kernel argument of 4 KiB).
+inline constexpr std::int64_t rope_max_half = 1024;
+
+/// inv_freq F32 [half] (device) = host_values [half], half <= rope_max_half (else unsupported);
+/// enqueued (see above).
 status rope_inv_freq(const exec_context& ctx, const float* host_values, const tensor& inv_freq);
 
 /// cos, sin [n, 2·half] (storage) from positions I32 [n] and inv_freq F32 [half].

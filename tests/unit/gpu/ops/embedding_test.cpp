@@ -127,6 +127,18 @@ BOOST_AUTO_TEST_CASE(an_id_outside_the_vocabulary_is_refused_naming_its_position
   for (std::int64_t i = 0; i < d_table.numel(); ++i) BOOST_TEST(value_at(d_table, i) == 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(ids_with_a_host_mirror_are_checked_on_the_mirror) {
+  host_buffer table(dtype::float32, {5, 3}), out(dtype::float32, {3, 3});
+  const auto ids = host_buffer::of<std::int32_t>({3}, {1, 4, 2});
+  BOOST_TEST(ops::embedding_forward(ctx, ids, table, 1.0, out, 0, ids).is_ok());
+  const auto bad_mirror = host_buffer::of<std::int32_t>({3}, {1, 7, 2});
+  BOOST_TEST(ops::embedding_forward(ctx, ids, table, 1.0, out, 0, bad_mirror).message() ==
+             "embedding_forward: ids: position 1 holds 7, outside [0, 5)");
+  const auto short_mirror = host_buffer::of<std::int32_t>({2}, {1, 4});
+  BOOST_TEST(ops::embedding_forward(ctx, ids, table, 1.0, out, 0, short_mirror).message() ==
+             "embedding_forward: host_ids: expected [3], got I32 [2] cpu");
+}
+
 BOOST_AUTO_TEST_CASE(wrong_shapes_dtypes_windows_and_padding_ids_are_refused_naming_the_tensor) {
   host_buffer table(dtype::float32, {5, 3}), out(dtype::float32, {3, 3});
   const auto ids = host_buffer::of<std::int32_t>({3}, {0, 1, 2});
