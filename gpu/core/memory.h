@@ -36,6 +36,11 @@ result<void*> device_allocate_ordered_unfilled(const exec_context& ctx, std::int
 status copy_on_device(const exec_context& ctx, void* dst, const void* src, std::int64_t bytes);
 status copy_to_host(const exec_context& ctx, void* host, const void* device_src, std::int64_t bytes);
 status copy_to_device(const exec_context& ctx, void* device_dst, const void* host, std::int64_t bytes);
+/// Enqueues a copy of `bytes` from host staging memory (host_staging_allocate(ctx.dev): pinned
+/// on CUDA) into ctx.dev's memory on ctx.stream and returns at once, without waiting: the staging
+/// bytes must stay unchanged until the stream has passed the copy (a later synchronisation with
+/// it: a copy to the host, wait_for_device). On the CPU a memcpy.
+status enqueue_copy_to_device(const exec_context& ctx, void* device_dst, const void* staging_src, std::int64_t bytes);
 /// Zeroes `bytes` at `p` in ctx.dev's memory, ordered on ctx.stream.
 status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes);
 

@@ -7,7 +7,9 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <span>
 #include <tuple>
+#include <utility>
 
 #include "gpu/core/device_buffer.h"
 #include "gpu/core/memory.h"
@@ -88,6 +90,8 @@ result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_w
   if (!cache) return fail(cache.error().code(), "create: the KV cache: " + cache.error().message());
   e->cache_ = std::move(*cache);
   e->scratch_ = std::make_unique<workspace>(ctx.dev);
+  e->rows_upload_ = std::make_unique<upload_batch>(ctx.dev);
+  e->ids_upload_ = std::make_unique<upload_batch>(ctx.dev);
   e->ctx_ = ctx;
   e->ctx_.scratch = e->scratch_.get();
   e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
@@ -353,22 +357,40 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
   }
   const auto n = static_cast<std::int64_t>(tokens.size());
   const auto in_step = [](status s) { return s ? s : fail(s.code(), "step: " + s.message()); };
-  device_buffer t, pos, offsets, hidden;
-  if (auto s = in_step(allocate_unfilled_buffers(ctx_, dtype::int32, {{&t, {n}}, {&pos, {n}}, {&offsets, {static_cast<std::int64_t>(cu.size())}}}));
-      !s)
-    return s;
+  // The rows and the block tables go to the device in one enqueued copy; their host copies come
+  // along, so the lookups and the paged ops check them here and nothing waits for the device.
+  cached_batch batch;
+  batch.sequences = ids;
+  {
+    if (auto s = in_step(rows_upload_->begin(ctx_)); !s) return s;
+    const host_buffer tables[2] = {cache_->block_table(layer_type::sliding, ids), cache_->block_table(layer_type::full, ids)};
+    std::size_t at[5];
+    const std::pair<std::span<const std::int32_t>, std::vector<std::int64_t>> arrays[5] = {
+        {tokens, {n}}, {positions, {n}}, {cu, {static_cast<std::int64_t>(cu.size())}},
+        {{tables[0].data<std::int32_t>(), static_cast<std::size_t>(tables[0].numel())}, tables[0].shape()},
+        {{tables[1].data<std::int32_t>(), static_cast<std::size_t>(tables[1].numel())}, tables[1].shape()}};
+    for (int i = 0; i < 5; ++i) {
+      auto added = rows_upload_->add(arrays[i].first, arrays[i].second);
+      if (!added) return in_step(added.error());
+      at[i] = *added;
+    }
+    if (auto s = in_step(rows_upload_->send(ctx_)); !s) return s;
+    batch.tokens = rows_upload_->on_device(at[0]);
+    batch.positions = rows_upload_->on_device(at[1]);
+    batch.cu_rows = rows_upload_->on_device(at[2]);
+    batch.host_tokens = rows_upload_->host(at[0]);
+    batch.host_positions = rows_upload_->host(at[1]);
+    batch.host_cu_rows = rows_upload_->host(at[2]);
+    for (int t = 0; t < 2; ++t) {
+      batch.block_tables[t] = rows_upload_->on_device(at[3 + t]);
+      batch.host_block_tables[t] = rows_upload_->host(at[3 + t]);
+    }
+  }
+  device_buffer hidden;
   if (auto s = in_step(allocate_unfilled_buffers(ctx_, weight_type(), {{&hidden, {n, c.hidden_size}}})); !s) return s;
-  for (const auto& [to, from] : {std::pair{&t, &tokens}, std::pair{&pos, &positions}, std::pair{&offsets, &cu}})
-    if (auto s = in_step(copy_to_device(ctx_, to->data<std::int32_t>(), from->data(), static_cast<std::int64_t>(from->size()) * 4)); !s)
-      return s;
   profile_.rows += n;
   auto model_started = clock_type::now();
-  // The rows' host copies come along: the lookups and the paged ops check them here instead of on
-  // the device, so the step is enqueued without waiting for it.
-  const tensor host_tokens(tokens.data(), dtype::int32, {n}), host_positions(positions.data(), dtype::int32, {n});
-  const tensor host_cu(cu.data(), dtype::int32, {static_cast<std::int64_t>(cu.size())});
-  if (auto s = forward_cached(ctx_, c, w_, *cache_, {t, pos, offsets, ids, host_tokens, host_positions, host_cu}, hidden, options_.trace); !s)
-    return fail(s.code(), "step: " + s.message());
+  if (auto s = forward_cached(ctx_, c, w_, *cache_, batch, hidden, options_.trace); !s) return fail(s.code(), "step: " + s.message());
   profile_.model_seconds += seconds_since(model_started);
 
   // Rows whose chunk reached their sequence's last known token sample the next one, grouped by
@@ -403,29 +425,39 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
       }
       model_started = clock_type::now();
       const auto in_head = [](const char* what, status s) { return s ? s : fail(s.code(), std::string("step: ") + what + ": " + s.message()); };
-      device_buffer row_ids, rows, logits, sampled, lp;
-      if (auto s = in_head("head", allocate_unfilled_buffers(ctx_, dtype::int32, {{&row_ids, {m}}, {&sampled, {m}}})); !s) return s;
+      if (auto s = in_head("head", ids_upload_->begin(ctx_)); !s) return s;
+      auto row_ids = ids_upload_->add(last_rows, {m});
+      if (!row_ids) return in_head("head", row_ids.error());
+      if (auto s = in_head("head", ids_upload_->send(ctx_)); !s) return s;
+      // The sampled tokens (I32) and their logprobs (F32) side by side: one read-back.
+      device_buffer rows, logits, drawn;
       if (auto s = in_head("head", allocate_unfilled_buffers(ctx_, weight_type(), {{&rows, {m, c.hidden_size}}, {&logits, {m, c.vocab_size}},
-                                                                                  {&lp, {m}, dtype::float32}}));
+                                                                                  {&drawn, {2 * m}, dtype::int32}}));
           !s)
         return s;
-      if (auto s = in_head("head", copy_to_device(ctx_, row_ids.data<std::int32_t>(), last_rows.data(), m * 4)); !s) return s;
+      const tensor sampled(drawn.data<std::int32_t>(), dtype::int32, {m}, ctx_.dev);
+      const tensor lp(drawn.data<std::int32_t>() + m, dtype::float32, {m}, ctx_.dev);
       // The sampled rows gathered from the step's hidden states: a lookup with scale 1 copies each
       // row exactly.
-      const tensor host_row_ids(last_rows.data(), dtype::int32, {m});
-      if (auto s = in_head("head", ops::embedding_forward(ctx_, row_ids, hidden, 1.0, rows, 0, host_row_ids)); !s) return s;
+      if (auto s = in_head("head", ops::embedding_forward(ctx_, ids_upload_->on_device(*row_ids), hidden, 1.0, rows, 0,
+                                                          ids_upload_->host(*row_ids)));
+          !s)
+        return s;
       if (auto s = in_head("head", head_logits(ctx_, c, w_, rows, logits)); !s) return s;
       if (auto s = in_head("sampling", ops::sampling_forward(ctx_, logits, params, coords, sampled, lp)); !s) return s;
-      auto drawn = sampled.read<std::int32_t>(ctx_);
-      if (!drawn) return in_head("sampling", drawn.error());
-      auto scores = lp.read<float>(ctx_);
-      if (!scores) return in_head("sampling", scores.error());
+      auto both = drawn.read<std::int32_t>(ctx_);
+      if (!both) return in_head("sampling", both.error());
+      rows_upload_->mark_complete();  // the read-back waited for everything enqueued before it
+      ids_upload_->mark_complete();
+      std::vector<float> scores(static_cast<std::size_t>(m));
+      std::memcpy(scores.data(), both->data() + m, static_cast<std::size_t>(m) * 4);
+      const std::vector<std::int32_t>* drawn_tokens = &*both;
       profile_.model_seconds += seconds_since(model_started);
       profile_.tokens += m;
       for (std::size_t j = begin; j < end; ++j) {
         sequence& s = *plan[members[j]].seq;
-        s.tokens.push_back((*drawn)[j - begin]);
-        s.logprobs.push_back((*scores)[j - begin]);
+        s.tokens.push_back((*drawn_tokens)[j - begin]);
+        s.logprobs.push_back(scores[j - begin]);
       }
     }
   }

@@ -45,6 +45,7 @@
 #include "gpu/core/exec_context.h"
 #include "gpu/core/slab.h"
 #include "gpu/core/trace.h"
+#include "gpu/core/upload_batch.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/weight_manifest.h"
 #include "gpu/model/checkpoint.h"
@@ -165,6 +166,9 @@ class gemma4_generate_engine final : public generate_engine {
   checkpoint source_;
   gemma4_generate_options options_;
   std::unique_ptr<workspace> scratch_;
+  // A step's rows (tokens, positions, offsets, block tables) and each sampled group's row ids go
+  // to the device in one enqueued copy each; the group's read-back is the step's one wait.
+  std::unique_ptr<upload_batch> rows_upload_, ids_upload_;
   exec_context ctx_;
   weight_manifest manifest_;
   bucket_plan plan_{{}, 1};

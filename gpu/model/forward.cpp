@@ -228,18 +228,29 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
   const bool mirrored = !batch.host_positions.empty();
   TANDEM_RETURN_IF_ERROR(require(mirrored == !batch.host_cu_rows.empty() && mirrored == !batch.host_tokens.empty(), op,
                                  "host_tokens, host_positions and host_cu_rows go together"));
-  // The block tables, built on the host, go to the device once for every layer of their type; the
-  // host copies stay as the rows' mirror where the caller gave its rows one.
-  host_buffer host_tables[2];
-  device_buffer tables[2];
+  const bool given = !batch.block_tables[0].empty();
+  TANDEM_RETURN_IF_ERROR(require(!given || mirrored, op, "block tables come with the host mirrors of the rows"));
+  // The block tables, built on the host, go to the device once for every layer of their type
+  // (unless the caller sent them); the host copies stay as the rows' mirror where the caller gave
+  // its rows one.
+  host_buffer built[2];
+  device_buffer uploaded[2];
+  tensor tables[2], host_tables[2];
   ops::paged_rows mirrors[2];
   for (const layer_type t : {layer_type::sliding, layer_type::full}) {
     const int i = static_cast<int>(t);
-    host_tables[i] = cache.block_table(t, batch.sequences);
-    TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&tables[i], host_tables[i].shape()}}));
-    TANDEM_RETURN_IF_ERROR(
-        copy_to_device(ctx, tables[i].data<std::int32_t>(), host_tables[i].data<std::int32_t>(), host_tables[i].numel() * 4));
-    mirrors[i] = {host_tables[i].view(), batch.host_cu_rows, batch.host_positions};
+    if (given) {
+      tables[i] = batch.block_tables[i];
+      host_tables[i] = batch.host_block_tables[i];
+    } else {
+      built[i] = cache.block_table(t, batch.sequences);
+      TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, dtype::int32, {{&uploaded[i], built[i].shape()}}));
+      TANDEM_RETURN_IF_ERROR(
+          copy_to_device(ctx, uploaded[i].data<std::int32_t>(), built[i].data<std::int32_t>(), built[i].numel() * 4));
+      tables[i] = uploaded[i].view();
+      host_tables[i] = built[i].view();
+    }
+    mirrors[i] = {host_tables[i], batch.host_cu_rows, batch.host_positions};
   }
   std::vector<cached_kv> routes(static_cast<std::size_t>(c.num_hidden_layers));
   for (int l = 0; l < c.num_hidden_layers; ++l) {

@@ -79,6 +79,11 @@ struct cached_batch {
   tensor host_tokens;     // I32 [n] on the host, or empty
   tensor host_positions;  // I32 [n] on the host, or empty
   tensor host_cu_rows;    // I32 [S + 1] on the host, or empty
+  /// Optional (with the host mirrors above): the cache's block tables of `sequences` for each
+  /// layer_type (kv_cache::block_table), already on the device, and their host copies; else
+  /// forward_cached builds them and copies them to the device itself.
+  tensor block_tables[2];       // I32 [S, M_t] on the device, by layer_type
+  tensor host_block_tables[2];  // the same on the host
 };
 
 /// The final normed hidden state of every new row, hidden [n, H]; each non-shared layer writes

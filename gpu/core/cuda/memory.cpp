@@ -89,7 +89,7 @@ status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool
   return status::ok();
 }
 
-enum class copy_kind { device_to_device, device_to_host, host_to_device };
+enum class copy_kind { device_to_device, device_to_host, host_to_device, staged_to_device };
 
 result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes, bool zero) {
   void* p = nullptr;
@@ -120,8 +120,9 @@ status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, st
                                                                  : cudaMemcpyHostToDevice;
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
-  // A host side is complete when the call returns: the caller may read it or reuse it at once.
-  if (kind != copy_kind::device_to_device) TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+  // A host side is complete when the call returns: the caller may read it or reuse it at once;
+  // except host staging memory, whose caller keeps it until the stream has passed the copy.
+  if (kind == copy_kind::device_to_host || kind == copy_kind::host_to_device) TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
   return status::ok();
 }
 

@@ -88,7 +88,7 @@ std::vector<std::vector<float>> cached_step(const loaded& m, tg::kv_cache& cache
   auto pos = tg::host_buffer::of<std::int32_t>({n}, positions);
   auto offsets = tg::host_buffer::of<std::int32_t>({static_cast<std::int64_t>(cu.size())}, cu);
   tg::host_buffer hidden(tg::dtype::float32, {n, m.c().hidden_size}), logits(tg::dtype::float32, {n, m.c().vocab_size});
-  const tg::status s = tg::forward_cached(ctx, m.c(), m.w, cache, {t, pos, offsets, ids, {}, {}, {}}, hidden);
+  const tg::status s = tg::forward_cached(ctx, m.c(), m.w, cache, {t, pos, offsets, ids, {}, {}, {}, {}, {}}, hidden);
   BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
   BOOST_REQUIRE(tg::head_logits(ctx, m.c(), m.w, hidden, logits).is_ok());
   std::vector<std::vector<float>> out;
@@ -238,7 +238,7 @@ BOOST_AUTO_TEST_CASE(a_row_whose_keys_are_not_in_the_cache_is_refused_by_sequenc
   auto pos = tg::host_buffer::of<std::int32_t>({1}, {6});  // block 1 was never reserved
   auto cu = tg::host_buffer::of<std::int32_t>({2}, {0, 1});
   tg::host_buffer hidden(tg::dtype::float32, {1, m.c().hidden_size});
-  const tg::status s = tg::forward_cached(ctx, m.c(), m.w, cache, {t, pos, cu, {id}, t, pos, cu}, hidden);
+  const tg::status s = tg::forward_cached(ctx, m.c(), m.w, cache, {t, pos, cu, {id}, t, pos, cu, {}, {}}, hidden);
   BOOST_REQUIRE(!s.is_ok());
   BOOST_TEST(s.message() == "layer 0: paged_kv_write: sequence 0, position 6: logical block 1 is not mapped", s.message());
 }
