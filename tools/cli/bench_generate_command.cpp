@@ -105,7 +105,8 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
       << " preemptions\n"
       << "  " << fixed(f->tokens_per_s, 0) << " generated tokens/s: " << fixed(f->total_ms, 1) << " ms in all, prefill steps "
       << fixed(f->prefill_ms, 1) << " ms, " << f->decode_steps << " decode steps of " << fixed(f->decode_step_ms_median, 3)
-      << " ms median (" << fixed(f->decode_step_ms_mean, 3) << " mean); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
+      << " ms median (" << fixed(f->decode_step_ms_mean, 3) << " mean, " << fixed(f->host_waits_per_decode_step, 2)
+      << " host waits for the device each); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
       << "\n"
       << "  decode GEMM-only ceiling (a decode step's matrix products at " << s.batch
       << " rows through the linear op, same device and dtype, this run): " << fixed(f->decode_gemm_ceiling_ms, 3)
@@ -132,6 +133,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
                               {"decode_steps", f->decode_steps},
                               {"decode_step_ms_median", f->decode_step_ms_median},
                               {"decode_step_ms_mean", f->decode_step_ms_mean},
+                              {"host_waits_per_decode_step", f->host_waits_per_decode_step},
                               {"decode_gemm_ceiling_ms", f->decode_gemm_ceiling_ms},
                               {"ceiling_fraction", f->ceiling_fraction},
                               {"decode_bytes", f->decode_bytes},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu/core/device_buffer.h"
+#include "gpu/core/host_waits.h"
 #include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/model/checkpoint.h"
@@ -113,19 +114,25 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   const auto run = [&](std::int64_t new_tokens, std::uint64_t round, bool timed) -> gpu::status {
     const auto requests = requests_of(s, c.vocab_size, new_tokens, round);
     std::vector<double> decode_times;
+    std::int64_t decode_waits = 0;
     double logprob_sum = 0;
     std::int64_t sampled = 0;
     const auto start = clock_type::now();
     if (auto st = e.submit(requests); !st) return fail("submit", st);
     for (std::int64_t step = 0;; ++step) {
       const gpu::generate_profile before = e.profile();
+      const std::int64_t waits_before = gpu::host_waits();
       const auto step_start = clock_type::now();
       auto left = e.step();
       if (!left) return fail("step " + std::to_string(step), left.error());
       const double t = seconds_since(step_start);
       const std::int64_t rows = e.profile().rows - before.rows, tokens = e.profile().tokens - before.tokens;
-      if (rows > 0 && rows == tokens) decode_times.push_back(t);  // one row per sequence, every row sampled
-      else f.prefill_ms += timed ? t * 1e3 : 0;
+      if (rows > 0 && rows == tokens) {  // one row per sequence, every row sampled
+        decode_times.push_back(t);
+        decode_waits += gpu::host_waits() - waits_before;
+      } else {
+        f.prefill_ms += timed ? t * 1e3 : 0;
+      }
       for (const auto& done : e.collect()) {
         for (const float lp : done.logprobs) logprob_sum += lp;
         sampled += static_cast<std::int64_t>(done.logprobs.size());
@@ -139,6 +146,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     f.tokens_per_s = static_cast<double>(sampled) / (f.total_ms / 1e3);
     f.mean_logprob = logprob_sum / static_cast<double>(sampled);
     f.decode_steps = static_cast<std::int64_t>(decode_times.size());
+    if (f.decode_steps > 0) f.host_waits_per_decode_step = static_cast<double>(decode_waits) / static_cast<double>(f.decode_steps);
     if (!decode_times.empty()) {
       f.decode_step_ms_mean = std::accumulate(decode_times.begin(), decode_times.end(), 0.0) / static_cast<double>(decode_times.size()) * 1e3;
       std::sort(decode_times.begin(), decode_times.end());

@@ -38,6 +38,7 @@ struct generate_bench_figures {
   double prefill_ms = 0;           ///< steps that computed prompt rows (and sampled the first tokens)
   std::int64_t decode_steps = 0;   ///< steps of one row per running sequence
   double decode_step_ms_median = 0, decode_step_ms_mean = 0;
+  double host_waits_per_decode_step = 0;  ///< the host's waits for the device (gpu/core/host_waits.h), mean
   double decode_gemm_ceiling_ms = 0;  ///< a decode step's products at `batch` rows
   double decode_bytes = 0;            ///< weights plus visible K/V read by a decode step, averaged over the run's steps
   double copy_gb_per_s = 0;           ///< device-to-device copy, bytes read plus written per second

@@ -2,6 +2,7 @@
 #include <cuda_runtime_api.h>
 
 #include "gpu/core/cuda/check.h"
+#include "gpu/core/host_waits.h"
 #include "gpu/core/status.h"
 
 namespace tandem::gpu::internal {
@@ -18,6 +19,7 @@ result<void*> cuda_record_event(int index, void* stream) {
 }
 
 result<double> cuda_event_ms(void* from, void* to) {
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
   float ms = 0;
   TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));

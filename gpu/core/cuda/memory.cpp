@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "gpu/core/cuda/check.h"
+#include "gpu/core/host_waits.h"
 #include "gpu/core/status.h"
 
 #define TANDEM_RETURN_IF_CUDA_STATUS(expr)  \
@@ -35,6 +36,7 @@ status keep_pool_memory(int index) {
 // only after the frees' streams reached them).
 status trim_pool(int index) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
   cudaMemPool_t pool = nullptr;
   TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
@@ -84,6 +86,7 @@ void cuda_host_free(void* p) { cudaFreeHost(p); }
 
 status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool to_device) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes),
                                to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   return status::ok();
@@ -122,7 +125,10 @@ status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, st
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
   // A host side is complete when the call returns: the caller may read it or reuse it at once;
   // except host staging memory, whose caller keeps it until the stream has passed the copy.
-  if (kind == copy_kind::device_to_host || kind == copy_kind::host_to_device) TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (kind == copy_kind::device_to_host || kind == copy_kind::host_to_device) {
+    count_host_wait();
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
   return status::ok();
 }
 
@@ -134,6 +140,7 @@ status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes) {
 
 status cuda_wait_for_device(int index) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
   return status::ok();
 }

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/core/host_waits.h"
 #include "gpu/ops/cuda/cublaslt_gemm.h"
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
@@ -225,6 +226,7 @@ status sort_slots(const exec_context& ctx, const char* op, const tensor& indices
   std::vector<std::int64_t> summary(static_cast<std::size_t>(e + 2));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(summary.data(), s.summary, summary.size() * sizeof(std::int64_t),
                                     cudaMemcpyDeviceToHost, stream));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (summary.back() != 0)
     return require(false, op,

@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "gpu/core/host_waits.h"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/attention_tiles.cuh"
@@ -186,6 +187,7 @@ status enqueue_check(cudaStream_t stream, const char* op, const paged_geometry& 
 status check_verdict(cudaStream_t stream, const char* op, const paged_fault* fault, const paged_geometry& g) {
   paged_fault f{};
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&f, fault, sizeof f, cudaMemcpyDeviceToHost, stream));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto str = [](std::int64_t x) { return std::to_string(x); };
   switch (f.kind) {

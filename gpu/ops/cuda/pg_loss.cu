@@ -11,6 +11,7 @@
 #include <limits>
 #include <string>
 
+#include "gpu/core/host_waits.h"
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
 #include "gpu/ops/op_check.h"
@@ -441,6 +442,7 @@ status pg_loss_forward(const exec_context& ctx, dtype storage, const pg_loss_inp
   if (metrics == nullptr) return status::ok();
   batch_record b;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&b, batch, sizeof(b), cudaMemcpyDeviceToHost, stream));
+  count_host_wait();
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the metrics are host values
   if (bad_values) *bad_values = b.flags != 0;
   pg_loss_metrics& m = *metrics;

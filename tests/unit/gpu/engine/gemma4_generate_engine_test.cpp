@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/core/host_waits.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/ops/pg_loss.h"
@@ -385,6 +386,24 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused_by_name_and_nothing_queued_is_lost
 }
 
 #if TANDEM_TESTS_ON_CUDA
+BOOST_AUTO_TEST_CASE(a_decode_step_on_cuda_waits_for_the_device_once_for_its_tokens) {
+  for (const tg::dtype type : test_types) {
+    auto e = engine(fixtures / "all_features", {}, type);
+    std::vector<tg::generation_request> requests;
+    for (std::uint64_t i = 0; i < 8; ++i)
+      requests.push_back(request(i, {static_cast<std::int32_t>(3 + i), 9, 27}, 40, {0.7, 20, 0.9}));
+    BOOST_REQUIRE(e->submit(requests).is_ok());
+    for (int step = 0; step < 6; ++step) BOOST_REQUIRE(e->step().has_value());  // prompts in, buffers grown
+    for (int step = 0; step < 10; ++step) {
+      const std::int64_t rows = e->profile().rows, before = tg::host_waits();
+      BOOST_REQUIRE(e->step().has_value());
+      BOOST_TEST(e->profile().rows - rows == 8, "a decode step of the 8 sequences");
+      BOOST_TEST(tg::host_waits() - before == 1, tg::to_string(type) << ", step " << step << ": " << tg::host_waits() - before
+                                                                     << " waits");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_cuda_engine_in_float32_continues_as_the_cpu_engine_within_float32_rounding) {
   const tg::ops::sampling_params greedy{0.0, 0, 1.0};
   for (const char* name : {"all_features", "e2b_like", "sliding_only"}) {

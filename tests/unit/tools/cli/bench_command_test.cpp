@@ -118,6 +118,7 @@ BOOST_AUTO_TEST_CASE(bench_generate_samples_every_token_and_reports_the_decode_s
   BOOST_TEST(j.at("decode_steps").get<std::int64_t>() <= 9);
   BOOST_TEST(j.at("preemptions").get<std::int64_t>() == 0);
   BOOST_TEST(j.at("decode_step_ms_median").get<double>() > 0);
+  BOOST_TEST(j.at("host_waits_per_decode_step").get<double>() == 0.0, "the CPU backend never waits for a device");
   BOOST_TEST(j.at("decode_gemm_ceiling_ms").get<double>() > 0);
   BOOST_TEST(j.at("copy_gb_per_s").get<double>() > 0);
   // A decode step reads every weight but the per-layer table's unread rows, and the K/V it sees.
