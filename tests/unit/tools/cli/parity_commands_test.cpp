@@ -111,25 +111,31 @@ BOOST_AUTO_TEST_CASE(bad_token_files_and_options_are_refused_with_one_located_er
   BOOST_TEST(cli({"loss", "--model", model, "--tokens", tokens_file(t, "[[1], []]")}).code == 1);
 }
 
-BOOST_AUTO_TEST_CASE(backend_and_dtype_choose_where_logprobs_and_loss_compute_and_are_refused_by_name) {
+BOOST_AUTO_TEST_CASE(backend_and_dtype_choose_where_logprobs_loss_and_generate_compute_and_are_refused_by_name) {
   temp_dir t;
   const std::string model = model_dir(t), tokens = tokens_file(t, "[[2, 17, 33, 250, 4], [9, 9, 0]]");
-  for (const char* command : {"logprobs", "loss"}) {
-    const cli_result plain = cli({command, "--model", model, "--tokens", tokens});
-    const cli_result explicit_cpu = cli({command, "--model", model, "--tokens", tokens, "--backend", "cpu", "--dtype", "fp32"});
+  for (const char* command : {"logprobs", "loss", "generate"}) {
+    const auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a{command, "--model", model, "--tokens", tokens};
+      if (std::string(command) == "generate") a.insert(a.end(), {"--max-new-tokens", "3", "--greedy"});
+      a.insert(a.end(), extra.begin(), extra.end());
+      return cli(a);
+    };
+    const cli_result plain = with({});
+    const cli_result explicit_cpu = with({"--backend", "cpu", "--dtype", "fp32"});
     BOOST_TEST(explicit_cpu.code == 0, explicit_cpu.err);
     BOOST_TEST(explicit_cpu.out == plain.out, "the CPU in float32 is the default");
-    const cli_result bf16 = cli({command, "--model", model, "--tokens", tokens, "--dtype", "bf16"});
+    const cli_result bf16 = with({"--dtype", "bf16"});
     BOOST_TEST(bf16.code == 1);
     BOOST_TEST(bf16.err == std::string("tandem ") + command + ": --dtype bf16 runs on --backend cuda: the CPU computes in float32\n");
-    const cli_result tpu = cli({command, "--model", model, "--tokens", tokens, "--backend", "tpu"});
+    const cli_result tpu = with({"--backend", "tpu"});
     BOOST_TEST(tpu.code == 2);
     BOOST_TEST(tpu.err == std::string("tandem ") + command + ": --backend 'tpu': expected cpu or cuda\n");
-    const cli_result fp16 = cli({command, "--model", model, "--tokens", tokens, "--dtype", "fp16"});
+    const cli_result fp16 = with({"--dtype", "fp16"});
     BOOST_TEST(fp16.code == 2);
     BOOST_TEST(fp16.err == std::string("tandem ") + command + ": --dtype 'fp16': expected fp32 or bf16\n");
     if (tg::query_backend().devices.empty()) {  // here: the device is named; a GPU machine's gpu tests run it
-      const cli_result cuda = cli({command, "--model", model, "--tokens", tokens, "--backend", "cuda"});
+      const cli_result cuda = with({"--backend", "cuda"});
       BOOST_TEST(cuda.code == 1);
       BOOST_TEST((cuda.err.find("cuda:0") != std::string::npos || cuda.err.find("no CUDA backend") != std::string::npos), cuda.err);
     }
