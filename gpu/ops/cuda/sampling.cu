@@ -7,13 +7,12 @@
 
 #include <climits>
 #include <cstdint>
-#include <vector>
+#include <algorithm>
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
 #include "gpu/ops/cuda/token_filter.cuh"
 #include "gpu/ops/op_check.h"
-#include "gpu/ops/scratch.h"
 
 namespace tandem::gpu::ops::cuda {
 namespace {
@@ -108,12 +107,19 @@ __device__ std::int64_t draw(const S* x, std::int64_t v, double u, filter::scrat
   return token;
 }
 
+/// The rows of one launch and their coordinates, passed by value (96 x 32 bytes: within the 4 KiB
+/// of a kernel's arguments beside the others).
+constexpr std::int64_t coordinate_chunk = 96;
+struct chunk_coordinates {
+  rng_coordinates at[coordinate_chunk];
+};
+
 /// Block r: tokens[r] drawn from row r's filtered distribution (greedy: its first-ranked token),
-/// logprobs[r] its logprob there.
+/// logprobs[r] its logprob there; the pointers start at the launch's first row.
 template <class S, class O>
 __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __restrict__ logits, std::int64_t v,
                                                                   filter::params p, bool greedy,
-                                                                  const rng_coordinates* __restrict__ coordinates,
+                                                                  const chunk_coordinates coordinates,
                                                                   std::int32_t* __restrict__ tokens,
                                                                   O* __restrict__ logprobs) {
   __shared__ filter::scratch sh;
@@ -130,7 +136,7 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
   }
   std::int64_t token = sh.row.argmax;
   if (!greedy) {
-    const double u = static_cast<double>(uniform_float(random_words(coordinates[r])[0]));
+    const double u = static_cast<double>(uniform_float(random_words(coordinates.at[r])[0]));
     token = draw(x, v, u, sh);
   }
   if (threadIdx.x == 0) {
@@ -156,29 +162,22 @@ status sampling_forward(const exec_context& ctx, dtype storage, const tensor& lo
   const filter::params p = filter::make_params(filtered, v);
   const std::size_t bytes = filter::dynamic_bytes(p.use_k, p.use_p);
   const cudaStream_t stream = stream_of(ctx);
-  const rng_coordinates* device_coordinates = nullptr;
-  op_scratch scratch_span;
-  if (!greedy) {
-    auto scratch = op_scratch::get(ctx, op, coordinates.size_bytes());
-    if (!scratch) return scratch.error();
-    scratch_span = *scratch;
-    // From a pageable copy: the asynchronous copy has taken the bytes when it returns, whatever
-    // memory the caller's span lives in.
-    const std::vector<rng_coordinates> pageable(coordinates.begin(), coordinates.end());
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(scratch_span.data(), pageable.data(), coordinates.size_bytes(),
-                                      cudaMemcpyHostToDevice, stream));
-    device_coordinates = reinterpret_cast<const rng_coordinates*>(scratch_span.data());
-  }
   return with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
     auto launch = [&](auto out_zero) -> status {
       using O = decltype(out_zero);
       auto* kernel = &sampling_kernel<S, O>;
       TANDEM_RETURN_IF_ERROR(filter::allow_dynamic_shared(kernel, bytes));
-      kernel<<<static_cast<unsigned>(rows), row_threads, bytes, stream>>>(logits.as<const S>(), v, p, greedy,
-                                                                          device_coordinates,
-                                                                          tokens.as<std::int32_t>(), logprobs.as<O>());
-      return launch_status(op, "sampling_kernel");
+      for (std::int64_t first = 0; first < rows; first += coordinate_chunk) {
+        const std::int64_t count = std::min(coordinate_chunk, rows - first);
+        chunk_coordinates chunk{};
+        if (!greedy) std::copy(coordinates.begin() + first, coordinates.begin() + first + count, chunk.at);
+        kernel<<<static_cast<unsigned>(count), row_threads, bytes, stream>>>(logits.as<const S>() + first * v, v, p, greedy, chunk,
+                                                                             tokens.as<std::int32_t>() + first,
+                                                                             logprobs.as<O>() + first);
+        TANDEM_RETURN_IF_ERROR(launch_status(op, "sampling_kernel"));
+      }
+      return status::ok();
     };
     if (logprobs.type() == dtype::float32) return launch(float{});
     return launch(S{});

@@ -1,9 +1,10 @@
 // CUDA kernel of sampling (gpu/ops/sampling.h): logits float32 or bfloat16 (`storage`), one block
 // per row through the filter of token_filter.cuh, the code the CUDA scorer uses, so a sampled
 // token's logprob is bit for bit what the CUDA logprobs_forward gives it (same dtype). The draw
-// uses philox.h's uniform of each row's coordinates, computed on the device. The coordinates are
-// copied to the workspace with an asynchronous copy from host memory (the span may be reused once
-// the call returns); nothing synchronises.
+// uses philox.h's uniform of each row's coordinates, computed on the device. The coordinates
+// travel as the kernel's argument, coordinate_chunk rows per launch (a launch copies its
+// arguments: no copy from host memory, nothing to wait for, the span may go once the call
+// returns); nothing synchronises.
 //
 // Dtypes: logprobs is the logits' dtype or float32. A row holding a non-finite logit is not
 // refused (the host cannot see it without a synchronisation): its token is -1 and its logprob NaN.

@@ -1091,6 +1091,7 @@ const std::vector<scoring_dims>& scoring_shapes() {
   static const std::vector<scoring_dims> shapes{
       {1, 1, {1.0, 0, 1.0}},   {7, 17, {1.0, 0, 1.0}},   {17, 65, {0.7, 0, 1.0}}, {17, 65, {1.0, 5, 1.0}},
       {17, 65, {1.3, 0, 0.9}}, {65, 33, {0.6, 10, 0.8}}, {7, 17, {1.0, 1, 1.0}},  {65, 7, {2.0, 0, 0.5}},
+      {200, 33, {0.9, 7, 0.95}},  // more rows than one CUDA sampling launch carries coordinates for
   };
   return shapes;
 }
