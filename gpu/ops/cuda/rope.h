@@ -4,7 +4,7 @@
 //
 // - rope_inv_freq: the float32 values are computed on the host exactly as on the CPU (powf of
 //   glibc, docs/gemma4.md §5.11) and written into the device tensor by a kernel that takes them
-//   by value as its argument (at most rope_max_half of them: head dims up to 2048): enqueued on
+//   by value as its argument (at most rope_max_half of them: head dims up to 1024): enqueued on
 //   the context's stream, nothing waits, and the host values may go once the call returns.
 // - rope_tables: angle = float32(pos) · inv_freq[j] in float32, then cosf/sinf with full range
 //   reduction (angles reach ~2.6e5 rad; no __sinf/__cosf), rounded once to the tables' storage.
@@ -22,8 +22,9 @@
 
 namespace tandem::gpu::ops::cuda {
 
-/// The most inverse frequencies one rope_inv_freq call writes (a kernel argument of 4 KiB).
-inline constexpr std::int64_t rope_max_half = 1024;
+/// The most inverse frequencies one rope_inv_freq call writes (a kernel argument of 2 KiB, well
+/// inside the 4 KiB every CUDA version allows a kernel's arguments).
+inline constexpr std::int64_t rope_max_half = 512;
 
 /// inv_freq F32 [half] (device) = host_values [half], half <= rope_max_half (else unsupported);
 /// enqueued (see above).
