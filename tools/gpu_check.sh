@@ -53,6 +53,10 @@ if [ -x "$bundle/bin/tandem" ]; then
     run e2b_save python3 tools/reference/save_random_model.py --config configs/models/gemma-4-E2B --out /tmp/gpu-check-e2b
     run logprobs_e2b_bf16 python3 tools/reference/check_logprobs.py --model /tmp/gpu-check-e2b --tandem "$bundle/bin/tandem" \
       --device cuda --tandem-backend cuda --tandem-dtype bf16 --hf-dtype bf16 --tolerance 1 --within-spread
+    # Layer by layer against transformers in float64: where CUDA's float32 path parts from it.
+    run trace_drift_e2b_fp32 python3 tools/reference/trace_drift.py --model /tmp/gpu-check-e2b --tandem "$bundle/bin/tandem" \
+      --backend cuda --dtype fp32 --out "$logs/trace_drift_e2b"
+    cat "$logs/trace_drift_e2b_fp32.log"
   fi
 fi
 # The train engine on the GPU at the E2B shape beside the transformers peer (bfloat16 weights,

@@ -27,7 +27,7 @@ commands:
   convert --model DIR --out DIR [--dtype T] [--max-shard-size SIZE] [--replace]
                                      load the text stack and save it as a Hugging Face checkpoint
   logprobs --model DIR --tokens FILE [--temperature T --top-k K --top-p P] [--backend B --dtype D]
-                                     per-token logprobs of the sequences in FILE (JSON), as JSON
+           [--trace OUT]             per-token logprobs of the sequences in FILE (JSON), as JSON
   loss --model DIR --tokens FILE [--recompute none|selective|full] [--gradients] [--backend B --dtype D]
                                      mean next-token cross-entropy, and every gradient, as JSON
   generate --model DIR --tokens FILE --max-new-tokens N [--greedy | --temperature T --top-k K
@@ -100,7 +100,7 @@ exit status: 0 saved, 1 the checkpoint was refused or the save failed, 2 usage e
 )";
 
 constexpr const char* logprobs_help = R"(usage: tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]
-                       [--backend cpu|cuda] [--dtype fp32|bf16]
+                       [--backend cpu|cuda] [--dtype fp32|bf16] [--trace OUT]
 
 Runs the model in DIR (a checkpoint directory or preset with weights, validated as `tandem
 inspect` does) over the sequences of FILE, a JSON array of token-id arrays,
@@ -111,7 +111,10 @@ none), then top-p P on the renormalised top-k distribution (1: none); null where
 exclude the token.
 --backend cuda runs it on cuda:0 and --dtype bf16 stores the weights and activations in bfloat16
 (CUDA only; the defaults are the CPU and float32): the same numbers within the dtype's rounding,
-for checking the GPU against the CPU.
+for checking the GPU against the CPU. --trace OUT (a new file) also writes every activation the
+forward names, as float32 safetensors ("embed", "layers.L.layer_out", ..., "final_norm"), for
+finding the layer where two implementations part (tools/reference/trace_drift.py); meant for a few
+short sequences.
 
 exit status: 0 ok, 1 the model or FILE was refused (one error on stderr), 2 usage error
 )";

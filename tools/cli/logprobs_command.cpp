@@ -1,9 +1,12 @@
 // `tandem logprobs --model DIR --tokens FILE [--temperature T] [--top-k K] [--top-p P]
-// [--backend cpu|cuda] [--dtype fp32|bf16]`: the per-token logprobs of given sequences under the
-// model, for anyone to check parity with another implementation, or the GPU's with the CPU's. FILE is a JSON array of token-id arrays; stdout gets a JSON array with
-// one array per sequence, entry t the logprob of token t+1 given tokens 0..t (null where top-k or
-// top-p masks the token out).
+// [--backend cpu|cuda] [--dtype fp32|bf16] [--trace OUT]`: the per-token logprobs of given
+// sequences under the model, for anyone to check parity with another implementation, or the
+// GPU's with the CPU's. FILE is a JSON array of token-id arrays; stdout gets a JSON array with one
+// array per sequence, entry t the logprob of token t+1 given tokens 0..t (null where top-k or
+// top-p masks the token out). --trace writes every named activation to OUT (trace_dump.h).
 #include <cmath>
+#include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "gpu/core/device_buffer.h"
@@ -15,11 +18,13 @@
 #include "tools/cli/compute_choice.h"
 #include "tools/cli/model_resolution.h"
 #include "tools/cli/token_sequences.h"
+#include "tools/cli/trace_dump.h"
 
 namespace tandem::cli {
 
 int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
-  const parsed_options p = parse_options(a, {"--model", "--tokens", "--temperature", "--top-k", "--top-p", "--backend", "--dtype"}, {});
+  const parsed_options p =
+      parse_options(a, {"--model", "--tokens", "--temperature", "--top-k", "--top-p", "--backend", "--dtype", "--trace"}, {});
   if (!p.problem.empty()) {
     err << "tandem logprobs: " << p.problem << "\n";
     return exit_usage;
@@ -49,6 +54,15 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
     err << "tandem logprobs: " << problem << "\n";
     return refused ? exit_refused : exit_usage;
   }
+  std::optional<std::filesystem::path> trace_path;
+  if (const auto it = p.values.find("--trace"); it != p.values.end()) {
+    trace_path = it->second;
+    std::error_code ec;
+    if (std::filesystem::exists(*trace_path, ec) || ec) {
+      err << "tandem logprobs: --trace " << it->second << ": the file exists (it is never overwritten)\n";
+      return exit_refused;
+    }
+  }
   auto c = open_model_option("logprobs", p.values.at("--model"), choice->type, err);
   if (!c) return exit_refused;
   const auto sequences = read_sequences(p.values.at("--tokens"), c->config.vocab_size, problem);
@@ -75,8 +89,12 @@ int logprobs_command(const args& a, std::ostream& out, std::ostream& err) {
   }
   const packed_sequences& packed = *packing;
   gpu::device_buffer logprobs;
+  trace_dump dump(ctx);
   gpu::status s = gpu::allocate_buffers(ctx, gpu::dtype::float32, {{&logprobs, {packed.size()}}});
-  if (s) s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs);
+  if (s)
+    s = gpu::forward_logprobs(ctx, c->config, *bound, packed.batch(), packed.targets(), params, logprobs, 256,
+                              trace_path ? gpu::tracer(&dump) : gpu::tracer());
+  if (s && trace_path) s = dump.write(*trace_path);
   gpu::result<std::vector<float>> read = s ? logprobs.read<float>(ctx) : gpu::result<std::vector<float>>(s);
   if (!read) {
     err << "tandem logprobs: " << read.error().message() << "\n";

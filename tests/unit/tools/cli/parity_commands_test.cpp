@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpu/core/device_query.h"
+#include "gpu/model/safetensors_file.h"
 #include "support/checkpoint_fixture.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
@@ -140,6 +141,30 @@ BOOST_AUTO_TEST_CASE(backend_and_dtype_choose_where_logprobs_loss_and_generate_c
       BOOST_TEST((cuda.err.find("cuda:0") != std::string::npos || cuda.err.find("no CUDA backend") != std::string::npos), cuda.err);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(logprobs_trace_writes_every_named_activation_and_never_overwrites_a_file) {
+  temp_dir t;
+  const std::string model = model_dir(t), tokens = tokens_file(t, "[[2, 17, 33, 250, 4], [9, 9, 0]]");
+  const std::string trace = (t.path() / "trace.safetensors").string();
+  const cli_result plain = cli({"logprobs", "--model", model, "--tokens", tokens});
+  const cli_result traced = cli({"logprobs", "--model", model, "--tokens", tokens, "--trace", trace});
+  BOOST_REQUIRE_MESSAGE(traced.code == 0, traced.err);
+  BOOST_TEST(traced.out == plain.out, "tracing changes no logprob");
+  auto file = tg::st_file::open(trace);
+  BOOST_REQUIRE_MESSAGE(file.has_value(), (file.has_value() ? "" : file.error().message()));
+  const auto c = *tg::parse_model_config(preset_config("tiny-all"), "config.json");
+  for (const std::string& key : {std::string("embed"), std::string("final_norm"), std::string("layers.0.layer_out"),
+                                 "layers." + std::to_string(c.num_hidden_layers - 1) + ".layer_out"}) {
+    const tg::st_tensor* e = file->header().find(key);
+    BOOST_REQUIRE_MESSAGE(e != nullptr, "no " << key);
+    BOOST_TEST((e->type == tg::st_dtype::f32));
+    BOOST_TEST(e->shape == (std::vector<std::int64_t>{8, c.hidden_size}), key << ": the 8 packed tokens");
+  }
+  BOOST_TEST(file->header().metadata.at("format") == "tandem trace");
+  const cli_result again = cli({"logprobs", "--model", model, "--tokens", tokens, "--trace", trace});
+  BOOST_TEST(again.code == 1);
+  BOOST_TEST(again.err == "tandem logprobs: --trace " + trace + ": the file exists (it is never overwritten)\n");
 }
 
 BOOST_AUTO_TEST_CASE(generate_is_reproducible_with_a_seed_and_logprobs_scores_its_tokens_with_the_same_bits) {
