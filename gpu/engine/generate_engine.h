@@ -1,6 +1,7 @@
 // The generate engine contract: continuous batching over a paged KV cache, sampling with
-// counter-based randomness, weights replaced by versioned refits. Implementations: the CPU engine
-// and the CUDA engine (later issues); the rollout_worker actor drives one through this interface.
+// counter-based randomness, weights replaced by versioned refits. Implementations: the fake engine
+// of the runtime tests and the Gemma 4 engine (gemma4_generate_engine.h, on the CPU or CUDA); the
+// rollout_worker actor drives one through this interface.
 //
 // Lifecycle of a sequence:
 //

@@ -1,8 +1,9 @@
 // The train engine contract: per-token logprobs of packed sequences (chunked over the vocabulary,
 // scored under the sampler's distribution), the clipped policy-gradient loss and its backward on
 // micro-batches, the optimizer step, and the weight export / import used by refit and
-// checkpoints. Implementations: the CPU engine and the CUDA engine (later issues); the
-// policy_worker actor drives one through this interface.
+// checkpoints. Implementations: the fake engine of the runtime tests and the Gemma 4 engine
+// (gemma4_train_engine.h, on the CPU or CUDA); the policy_worker actor drives one through this
+// interface.
 //
 // A training step, as the policy_worker runs it:
 //

@@ -1,7 +1,7 @@
-// CPU generation throughput: tokens/s of the CPU generate engine at several batch sizes and
-// lengths, on a tiny config and a mid-size one, with the share of step() time spent outside the
-// model's ops (scheduling, KV bookkeeping, copies), beside the machine's large-GEMM FLOP rate
-// measured in the same run. A figure to read, not a gate. Usage: generate_bench [--quick]
+// CPU generation throughput: tokens/s of the Gemma 4 generate engine on the CPU at several batch
+// sizes and lengths, on a tiny config and a mid-size one, with the share of step() time spent
+// outside the model's ops (scheduling, KV bookkeeping, copies), beside the machine's large-GEMM
+// FLOP rate measured in the same run. A figure to read, not a gate. Usage: generate_bench [--quick]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
