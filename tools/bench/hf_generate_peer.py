@@ -27,9 +27,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_peer_common import (  # noqa: E402  (beside this script, wherever it is run from)
-    Failure, Parser, attention_candidates, build_model, check_json_path, config_value, device_name, fail, first_line,
+    Parser, attention_candidates, build_model, check_json_path, config_value, device_name, fail,
     gib, import_libraries, load_text_config, non_negative, out_of_memory_error, out_of_memory_message, positive,
-    read_model_config, resolve_device, synchronize, torch_dtype, write_json)
+    read_model_config, resolve_device, run, synchronize, torch_dtype, write_json)
 
 PROG = "hf_generate_peer.py"
 WARMUP_TOKENS = 4
@@ -152,13 +152,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except Failure as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(e.code)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as e:  # any other runtime failure: one line, status 1
-        print(f"{PROG}: error: {type(e).__name__}: {first_line(e)}", file=sys.stderr)
-        sys.exit(1)
+    run(PROG, main)

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import platform
+import sys
 
 GIB = float(1 << 30)
 FLASH_MAX_HEAD_DIM = 256  # flash-attn 2/3 kernels stop at head_dim 256
@@ -239,3 +240,18 @@ def write_json(path, report):
             f.write("\n")
     except OSError as e:
         fail(f"cannot write --json {path}: {e}", 1)
+
+
+def run(prog, main):
+    """Runs main(argv) as the script: a Failure prints "PROG: error: MESSAGE" and exits with its
+    code, any other error one line with status 1, an interrupt 130."""
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Failure as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        sys.exit(e.code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # any other runtime failure: one line, status 1
+        print(f"{prog}: error: {type(e).__name__}: {first_line(e)}", file=sys.stderr)
+        sys.exit(1)

@@ -13,8 +13,7 @@
 #include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/model/checkpoint.h"
-#include "gpu/model/initial_weights.h"
-#include "gpu/model/json_text.h"
+#include "tools/cli/bench_model.h"
 #include "tools/cli/gemm_ceiling.h"
 
 namespace tandem::cli {
@@ -81,20 +80,12 @@ std::vector<gpu::generation_request> requests_of(const generate_bench_settings& 
 }  // namespace
 
 gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_settings& s) {
-  auto text = gpu::read_text_file(s.model / "config.json");
-  if (!text) return text.error();
-  auto source = gpu::open_checkpoint(s.model, s.weights);
-  if (!source) return source.error();
-  auto range = gpu::initializer_range(*text, (s.model / "config.json").string());
-  if (!range) return range.error();
-  const gpu::model_config c = source->config;  // copies: the source moves into the engine
-  const gpu::model_layout layout = source->layout;
+  auto model = random_bench_model(s.model, s.weights, s.dev, s.seed);
+  if (!model) return model.error();
+  const gpu::model_config c = model->source.config;  // copies: the source moves into the engine
+  const gpu::model_layout layout = model->source.layout;
   gpu::exec_context ctx;
   ctx.dev = s.dev;
-
-  auto weights = gpu::slab::create("parameters", layout.total_bytes(), s.dev);
-  if (!weights) return fail("the weights", weights.error());
-  if (auto st = gpu::fill_initial_weights(ctx, layout, *weights, s.seed, *range); !st) return fail("the initial weights", st);
   gpu::gemma4_generate_options o;
   o.max_num_sequences = s.batch;
   o.max_sequence_length = s.prompt_len + s.new_tokens;
@@ -103,7 +94,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   // Every sequence at its full length at once, plus a partial block each: no preemption.
   const std::int64_t blocks = s.batch * ((o.max_sequence_length + s.kv_block_size - 1) / s.kv_block_size + 2);
   o.kv_cache_bytes = blocks * gpu::kv_block_bytes(c, s.weights, s.kv_block_size);
-  auto engine = gpu::gemma4_generate_engine::create_with_weights(ctx, std::move(*source), std::move(*weights), o);
+  auto engine = gpu::gemma4_generate_engine::create_with_weights(ctx, std::move(model->source), std::move(model->weights), o);
   if (!engine) return engine.error();
   gpu::gemma4_generate_engine& e = **engine;
 

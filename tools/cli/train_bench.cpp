@@ -11,9 +11,8 @@
 #include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/model/checkpoint.h"
-#include "gpu/model/initial_weights.h"
-#include "gpu/model/json_text.h"
 #include "gpu/model/model_flops.h"
+#include "tools/cli/bench_model.h"
 #include "tools/cli/gemm_ceiling.h"
 
 namespace tandem::cli {
@@ -61,27 +60,19 @@ gpu::status memory_by_phase(const gpu::exec_context& ctx, gpu::gemma4_train_engi
 }  // namespace
 
 gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) {
-  auto text = gpu::read_text_file(s.model / "config.json");
-  if (!text) return text.error();
-  auto source = gpu::open_checkpoint(s.model, s.weights);
-  if (!source) return source.error();
-  auto range = gpu::initializer_range(*text, (s.model / "config.json").string());
-  if (!range) return range.error();
-  const gpu::model_config c = source->config;  // copies: the source moves into the engine
-  const gpu::model_layout layout = source->layout;
+  auto model = random_bench_model(s.model, s.weights, s.dev, s.seed);
+  if (!model) return model.error();
+  const gpu::model_config c = model->source.config;  // copies: the source moves into the engine
+  const gpu::model_layout layout = model->source.layout;
   gpu::exec_context ctx;
   ctx.dev = s.dev;
-
-  auto weights = gpu::slab::create("parameters", layout.total_bytes(), s.dev);
-  if (!weights) return fail("the weights", weights.error());
-  if (auto st = gpu::fill_initial_weights(ctx, layout, *weights, s.seed, *range); !st) return fail("the initial weights", st);
   gpu::train_engine_options o;
   o.recompute = s.recompute;
   o.logprob_chunk_rows = s.logprob_chunk;
   o.adamw.lr = 1e-6;
   o.adamw.weight_decay = 0.01;
   if (s.bf16_optimizer) o.master_dtype = o.first_moment_dtype = o.second_moment_dtype = gpu::dtype::bfloat16;
-  auto engine = gpu::gemma4_train_engine::create_with_weights(ctx, std::move(*source), std::move(*weights), o);
+  auto engine = gpu::gemma4_train_engine::create_with_weights(ctx, std::move(model->source), std::move(model->weights), o);
   if (!engine) return engine.error();
 
   std::mt19937_64 rng(s.seed);
