@@ -1,8 +1,8 @@
 // `tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda]
-//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--json FILE]`:
+//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--json FILE]`:
 // one batch of sampled generations by the Gemma 4 generate engine over random initial weights,
 // beside the decode step's GEMM-only ceiling and memory roofline measured in the same run
-// (generate_bench.h).
+// (generate_bench.h); --profile adds the decode steps' time op by op (gpu/core/op_profile.h).
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -20,7 +20,7 @@ namespace {
 constexpr const char* usage =
     "usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]\n"
     "                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]\n"
-    "                             [--prefill-budget R] [--seed N] [--json FILE]\n";
+    "                             [--prefill-budget R] [--seed N] [--profile] [--json FILE]\n";
 
 std::string fixed(double v, int digits) {
   char b[64];
@@ -36,7 +36,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   const parsed_options p = parse_options(a,
                                          {"--model", "--batch", "--prompt-len", "--new-tokens", "--backend", "--dtype", "--temperature",
                                           "--top-k", "--top-p", "--prefill-budget", "--seed", "--json"},
-                                         {});
+                                         {"--profile"});
   if (!p.problem.empty()) {
     err << "tandem bench generate: " << p.problem << "\n" << usage;
     return exit_usage;
@@ -47,6 +47,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   }
   generate_bench_settings s;
   s.model = p.values.at("--model");
+  s.profile = p.flags.count("--profile") > 0;
   const struct {
     const char* name;
     long long min, max;
@@ -106,7 +107,8 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
       << "  " << fixed(f->tokens_per_s, 0) << " generated tokens/s: " << fixed(f->total_ms, 1) << " ms in all, prefill steps "
       << fixed(f->prefill_ms, 1) << " ms, " << f->decode_steps << " decode steps of " << fixed(f->decode_step_ms_median, 3)
       << " ms median (" << fixed(f->decode_step_ms_mean, 3) << " mean, " << fixed(f->host_waits_per_decode_step, 2)
-      << " host waits for the device each); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
+      << " host waits for the device each, " << fixed(f->decode_host_ms_mean, 3)
+      << " ms outside them, enqueueing); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
       << "\n"
       << "  decode GEMM-only ceiling (a decode step's matrix products at " << s.batch
       << " rows through the linear op, same device and dtype, this run): " << fixed(f->decode_gemm_ceiling_ms, 3)
@@ -114,6 +116,19 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
       << "  decode roofline (" << fixed(f->decode_bytes / 1e9, 3) << " GB of weights and visible K/V a step at "
       << fixed(f->copy_gb_per_s, 1) << " GB/s, this run's device copy): " << fixed(f->roofline_ms, 3) << " ms; the decode step runs at "
       << fixed(100 * f->roofline_fraction, 1) << "% of it\n";
+  if (s.profile && f->profiled_steps > 0) {
+    double total = 0;
+    for (const auto& t : f->profile) total += t.ms;
+    const auto steps = static_cast<double>(f->profiled_steps);
+    out << "  profile of " << f->profiled_steps
+        << " decode steps (per step; each op charged from its start to the next one's, idle device time included):\n";
+    for (const auto& t : f->profile) {
+      char row[256];
+      std::snprintf(row, sizeof row, "    %-36s %8.1f calls %10.3f ms %6.1f%%\n", t.name.c_str(), static_cast<double>(t.calls) / steps,
+                    t.ms / steps, total > 0 ? 100 * t.ms / total : 0.0);
+      out << row;
+    }
+  }
   if (const auto it = p.values.find("--json"); it != p.values.end()) {
     const nlohmann::json j = {{"model", s.model.string()},
                               {"device", s.dev.to_string()},
@@ -134,6 +149,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
                               {"decode_step_ms_median", f->decode_step_ms_median},
                               {"decode_step_ms_mean", f->decode_step_ms_mean},
                               {"host_waits_per_decode_step", f->host_waits_per_decode_step},
+                              {"decode_host_ms_mean", f->decode_host_ms_mean},
                               {"decode_gemm_ceiling_ms", f->decode_gemm_ceiling_ms},
                               {"ceiling_fraction", f->ceiling_fraction},
                               {"decode_bytes", f->decode_bytes},

@@ -15,25 +15,10 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// The median time of one product (with `backward`, and both its gradients).
-gpu::result<double> time_gemm(const gpu::exec_context& ctx, gpu::dtype type, const gemm_shape& g, bool backward) {
-  gpu::device_buffer x, w, y, dx, dw;
-  if (auto s = gpu::allocate_buffers(ctx, type, {{&x, {g.rows, g.inner}}, {&w, {g.outer, g.inner}}, {&y, {g.rows, g.outer}}}); !s)
-    return s;
-  if (backward)
-    if (auto s = gpu::allocate_buffers(ctx, type, {{&dx, {g.rows, g.inner}}, {&dw, {g.outer, g.inner}}}); !s) return s;
-  std::vector<double> times;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto start = clock_type::now();
-    if (auto s = gpu::ops::linear_forward(ctx, x, w, y); !s) return s;
-    if (backward)
-      if (auto s = gpu::ops::linear_backward(ctx, x, w, y, dx, dw); !s) return s;
-    if (auto s = gpu::wait_for_device(ctx); !s) return s;
-    if (rep > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());  // the first warms up
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+// The operands of one distinct shape: the rows in, the rows out and, for the backward, their gradient.
+struct shape_buffers {
+  gpu::device_buffer x, y, dx;
+};
 
 }  // namespace
 
@@ -55,19 +40,40 @@ std::vector<gemm_shape> step_gemms(const gpu::model_config& c, const gpu::model_
 
 gpu::result<double> gemm_ceiling_seconds(const gpu::exec_context& ctx, gpu::dtype type, const std::vector<gemm_shape>& gemms,
                                          bool backward) {
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, double> timed;
-  double total = 0;
-  for (const gemm_shape& g : gemms) {
-    const auto key = std::tuple(g.rows, g.inner, g.outer);
-    auto it = timed.find(key);
-    if (it == timed.end()) {
-      auto t = time_gemm(ctx, type, g, backward);
-      if (!t) return t.error();
-      it = timed.emplace(key, *t).first;
-    }
-    total += it->second;
+  // Every product reads weights of its own, as the step reads each of its weights once (one
+  // buffer reused across layers would sit in L2 and flatter the ceiling); the rows in and out are
+  // shared by products of one shape, as a step's activations are hot anyway.
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, shape_buffers> rows;
+  std::vector<gpu::device_buffer> w(gemms.size()), dw(backward ? gemms.size() : 0);
+  for (std::size_t i = 0; i < gemms.size(); ++i) {
+    const gemm_shape& g = gemms[i];
+    if (auto s = gpu::allocate_buffers(ctx, type, {{&w[i], {g.outer, g.inner}}}); !s) return s;
+    if (backward)
+      if (auto s = gpu::allocate_buffers(ctx, type, {{&dw[i], {g.outer, g.inner}}}); !s) return s;
+    auto [it, fresh] = rows.try_emplace(std::tuple(g.rows, g.inner, g.outer));
+    if (!fresh) continue;
+    if (auto s = gpu::allocate_buffers(ctx, type, {{&it->second.x, {g.rows, g.inner}}, {&it->second.y, {g.rows, g.outer}}}); !s)
+      return s;
+    if (backward)
+      if (auto s = gpu::allocate_buffers(ctx, type, {{&it->second.dx, {g.rows, g.inner}}}); !s) return s;
   }
-  return total;
+  // The whole list enqueued back to back and waited for once (a wait per product would time the
+  // host's round trips, not the products): the median of 3 passes after a warm-up.
+  std::vector<double> times;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto start = clock_type::now();
+    for (std::size_t i = 0; i < gemms.size(); ++i) {
+      const gemm_shape& g = gemms[i];
+      shape_buffers& b = rows.at(std::tuple(g.rows, g.inner, g.outer));
+      if (auto s = gpu::ops::linear_forward(ctx, b.x, w[i], b.y); !s) return s;
+      if (backward)
+        if (auto s = gpu::ops::linear_backward(ctx, b.x, w[i], b.y, b.dx, dw[i]); !s) return s;
+    }
+    if (auto s = gpu::wait_for_device(ctx); !s) return s;
+    if (rep > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - start).count());  // the first warms up
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace tandem::cli

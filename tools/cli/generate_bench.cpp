@@ -106,13 +106,16 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     const auto requests = requests_of(s, c.vocab_size, new_tokens, round);
     std::vector<double> decode_times;
     std::int64_t decode_waits = 0;
+    double decode_waited_s = 0;
     double logprob_sum = 0;
     std::int64_t sampled = 0;
+    bool profiling = false;  // armed after the timed run's first decode step: later ones are decode steps too
     const auto start = clock_type::now();
     if (auto st = e.submit(requests); !st) return fail("submit", st);
     for (std::int64_t step = 0;; ++step) {
       const gpu::generate_profile before = e.profile();
       const std::int64_t waits_before = gpu::host_waits();
+      const double waited_before = gpu::host_wait_seconds();
       const auto step_start = clock_type::now();
       auto left = e.step();
       if (!left) return fail("step " + std::to_string(step), left.error());
@@ -121,6 +124,14 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
       if (rows > 0 && rows == tokens) {  // one row per sequence, every row sampled
         decode_times.push_back(t);
         decode_waits += gpu::host_waits() - waits_before;
+        decode_waited_s += gpu::host_wait_seconds() - waited_before;
+        if (profiling) {
+          gpu::op_profile_mark(ctx, "(host, between steps)");
+          ++f.profiled_steps;
+        } else if (timed && s.profile) {
+          gpu::op_profile_start();
+          profiling = true;
+        }
       } else {
         f.prefill_ms += timed ? t * 1e3 : 0;
       }
@@ -132,6 +143,11 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     }
     if (!timed) return gpu::status::ok();
     f.total_ms = seconds_since(start) * 1e3;
+    if (profiling) {
+      auto p = gpu::op_profile_stop(ctx);
+      if (!p) return fail("the op profile", p.error());
+      f.profile = std::move(*p);
+    }
     if (sampled != s.batch * new_tokens)
       return {gpu::status_code::invalid_argument, "the engine sampled " + std::to_string(sampled) + " tokens, not " + std::to_string(s.batch * new_tokens)};
     f.tokens_per_s = static_cast<double>(sampled) / (f.total_ms / 1e3);
@@ -140,6 +156,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     if (f.decode_steps > 0) f.host_waits_per_decode_step = static_cast<double>(decode_waits) / static_cast<double>(f.decode_steps);
     if (!decode_times.empty()) {
       f.decode_step_ms_mean = std::accumulate(decode_times.begin(), decode_times.end(), 0.0) / static_cast<double>(decode_times.size()) * 1e3;
+      f.decode_host_ms_mean = f.decode_step_ms_mean - decode_waited_s / static_cast<double>(decode_times.size()) * 1e3;
       std::sort(decode_times.begin(), decode_times.end());
       f.decode_step_ms_median = decode_times[decode_times.size() / 2] * 1e3;
     }

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 #include "gpu/core/device.h"
 #include "gpu/core/dtype.h"
+#include "gpu/core/op_profile.h"
 #include "gpu/core/status.h"
 #include "gpu/ops/logprobs.h"
 
@@ -28,6 +30,7 @@ struct generate_bench_settings {
   std::int64_t prefill_token_budget = 8192;  ///< prompt rows per engine step
   std::int64_t kv_block_size = 16;
   std::uint64_t seed = 1;
+  bool profile = false;  ///< time the ops of the timed run's decode steps (gpu/core/op_profile.h)
 };
 
 struct generate_bench_figures {
@@ -39,6 +42,9 @@ struct generate_bench_figures {
   std::int64_t decode_steps = 0;   ///< steps of one row per running sequence
   double decode_step_ms_median = 0, decode_step_ms_mean = 0;
   double host_waits_per_decode_step = 0;  ///< the host's waits for the device (gpu/core/host_waits.h), mean
+  /// A decode step's time outside those waits, mean: the host enqueueing, including any time a
+  /// launch stalls on the device's full launch queue (so not the host's own work alone).
+  double decode_host_ms_mean = 0;
   double decode_gemm_ceiling_ms = 0;  ///< a decode step's products at `batch` rows
   double decode_bytes = 0;            ///< weights plus visible K/V read by a decode step, averaged over the run's steps
   double copy_gb_per_s = 0;           ///< device-to-device copy, bytes read plus written per second
@@ -46,6 +52,10 @@ struct generate_bench_figures {
   double ceiling_fraction = 0, roofline_fraction = 0;  ///< each ceiling over the median decode step
   std::int64_t preemptions = 0;
   double mean_logprob = 0;         ///< of the sampled tokens (a sanity figure: random weights sample near-uniformly)
+  /// With settings.profile: the decode steps' time by op after the first, summed, most first
+  /// (each op charged until the next one starts), and how many steps that covers.
+  std::vector<gpu::op_time> profile;
+  std::int64_t profiled_steps = 0;
 };
 
 /// Runs the benchmark; an error names what failed (the config, the device, a step).

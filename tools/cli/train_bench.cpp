@@ -122,8 +122,8 @@ gpu::result<train_bench_figures> run_train_bench(const train_bench_settings& s) 
   f.flops_per_step = 3 * gpu::forward_flops(c, layout, s.micro_batch, s.tokens);
   f.model_tflops = f.flops_per_step / (f.step_ms_median / 1e3) / 1e12;
 
-  // The ceiling: each distinct product timed once, counted as often as the step runs it, with its
-  // own scratch (cuBLASLt's workspace), as the engine's ops have theirs.
+  // The ceiling: the step's products back to back, with their own scratch (cuBLASLt's workspace),
+  // as the engine's ops have theirs.
   gpu::workspace ceiling_scratch(s.dev);
   gpu::exec_context ceiling_ctx = ctx;
   ceiling_ctx.scratch = &ceiling_scratch;

@@ -19,8 +19,10 @@ result<void*> cuda_record_event(int index, void* stream) {
 }
 
 result<double> cuda_event_ms(void* from, void* to) {
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(to)));
+  }
   float ms = 0;
   TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
   return static_cast<double>(ms);

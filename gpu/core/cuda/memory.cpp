@@ -36,8 +36,10 @@ status keep_pool_memory(int index) {
 // only after the frees' streams reached them).
 status trim_pool(int index) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   cudaMemPool_t pool = nullptr;
   TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
   TANDEM_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
@@ -86,7 +88,7 @@ void cuda_host_free(void* p) { cudaFreeHost(p); }
 
 status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool to_device) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
-  count_host_wait();
+  const host_wait waiting;
   TANDEM_CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes),
                                to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   return status::ok();
@@ -126,7 +128,7 @@ status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, st
   // A host side is complete when the call returns: the caller may read it or reuse it at once;
   // except host staging memory, whose caller keeps it until the stream has passed the copy.
   if (kind == copy_kind::device_to_host || kind == copy_kind::host_to_device) {
-    count_host_wait();
+    const host_wait waiting;
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
   }
   return status::ok();
@@ -140,8 +142,10 @@ status cuda_fill_zero(int index, void* stream, void* p, std::int64_t bytes) {
 
 status cuda_wait_for_device(int index) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   return status::ok();
 }
 

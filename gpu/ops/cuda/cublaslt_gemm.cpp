@@ -13,6 +13,9 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
+
+#include "gpu/core/host_waits.h"
 
 namespace tandem::gpu::ops::cuda {
 namespace {
@@ -146,6 +149,168 @@ std::string shape_text(const gemm_operands& g, dtype ab, dtype c) {
          std::string(to_string(ab)) + " -> " + std::string(to_string(c));
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// Row-invariant calls of few rows (a decode step's): the algorithm chosen at row_invariant_rows
+// rows tiles a few rows into a handful of blocks and leaves most multiprocessors idle. For m up
+// to small_rows_limit, the heuristic's algorithms at m's bucket (m rounded up to a power of two)
+// without split-K are tried in its order, and the first that gives the very bits of the
+// row-invariant algorithm on random operands of the call's k (every element summed in the same
+// order) is kept for the bucket; the row-invariant algorithm itself when none does. Rows stay the
+// same bits whatever the batch: what the generate engine samples, the train engine scores alike.
+
+constexpr std::int64_t small_rows_limit = 1024;
+constexpr std::int64_t small_rows_floor = 16;
+/// Columns of the probe: enough for several tiles of any algorithm; an element's sum over k does
+/// not depend on how many columns there are.
+constexpr std::int64_t probe_columns = 512;
+/// Candidates asked of the heuristic.
+constexpr int probe_candidates = 8;
+
+std::int64_t rows_bucket(std::int64_t m) {
+  std::int64_t b = small_rows_floor;
+  while (b < m) b <<= 1;
+  return b;
+}
+
+/// `count` values of `type` uniform in [-1, 1) from a fixed xorshift stream (bfloat16: the
+/// float32's upper half).
+std::vector<unsigned char> random_values(std::int64_t count, dtype type, std::uint64_t seed) {
+  std::vector<unsigned char> out(static_cast<std::size_t>(count) * size_of(type));
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (std::int64_t i = 0; i < count; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const float v = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0);
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    if (type == dtype::bfloat16) {
+      const auto half = static_cast<std::uint16_t>(bits >> 16);
+      std::memcpy(out.data() + i * 2, &half, 2);
+    } else {
+      std::memcpy(out.data() + i * 4, &bits, 4);
+    }
+  }
+  return out;
+}
+
+/// Device memory of the probe, given back on the stream when it goes.
+struct probe_buffer {
+  void* p = nullptr;
+  cudaStream_t stream = nullptr;
+  probe_buffer() = default;
+  probe_buffer(const probe_buffer&) = delete;
+  probe_buffer& operator=(const probe_buffer&) = delete;
+  ~probe_buffer() {
+    if (p) cudaFreeAsync(p, stream);
+  }
+};
+
+status cuda_status(std::string_view op, const char* call, cudaError_t e) {
+  return {e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error,
+          std::string(op) + ": " + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+}
+
+#define TANDEM_PROBE_CUDA(op, fn, ...)                                         \
+  do {                                                                         \
+    const cudaError_t tandem_probe_error_ = fn(__VA_ARGS__);                   \
+    if (tandem_probe_error_ != cudaSuccess) return cuda_status(op, #fn, tandem_probe_error_); \
+  } while (0)
+
+/// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
+/// is the row-invariant algorithm, `real` the call's own descriptors (a candidate must run there).
+result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle_t handle, const gemm_operands& g, dtype ab,
+                                             dtype c_type, const plan_key& key, const descriptors& real,
+                                             const cublasLtMatmulAlgo_t& reference, std::int64_t bucket, void* workspace,
+                                             cudaStream_t stream) {
+  const std::int64_t n = std::min(g.n, probe_columns), k = g.k;
+  // The probe's operands, contiguous: A [bucket, k], B [k, n] (or [n, k]), C [bucket, n].
+  descriptors q;
+  const cublasOperation_t op_a = g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = CUBLAS_OP_N;
+  const std::int64_t ld_b = g.transpose_b ? k : n;
+  TANDEM_LT_CALL(op, cublasLtMatmulDescCreate, &q.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, q.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, q.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.a, cuda_type(ab), static_cast<std::uint64_t>(g.transpose_b ? k : n),
+                 static_cast<std::uint64_t>(g.transpose_b ? n : k), ld_b);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.b, cuda_type(ab), static_cast<std::uint64_t>(k),
+                 static_cast<std::uint64_t>(bucket), k);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.c, cuda_type(c_type), static_cast<std::uint64_t>(n),
+                 static_cast<std::uint64_t>(bucket), n);
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &q.preference);
+  const std::uint64_t bytes = gemm_workspace_bytes;
+  const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // A' = B, B' = A
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
+                 sizeof(bytes));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
+                 sizeof(none));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                 sizeof(align_a));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                 sizeof(align_b));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                 sizeof(align_c));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                 sizeof(align_c));
+  // The heuristic at the bucket's rows and the call's real n (the probe's n only sizes the check).
+  descriptors h;
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &h.b, cuda_type(ab), static_cast<std::uint64_t>(k),
+                 static_cast<std::uint64_t>(bucket), g.lda);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &h.c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
+                 static_cast<std::uint64_t>(bucket), g.ldc);
+  std::array<cublasLtMatmulHeuristicResult_t, probe_candidates> found{};
+  int count = 0;
+  TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, handle, real.matmul, real.a, h.b, h.c, h.c, q.preference,
+                 probe_candidates, found.data(), &count);
+
+  const std::size_t a_bytes = static_cast<std::size_t>(bucket * k) * size_of(ab);
+  const std::size_t b_bytes = static_cast<std::size_t>(n * k) * size_of(ab);
+  const std::size_t c_bytes = static_cast<std::size_t>(bucket * n) * size_of(c_type);
+  probe_buffer a, b, c;
+  for (probe_buffer* p : {&a, &b, &c}) p->stream = stream;
+  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &a.p, a_bytes, stream);
+  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &b.p, b_bytes, stream);
+  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &c.p, c_bytes, stream);
+  const auto host_a = random_values(bucket * k, ab, 1), host_b = random_values(n * k, ab, 2);
+  const auto host_c = random_values(bucket * n, c_type, 3);  // C's start, for an accumulating call
+  TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, a.p, host_a.data(), a_bytes, cudaMemcpyHostToDevice, stream);
+  TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, b.p, host_b.data(), b_bytes, cudaMemcpyHostToDevice, stream);
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  // C of `algo` on the probe, read back.
+  auto run = [&](const cublasLtMatmulAlgo_t& algo, std::vector<unsigned char>& out) -> status {
+    TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, c.p, host_c.data(), c_bytes, cudaMemcpyHostToDevice, stream);
+    TANDEM_LT_CALL(op, cublasLtMatmul, handle, q.matmul, &alpha, b.p, q.a, a.p, q.b, &beta, c.p, q.c, c.p, q.c, &algo,
+                   workspace, gemm_workspace_bytes, stream);
+    out.resize(c_bytes);
+    TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, out.data(), c.p, c_bytes, cudaMemcpyDeviceToHost, stream);
+    const host_wait waiting;
+    TANDEM_PROBE_CUDA(op, cudaStreamSynchronize, stream);
+    return status::ok();
+  };
+  std::vector<unsigned char> want, got;
+  if (auto st = run(reference, want); !st) return st;
+  for (int i = 0; i < count; ++i) {
+    if (found[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
+    cublasLtMatmulAlgo_t algo = found[static_cast<std::size_t>(i)].algo;
+    const std::int32_t one = 1;
+    TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
+    TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
+                   sizeof(none));
+    if (std::memcmp(&algo, &reference, sizeof(algo)) == 0) return algo;  // the heuristic's pick is the reference
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(handle, real.matmul, real.a, real.b, real.c, real.c, &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > gemm_workspace_bytes)
+      continue;  // does not run at the call's own operands
+    if (cublasLtMatmulAlgoCheck(handle, q.matmul, q.a, q.b, q.c, q.c, &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
+        checked.workspaceSize > gemm_workspace_bytes)
+      continue;
+    if (auto st = run(algo, got); !st) return st;
+    if (got == want) return algo;
+  }
+  return reference;
+}
+
+#undef TANDEM_PROBE_CUDA
 }  // namespace
 
 status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
@@ -257,6 +422,19 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
                                               " rows (" + cublasLtGetStatusName(fits) + ")"};
     }
     plans().insert(key, algo);
+  }
+  if (g.row_invariant && g.m <= small_rows_limit) {
+    plan_key small = key;
+    const std::int64_t bucket = rows_bucket(g.m);
+    small.m = -bucket;  // beside row_invariant_m (-1): no bucket is 1 row
+    cublasLtMatmulAlgo_t chosen;
+    if (!plans().find(small, chosen)) {
+      auto verified = small_rows_algo(op, *handle, g, ab, c_type, key, d, algo, bucket, workspace, stream);
+      if (!verified) return verified.error();
+      chosen = *verified;
+      plans().insert(small, chosen);
+    }
+    algo = chosen;
   }
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
   TANDEM_LT_CALL(op, cublasLtMatmul, *handle, d.matmul, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c, g.c, d.c, &algo,

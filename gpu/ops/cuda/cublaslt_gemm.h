@@ -13,7 +13,11 @@
 // picks other tiles and split-K factors for other row counts, so a token's bits would depend on
 // how many tokens share its batch. A row-invariant call instead takes the algorithm the heuristic
 // gives at row_invariant_rows rows, without split-K, whatever m is: row i of C is then the same
-// bits whether A has 1 row or 100,000, as with the CPU GEMM's row blocks.
+// bits whether A has 1 row or 100,000, as with the CPU GEMM's row blocks. That algorithm tiles a
+// decode step's few rows into a handful of blocks, so up to 1024 rows a call takes, per power-of-
+// two bucket of m, the first of the heuristic's algorithms for the bucket that gives the very bits
+// of the row-invariant one on random operands of the call's k (checked once per shape and bucket,
+// a few host waits), or the row-invariant algorithm when none does.
 #pragma once
 
 #include <cstddef>

@@ -120,14 +120,18 @@ status verdict(const exec_context& ctx, const char* op, const tensor& ids, std::
   const cudaStream_t stream = stream_of(ctx);
   flag_t position = no_bad_id;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&position, bad, sizeof position, cudaMemcpyDeviceToHost, stream));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   if (position == no_bad_id) return status::ok();
   std::int32_t value = 0;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&value, ids.as<const std::int32_t>() + position, sizeof value,
                                     cudaMemcpyDeviceToHost, stream));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   return require(false, op,
                  "ids: position " + std::to_string(position) + " holds " + std::to_string(value) + ", outside [0, " +
                      std::to_string(vocab) + ")");

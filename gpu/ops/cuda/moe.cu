@@ -226,8 +226,10 @@ status sort_slots(const exec_context& ctx, const char* op, const tensor& indices
   std::vector<std::int64_t> summary(static_cast<std::size_t>(e + 2));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(summary.data(), s.summary, summary.size() * sizeof(std::int64_t),
                                     cudaMemcpyDeviceToHost, stream));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   if (summary.back() != 0)
     return require(false, op,
                    "indices: " + std::to_string(summary.back()) + " of " + std::to_string(slots) +

@@ -187,8 +187,10 @@ status enqueue_check(cudaStream_t stream, const char* op, const paged_geometry& 
 status check_verdict(cudaStream_t stream, const char* op, const paged_fault* fault, const paged_geometry& g) {
   paged_fault f{};
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&f, fault, sizeof f, cudaMemcpyDeviceToHost, stream));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   const auto str = [](std::int64_t x) { return std::to_string(x); };
   switch (f.kind) {
     case no_fault: return status::ok();

@@ -442,8 +442,10 @@ status pg_loss_forward(const exec_context& ctx, dtype storage, const pg_loss_inp
   if (metrics == nullptr) return status::ok();
   batch_record b;
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(&b, batch, sizeof(b), cudaMemcpyDeviceToHost, stream));
-  count_host_wait();
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the metrics are host values
+  {
+    const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the metrics are host values
+  }
   if (bad_values) *bad_values = b.flags != 0;
   pg_loss_metrics& m = *metrics;
   m = pg_loss_metrics{};

@@ -107,9 +107,12 @@ __device__ std::int64_t draw(const S* x, std::int64_t v, double u, filter::scrat
   return token;
 }
 
-/// The rows of one launch and their coordinates, passed by value (96 x 32 bytes: within the 4 KiB
-/// of a kernel's arguments beside the others).
-constexpr std::int64_t coordinate_chunk = 96;
+/// The rows of one launch and their coordinates, passed by value: 1000 x 32 bytes, within the
+/// 32,764 bytes of arguments a kernel may take since CUDA 12.1 (sm_70 on), beside the others. A
+/// decode step's rows then go in one launch whose blocks run side by side (launches of fewer rows
+/// run one after the other, each a row's time long).
+constexpr std::int64_t coordinate_chunk = 1000;
+static_assert(sizeof(rng_coordinates) == 32);
 struct chunk_coordinates {
   rng_coordinates at[coordinate_chunk];
 };

@@ -18,7 +18,7 @@ inline std::filesystem::path with_alt_config(const std::filesystem::path& fixtur
   const fs::path alt = scratch.path() / fixture.filename();
   fs::create_directories(alt);
   for (const auto& e : fs::directory_iterator(fixture))
-    if (e.path().filename() != "config.json") fs::create_symlink(e.path(), alt / e.path().filename());
+    if (e.path().filename() != "config.json") fs::create_symlink(fs::absolute(e.path()), alt / e.path().filename());
   fs::copy_file(fixture / "config.alt.json", alt / "config.json");
   return alt;
 }
