@@ -1,8 +1,10 @@
 // `tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda]
-//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--json FILE]`:
+//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--agreement] [--json FILE]`:
 // one batch of sampled generations by the Gemma 4 generate engine over random initial weights,
 // beside the decode step's GEMM-only ceiling and memory roofline measured in the same run
-// (generate_bench.h); --profile adds the decode steps' time op by op (gpu/core/op_profile.h).
+// (generate_bench.h); --profile adds the decode steps' time op by op (gpu/core/op_profile.h);
+// --agreement how closely a train engine scores a batch sampled at temperature 0.7, top-k 20,
+// top-p 0.9 (generate_agreement.h).
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -20,7 +22,7 @@ namespace {
 constexpr const char* usage =
     "usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]\n"
     "                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]\n"
-    "                             [--prefill-budget R] [--seed N] [--profile] [--json FILE]\n";
+    "                             [--prefill-budget R] [--seed N] [--profile] [--agreement] [--json FILE]\n";
 
 std::string fixed(double v, int digits) {
   char b[64];
@@ -36,7 +38,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   const parsed_options p = parse_options(a,
                                          {"--model", "--batch", "--prompt-len", "--new-tokens", "--backend", "--dtype", "--temperature",
                                           "--top-k", "--top-p", "--prefill-budget", "--seed", "--json"},
-                                         {"--profile"});
+                                         {"--profile", "--agreement"});
   if (!p.problem.empty()) {
     err << "tandem bench generate: " << p.problem << "\n" << usage;
     return exit_usage;
@@ -48,6 +50,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   generate_bench_settings s;
   s.model = p.values.at("--model");
   s.profile = p.flags.count("--profile") > 0;
+  if (p.flags.count("--agreement") > 0) s.agreement = gpu::ops::sampling_params{0.7, 20, 0.9};
   const struct {
     const char* name;
     long long min, max;
@@ -116,6 +119,15 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
       << "  decode roofline (" << fixed(f->decode_bytes / 1e9, 3) << " GB of weights and visible K/V a step at "
       << fixed(f->copy_gb_per_s, 1) << " GB/s, this run's device copy): " << fixed(f->roofline_ms, 3) << " ms; the decode step runs at "
       << fixed(100 * f->roofline_fraction, 1) << "% of it\n";
+  if (f->agreement) {
+    const agreement_figures& a = *f->agreement;
+    out << "  train/generate agreement (" << a.sequences << " sequences sampled at temperature " << a.sampling.temperature << ", top-k "
+        << a.sampling.top_k << ", top-p " << a.sampling.top_p << "; " << a.tokens
+        << " generated tokens scored by a train engine over the same weights): token_mult_prob_error mean "
+        << fixed(a.mean_error, 6) << ", median over sequences " << fixed(a.median_sequence_error, 6) << ", largest "
+        << fixed(a.max_error, 6) << "; " << a.identical << " of " << a.tokens << " logprobs the same bits ("
+        << fixed(a.tokens > 0 ? 100.0 * static_cast<double>(a.identical) / static_cast<double>(a.tokens) : 0.0, 2) << "%)\n";
+  }
   if (s.profile && f->profiled_steps > 0) {
     double total = 0;
     for (const auto& t : f->profile) total += t.ms;
@@ -130,7 +142,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
     }
   }
   if (const auto it = p.values.find("--json"); it != p.values.end()) {
-    const nlohmann::json j = {{"model", s.model.string()},
+    nlohmann::json j = {{"model", s.model.string()},
                               {"device", s.dev.to_string()},
                               {"weights_dtype", std::string(gpu::to_string(s.weights))},
                               {"parameters", f->parameters},
@@ -158,6 +170,13 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
                               {"roofline_fraction", f->roofline_fraction},
                               {"preemptions", f->preemptions},
                               {"mean_logprob", f->mean_logprob}};
+    if (f->agreement) {
+      const agreement_figures& a = *f->agreement;
+      j["agreement"] = {{"temperature", a.sampling.temperature}, {"top_k", a.sampling.top_k}, {"top_p", a.sampling.top_p},
+                        {"sequences", a.sequences}, {"tokens", a.tokens}, {"identical", a.identical},
+                        {"token_mult_prob_error_mean", a.mean_error}, {"token_mult_prob_error_median_sequence", a.median_sequence_error},
+                        {"token_mult_prob_error_max", a.max_error}};
+    }
     std::ofstream file(it->second);
     file << j.dump(2) << "\n";
     file.close();

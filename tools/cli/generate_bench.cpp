@@ -1,5 +1,5 @@
 // `tandem bench generate`'s measurement: a warm-up run, the timed run step by step, then the
-// decode step's two ceilings.
+// decode step's two ceilings and, when asked, the train engine's agreement with the samples.
 #include "tools/cli/generate_bench.h"
 
 #include <algorithm>
@@ -184,6 +184,11 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   if (f.decode_step_ms_median > 0) {
     f.ceiling_fraction = f.decode_gemm_ceiling_ms / f.decode_step_ms_median;
     f.roofline_fraction = f.roofline_ms / f.decode_step_ms_median;
+  }
+  if (s.agreement) {
+    auto a = measure_agreement(s, ctx, std::move(*engine), *s.agreement);
+    if (!a) return a.error();
+    f.agreement = *a;
   }
   return f;
 }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "gpu/core/device.h"
@@ -15,6 +16,7 @@
 #include "gpu/core/op_profile.h"
 #include "gpu/core/status.h"
 #include "gpu/ops/logprobs.h"
+#include "tools/cli/generate_agreement.h"
 
 namespace tandem::cli {
 
@@ -31,6 +33,9 @@ struct generate_bench_settings {
   std::int64_t kv_block_size = 16;
   std::uint64_t seed = 1;
   bool profile = false;  ///< time the ops of the timed run's decode steps (gpu/core/op_profile.h)
+  /// After the ceilings, sample the batch again at these settings and score it with a train
+  /// engine (generate_agreement.h).
+  std::optional<gpu::ops::sampling_params> agreement;
 };
 
 struct generate_bench_figures {
@@ -56,6 +61,7 @@ struct generate_bench_figures {
   /// (each op charged until the next one starts), and how many steps that covers.
   std::vector<gpu::op_time> profile;
   std::int64_t profiled_steps = 0;
+  std::optional<agreement_figures> agreement;  ///< with settings.agreement
 };
 
 /// Runs the benchmark; an error names what failed (the config, the device, a step).

@@ -3,7 +3,8 @@
 // writes the same figures as JSON with the byte counts the options imply, and refuses bad options
 // and an absent device by name. `tandem bench generate` (bench_generate_command.cpp,
 // generate_bench.h) generates exactly the asked tokens and reports its decode step beside both
-// of its ceilings. Figures are read, never compared with a time.
+// of its ceilings, op by op with --profile, and with --agreement a train engine's scores of a
+// sampled batch (generate_agreement.h). Figures are read, never compared with a time.
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
@@ -125,6 +126,22 @@ BOOST_AUTO_TEST_CASE(bench_generate_samples_every_token_and_reports_the_decode_s
   BOOST_TEST(j.at("decode_bytes").get<double>() > 0.9 * static_cast<double>(layout.total_bytes()) - 1);
   // Random initial weights sample near-uniformly among the top 50.
   BOOST_TEST(std::abs(j.at("mean_logprob").get<double>() + std::log(50.0)) < 0.5, j.dump());
+}
+
+BOOST_AUTO_TEST_CASE(bench_generate_profiles_the_decode_steps_and_the_trainer_scores_every_sample_bit_for_bit) {
+  temp_dir t;
+  const auto json = t.path() / "bench.json";
+  const auto r = cli({"bench", "generate", "--model", tiny, "--batch", "4", "--prompt-len", "6", "--new-tokens", "10", "--profile",
+                      "--agreement", "--json", json.string()});
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+  for (const char* line : {"profile of ", "linear_forward", "sampling_forward", "train/generate agreement (4 sequences sampled at temperature 0.7"})
+    BOOST_TEST(r.out.find(line) != std::string::npos, "missing '" << line << "' in:\n" << r.out);
+  const nlohmann::json a = read_json(json).at("agreement");
+  BOOST_TEST(a.at("tokens").get<std::int64_t>() == 40);
+  // On one device with the same weights, the generator's sampled logprobs are the trainer's bits.
+  BOOST_TEST(a.at("identical").get<std::int64_t>() == 40, a.dump());
+  BOOST_TEST(a.at("token_mult_prob_error_mean").get<double>() == 1.0);
+  BOOST_TEST(a.at("token_mult_prob_error_max").get<double>() == 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
