@@ -1,7 +1,7 @@
 // cuBLASLt GEMM for the CUDA ops (cublaslt_gemm.h): the row-major call mapped onto cuBLASLt's
 // column-major one (Cᵀ = op(B)ᵀ · op(A)ᵀ, so A' = B and B' = A with their own transposes), one
-// handle per device, and the heuristic's first algorithm cached per shape (per shape but m for a
-// row-invariant call).
+// handle per device, the heuristic's first algorithm cached per shape (per shape but m for a
+// row-invariant call), and each call's descriptors kept with its algorithm for the calls like it.
 #include "gpu/ops/cuda/cublaslt_gemm.h"
 
 #include <cublasLt.h>
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -142,6 +143,52 @@ struct descriptors {
     if (matmul) cublasLtMatmulDescDestroy(matmul);
   }
 };
+
+/// A call's descriptors and algorithm, kept for the calls like it (read-only once cached:
+/// cublasLtMatmul only reads them, from any thread).
+struct call_plan {
+  descriptors d;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+/// What a call's descriptors and algorithm depend on: its plan key, its own m, and whether it is
+/// row-invariant (the same shape may come both ways).
+struct call_key {
+  plan_key plan;
+  std::int64_t m;
+  bool row_invariant;
+  bool operator==(const call_key&) const = default;
+};
+
+struct call_key_hash {
+  std::size_t operator()(const call_key& k) const {
+    return plan_key_hash{}(k.plan) ^ (static_cast<std::size_t>(k.m) * 0x9E3779B97F4A7C15ull) ^ static_cast<std::size_t>(k.row_invariant);
+  }
+};
+
+/// The calls seen so far. Bounded like plan_cache: past the cap a call makes its descriptors again.
+class call_cache {
+ public:
+  std::shared_ptr<const call_plan> find(const call_key& key) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = map_.find(key);
+    return it == map_.end() ? nullptr : it->second;
+  }
+  void insert(const call_key& key, std::shared_ptr<const call_plan> plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (map_.size() < cap) map_.emplace(key, std::move(plan));
+  }
+
+ private:
+  static constexpr std::size_t cap = 1 << 16;
+  std::mutex mutex_;
+  std::unordered_map<call_key, std::shared_ptr<const call_plan>, call_key_hash> map_;
+};
+
+call_cache& calls() {
+  static call_cache* cache = new call_cache;  // leaked, as plans()
+  return *cache;
+}
 
 std::string shape_text(const gemm_operands& g, dtype ab, dtype c) {
   return std::string(g.transpose_a ? "Aᵀ" : "A") + " · " + (g.transpose_b ? "Bᵀ" : "B") + " with m " +
@@ -343,15 +390,6 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
   const cublasOperation_t op_a = g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
 
-  descriptors d;
-  TANDEM_LT_CALL(op, cublasLtMatmulDescCreate, &d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
-  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
-  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.a, cuda_type(ab), rows_a, cols_a, g.ldb);
-  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.b, cuda_type(ab), rows_b, cols_b, g.lda);
-  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
-                                                 static_cast<std::uint64_t>(g.m), g.ldc);
-
   // A row-invariant call's A and C start at a row of a batch: their alignment, as much of it as an
   // algorithm can use, must not change the algorithm either.
   const std::uint32_t row_align = g.row_invariant ? row_invariant_alignment : 256;
@@ -370,6 +408,25 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
                      std::min(alignment_of(g.a), row_align),
                      alignment_of(g.b),
                      std::min(alignment_of(g.c), row_align)};
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  // A call seen before (the same shape, m, ld's and alignment classes) reuses its descriptors and
+  // algorithm: making them costs the host more than the product costs a decode step's device.
+  const call_key ck{key, g.m, g.row_invariant};
+  if (const std::shared_ptr<const call_plan> seen = calls().find(ck)) {
+    TANDEM_LT_CALL(op, cublasLtMatmul, *handle, seen->d.matmul, &alpha, g.b, seen->d.a, g.a, seen->d.b, &beta, g.c, seen->d.c, g.c,
+                   seen->d.c, &seen->algo, workspace, gemm_workspace_bytes, stream);
+    return status::ok();
+  }
+  auto fresh = std::make_shared<call_plan>();
+  descriptors& d = fresh->d;
+  TANDEM_LT_CALL(op, cublasLtMatmulDescCreate, &d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a));
+  TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, d.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.a, cuda_type(ab), rows_a, cols_a, g.ldb);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.b, cuda_type(ab), rows_b, cols_b, g.lda);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &d.c, cuda_type(c_type), static_cast<std::uint64_t>(g.n),
+                                                 static_cast<std::uint64_t>(g.m), g.ldc);
+
   cublasLtMatmulAlgo_t algo;
   if (!plans().find(key, algo)) {
     TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &d.preference);
@@ -436,7 +493,8 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
     }
     algo = chosen;
   }
-  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  fresh->algo = algo;
+  calls().insert(ck, fresh);
   TANDEM_LT_CALL(op, cublasLtMatmul, *handle, d.matmul, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c, g.c, d.c, &algo,
                                      workspace, gemm_workspace_bytes, stream);
   return status::ok();
