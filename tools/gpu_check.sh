@@ -70,5 +70,10 @@ if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
   run generate_vs_peer_e2b tools/bench/generate_vs_peer.sh "$bundle/bin/tandem" configs/models/gemma-4-E2B --backend cuda \
     --batch 256 --prompt-len 128 --new-tokens 256 --out "$logs/generate_vs_peer_e2b"
   cat "$logs/generate_vs_peer_e2b.log"
+  # The decode step op by op, and the train engine's scores of a batch sampled at temperature 0.7,
+  # top-k 20, top-p 0.9 (token_mult_prob_error and the share of bit-identical logprobs).
+  run generate_profile_agreement_e2b "$bundle/bin/tandem" bench generate --model configs/models/gemma-4-E2B --backend cuda \
+    --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 256 --profile --agreement
+  cat "$logs/generate_profile_agreement_e2b.log"
 fi
 exit $failed
