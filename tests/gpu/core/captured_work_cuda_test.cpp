@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../ops/cuda_buffers.h"
+#include "support/cuda_buffers.h"
 #include "gpu/core/captured_work.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/memory.h"

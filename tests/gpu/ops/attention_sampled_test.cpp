@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_buffers.h"
+#include "support/cuda_buffers.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/ops/attention.h"
 

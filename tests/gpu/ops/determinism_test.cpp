@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda_buffers.h"
+#include "support/cuda_buffers.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/ops/adamw.h"
 #include "gpu/ops/attention.h"

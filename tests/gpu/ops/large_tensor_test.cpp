@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cuda_buffers.h"
+#include "support/cuda_buffers.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/half.h"
 #include "gpu/core/host_buffer.h"
