@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu/core/cuda/check.h"
 #include "gpu/core/host_waits.h"
 
 namespace tandem::gpu::ops::cuda {
@@ -197,6 +198,26 @@ std::string shape_text(const gemm_operands& g, dtype ab, dtype c) {
 }
 
 
+/// A preference for the heuristic: the workspace every call passes, the reduction schemes allowed,
+/// and the alignments of the key (A' = B, B' = A).
+status make_preference(std::string_view op, cublasLtMatmulPreference_t& out, std::uint32_t schemes, const plan_key& key) {
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &out);
+  const std::uint64_t bytes = gemm_workspace_bytes;
+  const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof(bytes));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                 sizeof(schemes));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                 sizeof(align_a));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                 sizeof(align_b));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                 sizeof(align_c));
+  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, out, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                 sizeof(align_c));
+  return status::ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Row-invariant calls of few rows (a decode step's): the algorithm chosen at row_invariant_rows
 // rows tiles a few rows into a handful of blocks and leaves most multiprocessors idle. For m up
@@ -252,17 +273,6 @@ struct probe_buffer {
   }
 };
 
-status cuda_status(std::string_view op, const char* call, cudaError_t e) {
-  return {e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error,
-          std::string(op) + ": " + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
-}
-
-#define TANDEM_PROBE_CUDA(op, fn, ...)                                         \
-  do {                                                                         \
-    const cudaError_t tandem_probe_error_ = fn(__VA_ARGS__);                   \
-    if (tandem_probe_error_ != cudaSuccess) return cuda_status(op, #fn, tandem_probe_error_); \
-  } while (0)
-
 /// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
 /// is the row-invariant algorithm, `real` the call's own descriptors (a candidate must run there).
 result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle_t handle, const gemm_operands& g, dtype ab,
@@ -283,22 +293,8 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
                  static_cast<std::uint64_t>(bucket), k);
   TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.c, cuda_type(c_type), static_cast<std::uint64_t>(n),
                  static_cast<std::uint64_t>(bucket), n);
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &q.preference);
-  const std::uint64_t bytes = gemm_workspace_bytes;
   const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-  const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // A' = B, B' = A
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes,
-                 sizeof(bytes));
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none,
-                 sizeof(none));
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                 sizeof(align_a));
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                 sizeof(align_b));
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                 sizeof(align_c));
-  TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, q.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                 sizeof(align_c));
+  if (auto st = make_preference(op, q.preference, none, key); !st) return st;
   // The heuristic at the bucket's rows and the call's real n (the probe's n only sizes the check).
   descriptors h;
   TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &h.b, cuda_type(ab), static_cast<std::uint64_t>(k),
@@ -315,23 +311,23 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   const std::size_t c_bytes = static_cast<std::size_t>(bucket * n) * size_of(c_type);
   probe_buffer a, b, c;
   for (probe_buffer* p : {&a, &b, &c}) p->stream = stream;
-  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &a.p, a_bytes, stream);
-  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &b.p, b_bytes, stream);
-  TANDEM_PROBE_CUDA(op, cudaMallocAsync, &c.p, c_bytes, stream);
+  TANDEM_CUDA_CHECK(cudaMallocAsync(&a.p, a_bytes, stream));
+  TANDEM_CUDA_CHECK(cudaMallocAsync(&b.p, b_bytes, stream));
+  TANDEM_CUDA_CHECK(cudaMallocAsync(&c.p, c_bytes, stream));
   const auto host_a = random_values(bucket * k, ab, 1), host_b = random_values(n * k, ab, 2);
   const auto host_c = random_values(bucket * n, c_type, 3);  // C's start, for an accumulating call
-  TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, a.p, host_a.data(), a_bytes, cudaMemcpyHostToDevice, stream);
-  TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, b.p, host_b.data(), b_bytes, cudaMemcpyHostToDevice, stream);
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.p, host_a.data(), a_bytes, cudaMemcpyHostToDevice, stream));
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.p, host_b.data(), b_bytes, cudaMemcpyHostToDevice, stream));
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
   // C of `algo` on the probe, read back.
   auto run = [&](const cublasLtMatmulAlgo_t& algo, std::vector<unsigned char>& out) -> status {
-    TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, c.p, host_c.data(), c_bytes, cudaMemcpyHostToDevice, stream);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.p, host_c.data(), c_bytes, cudaMemcpyHostToDevice, stream));
     TANDEM_LT_CALL(op, cublasLtMatmul, handle, q.matmul, &alpha, b.p, q.a, a.p, q.b, &beta, c.p, q.c, c.p, q.c, &algo,
                    workspace, gemm_workspace_bytes, stream);
     out.resize(c_bytes);
-    TANDEM_PROBE_CUDA(op, cudaMemcpyAsync, out.data(), c.p, c_bytes, cudaMemcpyDeviceToHost, stream);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data(), c.p, c_bytes, cudaMemcpyDeviceToHost, stream));
     const host_wait waiting;
-    TANDEM_PROBE_CUDA(op, cudaStreamSynchronize, stream);
+    TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
     return status::ok();
   };
   std::vector<unsigned char> want, got;
@@ -357,7 +353,6 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   return reference;
 }
 
-#undef TANDEM_PROBE_CUDA
 }  // namespace
 
 status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
@@ -429,24 +424,10 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
 
   cublasLtMatmulAlgo_t algo;
   if (!plans().find(key, algo)) {
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceCreate, &d.preference);
-    const std::uint64_t bytes = gemm_workspace_bytes;
     // Split-K only through a separate float32 reduction: no in-place (output-type) accumulation;
     // none at all for a row-invariant call (its factor would be chosen for another m).
     const std::uint32_t schemes = g.row_invariant ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    const std::uint32_t align_a = key.align_b, align_b = key.align_a, align_c = key.align_c;  // A' = B, B' = A
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                             &bytes, sizeof(bytes));
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                             &schemes, sizeof(schemes));
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                             &align_a, sizeof(align_a));
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                             &align_b, sizeof(align_b));
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                             &align_c, sizeof(align_c));
-    TANDEM_LT_CALL(op, cublasLtMatmulPreferenceSetAttribute, d.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                             &align_c, sizeof(align_c));
+    if (auto st = make_preference(op, d.preference, schemes, key); !st) return st;
     cublasLtMatrixLayout_t query_b = d.b, query_c = d.c;
     if (g.row_invariant) {  // B' [k, m] and C [n, m] (column-major) at row_invariant_rows rows
       const auto rows = static_cast<std::uint64_t>(row_invariant_rows);
