@@ -1,7 +1,9 @@
 // cuBLASLt GEMM for the CUDA ops (cublaslt_gemm.h): the row-major call mapped onto cuBLASLt's
 // column-major one (Cᵀ = op(B)ᵀ · op(A)ᵀ, so A' = B and B' = A with their own transposes), one
 // handle per device, the heuristic's first algorithm cached per shape (per shape but m for a
-// row-invariant call), and each call's descriptors kept with its algorithm for the calls like it.
+// row-invariant call; per shape and bucket of m, the fastest of those giving the same bits, for a
+// row-invariant call of few rows), and each call's descriptors kept with its algorithm for the
+// calls like it.
 #include "gpu/ops/cuda/cublaslt_gemm.h"
 
 #include <cublasLt.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -221,11 +224,15 @@ status make_preference(std::string_view op, cublasLtMatmulPreference_t& out, std
 // ---------------------------------------------------------------------------------------------
 // Row-invariant calls of few rows (a decode step's): the algorithm chosen at row_invariant_rows
 // rows tiles a few rows into a handful of blocks and leaves most multiprocessors idle. For m up
-// to small_rows_limit, the heuristic's algorithms at m's bucket (m rounded up to a power of two)
-// without split-K are tried in its order, and the first that gives the very bits of the
-// row-invariant algorithm on random operands of the call's k (every element summed in the same
-// order) is kept for the bucket; the row-invariant algorithm itself when none does. Rows stay the
-// same bits whatever the batch: what the generate engine samples, the train engine scores alike.
+// to small_rows_limit, the heuristic's algorithms at m's bucket (m rounded up to a power of two),
+// each without split-K, are run on random operands of the call's k; those that give the very bits
+// of the row-invariant algorithm (every element summed in the same order), and the row-invariant
+// algorithm itself, are then timed at the call's own shape and operands, and the fastest is kept
+// for the bucket (a later one only when more than timing_margin faster: the heuristic's order
+// breaks ties and noise; its order is an estimate, so the first algorithm that gives the bits
+// need not be the fastest). Rows stay the same bits whatever the batch: what the generate engine
+// samples, the train engine scores alike. The choice is made once per shape and bucket, on the
+// first call, which must not be in a stream capture (the probe and the timing wait for the device).
 
 constexpr std::int64_t small_rows_limit = 1024;
 constexpr std::int64_t small_rows_floor = 16;
@@ -233,7 +240,11 @@ constexpr std::int64_t small_rows_floor = 16;
 /// not depend on how many columns there are.
 constexpr std::int64_t probe_columns = 512;
 /// Candidates asked of the heuristic.
-constexpr int probe_candidates = 8;
+constexpr int probe_candidates = 32;
+/// Timed runs of each algorithm that gives the bits (after one untimed run).
+constexpr int timed_runs = 5;
+/// How much faster than an earlier algorithm a later one must run to be chosen instead.
+constexpr float timing_margin = 0.03f;
 
 std::int64_t rows_bucket(std::int64_t m) {
   std::int64_t b = small_rows_floor;
@@ -261,7 +272,7 @@ std::vector<unsigned char> random_values(std::int64_t count, dtype type, std::ui
   return out;
 }
 
-/// Device memory of the probe, given back on the stream when it goes.
+/// Device memory of the probe or the timing, given back on the stream when it goes.
 struct probe_buffer {
   void* p = nullptr;
   cudaStream_t stream = nullptr;
@@ -273,12 +284,80 @@ struct probe_buffer {
   }
 };
 
+/// The two events around the timed runs, destroyed with them.
+struct timing_events {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  timing_events() = default;
+  timing_events(const timing_events&) = delete;
+  timing_events& operator=(const timing_events&) = delete;
+  ~timing_events() {
+    if (stop) cudaEventDestroy(stop);
+    if (start) cudaEventDestroy(start);
+  }
+};
+
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) { return std::memcmp(&x, &y, sizeof(x)) == 0; }
+
+/// Of `algos`, in order of preference, the one that runs the call `g` (its operands, m, n and k,
+/// its descriptors `real`) fastest on the device. An accumulating call runs into a C of its own
+/// (the call's C must keep its values); any other writes the call's C, which the call then
+/// overwrites. An algorithm that does not launch is passed over.
+result<cublasLtMatmulAlgo_t> fastest_algo(cublasLtHandle_t handle, const gemm_operands& g, dtype c_type,
+                                          const descriptors& real, const std::vector<cublasLtMatmulAlgo_t>& algos,
+                                          void* workspace, cudaStream_t stream) {
+  if (algos.size() == 1) return algos.front();
+  probe_buffer scratch;
+  scratch.stream = stream;
+  void* out = g.c;
+  if (g.accumulate) {  // the call's C layout, from a 256-byte aligned start
+    const std::size_t bytes = static_cast<std::size_t>((g.m - 1) * g.ldc + g.n) * size_of(c_type);
+    TANDEM_CUDA_CHECK(cudaMallocAsync(&scratch.p, bytes, stream));
+    TANDEM_CUDA_CHECK(cudaMemsetAsync(scratch.p, 0, bytes, stream));
+    out = scratch.p;
+  }
+  timing_events events;
+  TANDEM_CUDA_CHECK(cudaEventCreate(&events.start));
+  TANDEM_CUDA_CHECK(cudaEventCreate(&events.stop));
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  auto launch = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle, real.matmul, &alpha, g.b, real.a, g.a, real.b, &beta, out, real.c, out, real.c, &algo,
+                          workspace, gemm_workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  cublasLtMatmulAlgo_t best = algos.front();
+  float best_ms = std::numeric_limits<float>::infinity();  // of timed_runs runs
+  for (const cublasLtMatmulAlgo_t& algo : algos) {
+    bool launched = launch(algo);
+    if (launched) TANDEM_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    for (int i = 0; launched && i < timed_runs; ++i) launched = launch(algo);
+    if (!launched) {
+      (void)cudaGetLastError();  // a launch error of the algorithm passed over is not the next op's
+      continue;
+    }
+    TANDEM_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    {
+      const host_wait waiting;
+      TANDEM_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    }
+    float ms = 0;
+    TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    if (ms < best_ms * (1 - timing_margin)) best = algo, best_ms = ms;
+  }
+  return best;
+}
+
 /// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
 /// is the row-invariant algorithm, `real` the call's own descriptors (a candidate must run there).
 result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle_t handle, const gemm_operands& g, dtype ab,
                                              dtype c_type, const plan_key& key, const descriptors& real,
                                              const cublasLtMatmulAlgo_t& reference, std::int64_t bucket, void* workspace,
                                              cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TANDEM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    return status{status_code::invalid_argument, std::string(op) + ": gemm: " + shape_text(g, ab, c_type) +
+                                                     " has no algorithm yet at the " + std::to_string(bucket) +
+                                                     "-row bucket: run it once outside the stream capture (the "
+                                                     "choice waits for the device)"};
   const std::int64_t n = std::min(g.n, probe_columns), k = g.k;
   // The probe's operands, contiguous: A [bucket, k], B [k, n] (or [n, k]), C [bucket, n].
   descriptors q;
@@ -332,6 +411,12 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   };
   std::vector<unsigned char> want, got;
   if (auto st = run(reference, want); !st) return st;
+  // The candidates as run (split-K off), each once; those that give the reference's bits, in the
+  // heuristic's order, the reference among them.
+  std::vector<cublasLtMatmulAlgo_t> tried, equal;
+  auto among = [](const std::vector<cublasLtMatmulAlgo_t>& algos, const cublasLtMatmulAlgo_t& algo) {
+    return std::any_of(algos.begin(), algos.end(), [&algo](const cublasLtMatmulAlgo_t& x) { return same_algo(x, algo); });
+  };
   for (int i = 0; i < count; ++i) {
     if (found[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
     cublasLtMatmulAlgo_t algo = found[static_cast<std::size_t>(i)].algo;
@@ -339,7 +424,12 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
     TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
     TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
                    sizeof(none));
-    if (std::memcmp(&algo, &reference, sizeof(algo)) == 0) return algo;  // the heuristic's pick is the reference
+    if (among(tried, algo)) continue;
+    tried.push_back(algo);
+    if (same_algo(algo, reference)) {
+      equal.push_back(algo);
+      continue;
+    }
     cublasLtMatmulHeuristicResult_t checked{};
     if (cublasLtMatmulAlgoCheck(handle, real.matmul, real.a, real.b, real.c, real.c, &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
         checked.workspaceSize > gemm_workspace_bytes)
@@ -348,9 +438,10 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
         checked.workspaceSize > gemm_workspace_bytes)
       continue;
     if (auto st = run(algo, got); !st) return st;
-    if (got == want) return algo;
+    if (got == want) equal.push_back(algo);
   }
-  return reference;
+  if (!among(equal, reference)) equal.push_back(reference);
+  return fastest_algo(handle, g, c_type, real, equal, workspace, stream);
 }
 
 }  // namespace

@@ -15,9 +15,11 @@
 // gives at row_invariant_rows rows, without split-K, whatever m is: row i of C is then the same
 // bits whether A has 1 row or 100,000, as with the CPU GEMM's row blocks. That algorithm tiles a
 // decode step's few rows into a handful of blocks, so up to 1024 rows a call takes, per power-of-
-// two bucket of m, the first of the heuristic's algorithms for the bucket that gives the very bits
-// of the row-invariant one on random operands of the call's k (checked once per shape and bucket,
-// a few host waits), or the row-invariant algorithm when none does.
+// two bucket of m, the fastest (timed at the first call's own shape and operands) of the row-
+// invariant algorithm and those of the heuristic's algorithms for the bucket that give its very
+// bits on random operands of the call's k. The choice is made once per shape and bucket, on the
+// first call, with host waits: that call must not be in a stream capture (it fails with
+// invalid_argument there; run the shape once outside the capture first).
 #pragma once
 
 #include <cstddef>
