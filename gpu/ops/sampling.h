@@ -32,4 +32,12 @@ namespace tandem::gpu::ops {
 status sampling_forward(const exec_context& ctx, const tensor& logits, const sampling_params& params,
                         std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs);
 
+/// The same with the coordinates in the logits' device memory, so that work captured once
+/// (captured_work.h) draws with new coordinates on every replay: row r's rng_coordinates are the
+/// 32 bytes of coordinates[r] (its layout: seed as two words, low first, then step, round, prompt,
+/// sample, position). Refuses a shape other than [rows, 8].
+///   coordinates I32 [rows, 8], on the logits' device
+status sampling_forward(const exec_context& ctx, const tensor& logits, const sampling_params& params, const tensor& coordinates,
+                        const tensor& tokens, const tensor& logprobs);
+
 }  // namespace tandem::gpu::ops

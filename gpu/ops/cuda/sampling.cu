@@ -115,14 +115,19 @@ constexpr std::int64_t coordinate_chunk = 1000;
 static_assert(sizeof(rng_coordinates) == 32);
 struct chunk_coordinates {
   rng_coordinates at[coordinate_chunk];
+  __device__ const rng_coordinates& operator[](std::int64_t r) const { return at[r]; }
+};
+/// Coordinates in device memory, from the launch's first row.
+struct device_coordinates {
+  const rng_coordinates* at;
+  __device__ const rng_coordinates& operator[](std::int64_t r) const { return at[r]; }
 };
 
 /// Block r: tokens[r] drawn from row r's filtered distribution (greedy: its first-ranked token),
 /// logprobs[r] its logprob there; the pointers start at the launch's first row.
-template <class S, class O>
+template <class S, class O, class C>
 __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __restrict__ logits, std::int64_t v,
-                                                                  filter::params p, bool greedy,
-                                                                  const chunk_coordinates coordinates,
+                                                                  filter::params p, bool greedy, const C coordinates,
                                                                   std::int32_t* __restrict__ tokens,
                                                                   O* __restrict__ logprobs) {
   __shared__ filter::scratch sh;
@@ -139,7 +144,7 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
   }
   std::int64_t token = sh.row.argmax;
   if (!greedy) {
-    const double u = static_cast<double>(uniform_float(random_words(coordinates.at[r])[0]));
+    const double u = static_cast<double>(uniform_float(random_words(coordinates[r])[0]));
     token = draw(x, v, u, sh);
   }
   if (threadIdx.x == 0) {
@@ -154,7 +159,7 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
 // launchers
 
 status sampling_forward(const exec_context& ctx, dtype storage, const tensor& logits, const sampling_params& params,
-                        std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs) {
+                        const rng_coordinates* coordinates, bool on_device, const tensor& tokens, const tensor& logprobs) {
   constexpr const char* op = "sampling_forward";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
   const std::int64_t rows = logits.dim(0), v = logits.dim(1);
@@ -169,12 +174,21 @@ status sampling_forward(const exec_context& ctx, dtype storage, const tensor& lo
     using S = decltype(zero);
     auto launch = [&](auto out_zero) -> status {
       using O = decltype(out_zero);
-      auto* kernel = &sampling_kernel<S, O>;
+      if (on_device) {  // one launch: a grid holds 2^31 - 1 rows
+        if (rows > 0x7fffffffLL) return status{status_code::unsupported, std::string(op) + ": too many rows for one CUDA grid"};
+        auto* kernel = &sampling_kernel<S, O, device_coordinates>;
+        TANDEM_RETURN_IF_ERROR(filter::allow_dynamic_shared(kernel, bytes));
+        kernel<<<static_cast<unsigned>(rows), row_threads, bytes, stream>>>(logits.as<const S>(), v, p, greedy,
+                                                                            device_coordinates{coordinates},
+                                                                            tokens.as<std::int32_t>(), logprobs.as<O>());
+        return launch_status(op, "sampling_kernel");
+      }
+      auto* kernel = &sampling_kernel<S, O, chunk_coordinates>;
       TANDEM_RETURN_IF_ERROR(filter::allow_dynamic_shared(kernel, bytes));
       for (std::int64_t first = 0; first < rows; first += coordinate_chunk) {
         const std::int64_t count = std::min(coordinate_chunk, rows - first);
         chunk_coordinates chunk{};
-        if (!greedy) std::copy(coordinates.begin() + first, coordinates.begin() + first + count, chunk.at);
+        if (!greedy) std::copy(coordinates + first, coordinates + first + count, chunk.at);
         kernel<<<static_cast<unsigned>(count), row_threads, bytes, stream>>>(logits.as<const S>() + first * v, v, p, greedy, chunk,
                                                                              tokens.as<std::int32_t>() + first,
                                                                              logprobs.as<O>() + first);

@@ -21,9 +21,10 @@
 
 namespace tandem::gpu::ops::cuda {
 
-/// logits [rows, V] (storage), coordinates: rows entries in host memory, tokens I32 [rows],
-/// logprobs [rows]. Needs a workspace.
+/// logits [rows, V] (storage), coordinates: rows entries in host memory, or in the device's
+/// (`on_device`: read by the kernel, so a captured launch reads new ones on every replay), tokens
+/// I32 [rows], logprobs [rows]. Needs a workspace.
 status sampling_forward(const exec_context& ctx, dtype storage, const tensor& logits, const sampling_params& params,
-                        std::span<const rng_coordinates> coordinates, const tensor& tokens, const tensor& logprobs);
+                        const rng_coordinates* coordinates, bool on_device, const tensor& tokens, const tensor& logprobs);
 
 }  // namespace tandem::gpu::ops::cuda

@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1137,6 +1138,16 @@ void sampling_cases(case_table& t) {
       device_tensors m(b);
       const tensor tokens = m.out_raw({d.rows}, dtype::int32), lp = m.out({d.rows});
       require_ok(ops::sampling_forward(b.ctx, m.in(logits), d.params, coordinates_for(d.rows), tokens, lp));
+      return outputs{{"tokens", m.get(tokens), true, 0, rows}, {"logprobs", m.get(lp), false, 0, rows}};
+    });
+    // The same draws with the coordinates in the backend's memory (a captured step's form).
+    host_buffer packed(dtype::int32, {d.rows, 8});
+    const std::vector<rng_coordinates> at = coordinates_for(d.rows);
+    std::memcpy(packed.data<std::int32_t>(), at.data(), at.size() * sizeof(rng_coordinates));
+    t.add("sampling_forward", scoring_label(d) + ", coordinates on the device", [=](const backend& b) {
+      device_tensors m(b);
+      const tensor tokens = m.out_raw({d.rows}, dtype::int32), lp = m.out({d.rows});
+      require_ok(ops::sampling_forward(b.ctx, m.in(logits), d.params, m.raw(packed), tokens, lp));
       return outputs{{"tokens", m.get(tokens), true, 0, rows}, {"logprobs", m.get(lp), false, 0, rows}};
     });
   }
