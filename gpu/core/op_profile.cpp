@@ -76,6 +76,8 @@ void op_profile_start() {
   armed.store(true, std::memory_order_release);
 }
 
+bool op_profile_armed() { return armed.load(std::memory_order_acquire); }
+
 void op_profile_mark(const exec_context& ctx, std::string_view name) {
   if (!armed.load(std::memory_order_acquire)) return;
   std::lock_guard lock(marks_mutex);

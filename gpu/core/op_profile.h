@@ -31,6 +31,8 @@ struct op_time {
 
 /// Arms the profile, dropping any marks of an earlier one.
 void op_profile_start();
+/// Whether a profile is armed (work captured for replay must not be: a replay marks nothing).
+bool op_profile_armed();
 /// Marks `name` on ctx's stream, while armed (else nothing).
 void op_profile_mark(const exec_context& ctx, std::string_view name);
 /// Marks the end on ctx's stream, waits for it, disarms, and returns the time charged to each

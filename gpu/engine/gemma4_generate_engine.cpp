@@ -13,6 +13,7 @@
 
 #include "gpu/core/device_buffer.h"
 #include "gpu/core/memory.h"
+#include "gpu/core/op_profile.h"
 #include "gpu/engine/checkpoint_manifest.h"
 #include "gpu/model/forward.h"
 #include "gpu/ops/embedding.h"
@@ -94,6 +95,9 @@ result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_w
   e->ids_upload_ = std::make_unique<upload_batch>(ctx.dev);
   e->ctx_ = ctx;
   e->ctx_.scratch = e->scratch_.get();
+  // A sequence maps at most max_sequence_length / kv_block_size blocks (rounded up) of a type.
+  e->captured_ = std::make_unique<decode_capture>(options.max_num_sequences,
+                                                  (options.max_sequence_length + options.kv_block_size - 1) / options.kv_block_size);
   e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
   if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;
@@ -106,6 +110,7 @@ status gemma4_generate_engine::rebind(const std::vector<const std::byte*>& addre
   auto w = bind_weights(source_.config, source_.layout, addresses, ctx_.dev);
   if (!w) return w.error();
   w_ = std::move(*w);
+  if (captured_) captured_->clear();  // the captures read the old addresses
   return status::ok();
 }
 
@@ -339,6 +344,7 @@ result<std::int64_t> gemma4_generate_engine::step() {
 }
 
 status gemma4_generate_engine::run(const std::vector<planned>& plan) {
+  if (capturable(plan)) return run_captured(plan);
   const model_config& c = source_.config;
   std::vector<std::int32_t> tokens, positions, cu{0};
   std::vector<kv_cache::sequence_id> ids;
@@ -461,6 +467,57 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
       }
     }
   }
+  settle();
+  return status::ok();
+}
+
+bool gemma4_generate_engine::capturable(const std::vector<planned>& plan) const {
+  const bool wanted = options_.capture_decode == decode_capture_mode::always ||
+                      (options_.capture_decode == decode_capture_mode::on_cuda && !ctx_.dev.is_cpu());
+  if (!wanted || options_.trace.enabled() || op_profile_armed() || source_.config.enable_moe_block) return false;
+  for (const planned& p : plan) {
+    if (!p.seq || p.rows != 1 || p.seq->computed + 1 != static_cast<std::int64_t>(p.seq->tokens.size())) return false;
+    const ops::sampling_params& a = p.seq->request.sampling, &b = plan.front().seq->request.sampling;
+    if (a.temperature != b.temperature || a.top_k != b.top_k || a.top_p != b.top_p) return false;
+  }
+  return !plan.empty();
+}
+
+status gemma4_generate_engine::run_captured(const std::vector<planned>& plan) {
+  std::vector<decode_row> rows;
+  rows.reserve(plan.size());
+  for (const planned& p : plan) {
+    sequence& s = *p.seq;
+    if (!s.cache) s.cache = cache_->add_sequence();
+    const std::int64_t at = cache_->length(*s.cache);
+    if (auto st = cache_->reserve(*s.cache, 1); !st) return fail(st.code(), "step: " + st.message());
+    decode_row r;
+    r.sequence = *s.cache;
+    r.token = s.tokens[static_cast<std::size_t>(at)];
+    r.position = static_cast<std::int32_t>(at);
+    r.rng = s.request.rng;
+    r.rng.position = static_cast<std::uint32_t>(s.tokens.size());
+    rows.push_back(r);
+  }
+  const auto started = clock_type::now();
+  auto draws = captured_->run(ctx_, source_.config, w_, *cache_, rows, plan.front().seq->request.sampling);
+  if (!draws) return fail(draws.error().code(), "step: " + draws.error().message());
+  profile_.model_seconds += seconds_since(started);
+  profile_.rows += static_cast<std::int64_t>(rows.size());
+  profile_.tokens += static_cast<std::int64_t>(rows.size());
+  ++profile_.captured_steps;
+  profile_.captures = captured_->captures();
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    sequence& s = *plan[i].seq;
+    s.computed += 1;
+    s.tokens.push_back(draws->tokens[i]);
+    s.logprobs.push_back(draws->logprobs[i]);
+  }
+  settle();
+  return status::ok();
+}
+
+void gemma4_generate_engine::settle() {
   // Finished sequences leave at once; every cache sequence drops what its window no longer needs.
   for (std::size_t i = running_.size(); i-- > 0;) {
     sequence& s = *running_[i];
@@ -475,7 +532,6 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
     if (s->cache) cache_->trim_window(*s->cache);
   for (auto& [k, p] : prefixes_)
     if (p.cache) cache_->trim_window(*p.cache);
-  return status::ok();
 }
 
 void gemma4_generate_engine::finish(std::size_t running_index, finish_reason why) {
@@ -501,6 +557,7 @@ void gemma4_generate_engine::reset_after_failure() {
     p.cache.reset();
     p.computed = 0;
   }
+  captured_->clear();
   cache_.reset();  // the old storage goes before the new one is made
   auto fresh = make_cache(ctx_, source_.config, weight_type(), options_);
   if (fresh) cache_ = std::move(*fresh);
@@ -624,6 +681,7 @@ status gemma4_generate_engine::release_cache() {
     return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +
                                                    " sequences wait and " + std::to_string(running_.size()) + " run");
   prefixes_.clear();  // no request references one
+  captured_->clear();
   cache_.reset();
   scratch_->trim();
   // What the cache's storage held goes back to the device for the trainer's slabs.

@@ -29,6 +29,12 @@
 // logprobs() gives the same token. With the row-invariant ops, a request's tokens and logprobs
 // are the same bits whatever else runs beside it, admitted in any order, preempted or not.
 //
+// Captured decode steps: a step whose every row is a decoding sequence's, all drawn with one set
+// of sampling parameters, runs as work captured once per batch bucket and replayed (decode_capture.h:
+// on CUDA one graph launch instead of hundreds of kernel and library calls); its rows padded to
+// the bucket write the cache's spare blocks, so every real row keeps its bits. Prefill steps,
+// mixed parameters, a trace hook or an armed op profile run op by op.
+//
 // Weights: the engine's own slab on its device, replaced by begin / import_bucket / commit (a
 // staging slab, swapped in at commit), or a train engine's weights read in place on the same
 // device (share_weights; a refit is then bump_weight_version).
@@ -46,6 +52,7 @@
 #include "gpu/core/slab.h"
 #include "gpu/core/trace.h"
 #include "gpu/core/upload_batch.h"
+#include "gpu/engine/decode_capture.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/weight_manifest.h"
 #include "gpu/model/checkpoint.h"
@@ -53,6 +60,11 @@
 #include "gpu/model/model_weights.h"
 
 namespace tandem::gpu {
+
+/// Where decode steps are captured once per batch bucket and replayed (decode_capture.h): on CUDA
+/// a step is then one graph launch. On the CPU a replay runs the padded step's ops again, which
+/// only costs the padding rows, so it runs there when asked for (tests).
+enum class decode_capture_mode { on_cuda, always, never };
 
 struct gemma4_generate_options {
   std::int64_t max_num_sequences = 8;        ///< running sequences at once, >= 1
@@ -62,6 +74,9 @@ struct gemma4_generate_options {
   std::int64_t kv_cache_bytes = 64 << 20;    ///< the KV pools' budget (kv_cache_options_for)
   std::int64_t bucket_bytes = 1 << 20;       ///< refit bucket size, >= 1
   bool share_prompts = true;                 ///< equal prompts share a prefilled prefix
+  /// Decode steps (every row a decoding sequence's, one set of sampling parameters, no trace hook,
+  /// no op profile armed, a model without MoE blocks, whose router reads back) are captured.
+  decode_capture_mode capture_decode = decode_capture_mode::on_cuda;
   tracer trace;                              ///< forward_cached's trace hook of every step (tests)
 };
 
@@ -72,6 +87,8 @@ struct generate_profile {
   std::int64_t tokens = 0;     ///< tokens sampled
   double step_seconds = 0;     ///< inside step()
   double model_seconds = 0;    ///< inside the model's ops (forward_cached, the head, sampling)
+  std::int64_t captured_steps = 0;  ///< decode steps replayed from a capture, or captured
+  std::int64_t captures = 0;        ///< captures made (one per bucket and sampling parameters, again after a move)
 };
 
 class gemma4_generate_engine final : public generate_engine {
@@ -160,6 +177,11 @@ class gemma4_generate_engine final : public generate_engine {
   /// left, the prefix holders go); false when nothing can be freed.
   bool preempt_one();
   status run(const std::vector<planned>& plan);
+  /// Whether `plan` runs as a captured decode step, and runs it so.
+  bool capturable(const std::vector<planned>& plan) const;
+  status run_captured(const std::vector<planned>& plan);
+  /// After a step's draws: finished sequences leave, windows are trimmed.
+  void settle();
   void finish(std::size_t running_index, finish_reason why);
   void reset_after_failure();
 
@@ -182,6 +204,7 @@ class gemma4_generate_engine final : public generate_engine {
   std::vector<bool> received_;
   std::size_t received_count_ = 0;
   std::optional<kv_cache> cache_;
+  std::unique_ptr<decode_capture> captured_;  // cleared whenever the weights or the cache move
   std::deque<sequence> waiting_;
   std::vector<std::unique_ptr<sequence>> running_;
   std::map<std::vector<std::int32_t>, prefix> prefixes_;

@@ -219,7 +219,9 @@ status head_logprobs(const exec_context& ctx, const model_config& c, const model
 status forward_cached(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
                       const cached_batch& batch, const tensor& hidden, const tracer& trace) {
   constexpr const char* op = "forward_cached";
-  TANDEM_RETURN_IF_ERROR(expect_shape(batch.cu_rows, op, "cu_rows", {static_cast<std::int64_t>(batch.sequences.size()) + 1}));
+  TANDEM_RETURN_IF_ERROR(require(batch.padding >= 0, op, "padding " + std::to_string(batch.padding) + " is negative"));
+  TANDEM_RETURN_IF_ERROR(
+      expect_shape(batch.cu_rows, op, "cu_rows", {static_cast<std::int64_t>(batch.sequences.size()) + batch.padding + 1}));
   TANDEM_RETURN_IF_ERROR(expect_type(batch.cu_rows, op, "cu_rows", dtype::int32));
   for (const kv_cache::sequence_id s : batch.sequences)
     TANDEM_RETURN_IF_ERROR(require(cache.has(s), op, "sequence " + std::to_string(s) + " is not in the cache"));
@@ -230,6 +232,7 @@ status forward_cached(const exec_context& ctx, const model_config& c, const mode
                                  "host_tokens, host_positions and host_cu_rows go together"));
   const bool given = !batch.block_tables[0].empty();
   TANDEM_RETURN_IF_ERROR(require(!given || mirrored, op, "block tables come with the host mirrors of the rows"));
+  TANDEM_RETURN_IF_ERROR(require(given || batch.padding == 0, op, "padding sequences come with the block tables"));
   // The block tables, built on the host, go to the device once for every layer of their type
   // (unless the caller sent them); the host copies stay as the rows' mirror where the caller gave
   // its rows one.

@@ -84,6 +84,10 @@ struct cached_batch {
   /// forward_cached builds them and copies them to the device itself.
   tensor block_tables[2];       // I32 [S, M_t] on the device, by layer_type
   tensor host_block_tables[2];  // the same on the host
+  /// Sequences of cu_rows past `sequences` (S = sequences.size() + padding) that only fill a batch
+  /// of fixed size (a captured decode step's): not in the cache, their given block tables point at
+  /// its spare blocks (kv_cache::spare_block); what their rows compute means nothing.
+  std::int64_t padding = 0;
 };
 
 /// The final normed hidden state of every new row, hidden [n, H]; each non-shared layer writes

@@ -60,7 +60,8 @@ result<kv_cache> kv_cache::create(const exec_context& ctx, const model_config& c
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const layer_config& L = c.layers[static_cast<std::size_t>(l)];
     if (L.is_kv_shared) continue;
-    const std::vector<std::int64_t> shape{out.pool_of(L.type).blocks, options.block_size, L.num_key_value_heads, L.head_dim};
+    // The pool's blocks and the spare one after them.
+    const std::vector<std::int64_t> shape{out.pool_of(L.type).blocks + 1, options.block_size, L.num_key_value_heads, L.head_dim};
     for (auto* storage : {&out.k_, &out.v_}) {
       auto buffer = device_buffer::zeros(ctx, type, shape);
       if (!buffer) return status(buffer.error().code(), "kv_cache: layer " + std::to_string(l) + ": " + buffer.error().message());
@@ -216,6 +217,26 @@ void kv_cache::release(sequence_id s) {
 
 tensor kv_cache::k(int layer) const { return k_.at(layer).view(); }
 tensor kv_cache::v(int layer) const { return v_.at(layer).view(); }
+
+std::int32_t kv_cache::spare_block(layer_type t) const { return has_type(t) ? static_cast<std::int32_t>(pool_of(t).blocks) : -1; }
+
+status kv_cache::write_block_table(layer_type t, std::span<const sequence_id> sequences, std::int64_t width,
+                                   std::span<std::int32_t> out) const {
+  if (width < 1 || out.size() != sequences.size() * static_cast<std::size_t>(width))
+    return bad("write_block_table: " + std::to_string(out.size()) + " entries for " + std::to_string(sequences.size()) +
+               " sequences of width " + std::to_string(width));
+  std::fill(out.begin(), out.end(), -1);
+  for (std::size_t i = 0; i < sequences.size(); ++i) {
+    const auto it = sequences_.find(sequences[i]);
+    if (it == sequences_.end()) return bad("write_block_table: no sequence " + std::to_string(sequences[i]));
+    const auto& table = it->second.table[static_cast<int>(t)];
+    if (static_cast<std::int64_t>(table.size()) > width)
+      return bad("write_block_table: sequence " + std::to_string(sequences[i]) + " maps " + std::to_string(table.size()) + " " +
+                 std::string(to_string(t)) + " blocks, more than the width " + std::to_string(width));
+    std::copy(table.begin(), table.end(), out.begin() + static_cast<std::ptrdiff_t>(i * static_cast<std::size_t>(width)));
+  }
+  return status::ok();
+}
 
 host_buffer kv_cache::block_table(layer_type t, const std::vector<sequence_id>& sequences) const {
   std::size_t width = 1;

@@ -12,6 +12,9 @@
 //        |                              the last partial one
 //        +-- release(): every block's reference dropped; a block with none returns to its pool
 //
+// Each pool has one spare block beyond its blocks, never handed out: rows that only pad a batch to
+// a fixed size (a captured decode step's) write their keys and values there.
+//
 // reserve() takes every block it needs or none (out_of_memory when a pool runs dry, so the caller
 // preempts a sequence and tries again); nothing else allocates. The bookkeeping (pools, tables,
 // reference counts) lives on the host; the K and V storage on the device of the context the cache
@@ -21,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 #include "gpu/core/device_buffer.h"
@@ -39,7 +43,7 @@ struct kv_cache_options {
 
 /// Pools sized to `bytes` in total: both pools get the same share of positions (a sequence needs
 /// as many full blocks as positions / B, and at most window / B + 2 sliding ones), so the split
-/// follows the bytes per block of each type.
+/// follows the bytes per block of each type. The storage holds one spare block more per pool.
 kv_cache_options kv_cache_options_for(const model_config& c, dtype type, std::int64_t block_size, std::int64_t bytes);
 
 /// Bytes of one block of each pool together (K and V of every non-shared layer for `block_size`
@@ -86,14 +90,22 @@ class kv_cache {
   /// Blocks of type t mapped in s's table (trimmed ones excluded).
   std::int64_t mapped_blocks(sequence_id s, layer_type t) const;
 
-  /// The cache of non-shared layer l: [blocks of its type, B, g_l, d_l] in the cache's dtype, on
-  /// its device.
+  /// The spare block of type t (the pool's block count: the last row of k() and v()), -1 when the
+  /// model has no layers of type t.
+  std::int32_t spare_block(layer_type t) const;
+
+  /// The cache of non-shared layer l: [blocks of its type + 1 spare, B, g_l, d_l] in the cache's
+  /// dtype, on its device.
   tensor k(int layer) const;
   tensor v(int layer) const;
 
   /// The block tables of `sequences` for type t: I32 [S, M] with M the longest table, -1 where
   /// nothing is mapped.
   host_buffer block_table(layer_type t, const std::vector<sequence_id>& sequences) const;
+  /// The same into `out` [sequences.size(), width] (-1 past each table): invalid_argument when a
+  /// sequence is unknown or maps more than `width` blocks, or `out` has another size.
+  status write_block_table(layer_type t, std::span<const sequence_id> sequences, std::int64_t width,
+                           std::span<std::int32_t> out) const;
 
  private:
   struct pool {

@@ -33,7 +33,7 @@ status keep_pool_memory(int index) {
 }
 
 // Returns what the pool keeps to the driver, once all work is done (freed blocks are reusable
-// only after the frees' streams reached them).
+// only after the frees' streams reached them), and what the graphs' pool keeps.
 status trim_pool(int index) {
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
   {
@@ -43,6 +43,8 @@ status trim_pool(int index) {
   cudaMemPool_t pool = nullptr;
   TANDEM_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index));
   TANDEM_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  // And what captured graphs' allocations keep once their graphs are gone.
+  TANDEM_CUDA_CHECK(cudaDeviceGraphMemTrim(index));
   return status::ok();
 }
 

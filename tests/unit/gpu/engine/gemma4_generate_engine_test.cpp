@@ -1,6 +1,7 @@
 // The Gemma 4 generate engine (gpu/engine/gemma4_generate_engine.h): greedy continuations equal
 // transformers' on every fixture, sampled tokens are scored bit for bit by the train engine,
-// thousands of random requests under preemption each equal the request alone, one row per
+// thousands of random requests under preemption each equal the request alone, decode steps
+// replayed from captures equal steps run op by op, one row per
 // decoding sequence per step, sliding blocks bounded by the window, refits that fail leave the old
 // version generating, and bad requests are refused by name. Built for the CPU here, and a second
 // time into the CUDA test program (TANDEM_TESTS_ON_CUDA, CTest label gpu) for the engine on
@@ -258,6 +259,60 @@ BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alo
   BOOST_TEST(differ == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_give_the_bits_of_steps_run_op_by_op) {
+  // Mostly one set of sampling parameters (captured steps), some of another (steps run op by op),
+  // a running limit that is no power of two (padded buckets) and a pool that forces preemption,
+  // on a dense model (a MoE block's router reads its counts back: such steps are not captured).
+  const fs::path dir = fixtures / "e2b_like";
+  std::mt19937 rng(5);
+  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<tg::generation_request> requests;
+  for (std::uint64_t id = 0; id < 400; ++id) {
+    std::vector<std::int32_t> prompt(static_cast<std::size_t>(pick(1, 12)));
+    for (auto& x : prompt) x = pick(0, 255);
+    const tg::ops::sampling_params sampling = pick(0, 7) == 0 ? tg::ops::sampling_params{0.0, 0, 1.0}
+                                                              : tg::ops::sampling_params{0.7, 20, 0.9};
+    auto r = request(id, prompt, pick(1, 40), sampling);
+    if (pick(0, 3) == 0) r.stop_tokens = {pick(0, 255)};
+    requests.push_back(r);
+  }
+  tg::gemma4_generate_options o;
+  o.max_num_sequences = 13;
+  o.kv_block_size = 4;
+  {
+    auto probe = engine(dir);
+    const auto full = tg::kv_cache_options_for(probe->config(), tg::dtype::float32, 4, 1 << 20);
+    o.kv_cache_bytes = (1 << 20) / full.full_blocks * 48;  // 48 blocks of each pool
+  }
+  std::map<std::uint64_t, tg::finished_sequence> done[2];
+  std::int64_t captured_steps[2] = {0, 0}, captures[2] = {0, 0}, preempted[2] = {0, 0};
+  for (const int captured : {0, 1}) {
+    o.capture_decode = captured ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
+    auto e = engine(dir, o);
+    BOOST_REQUIRE(e->submit(requests).is_ok());
+    done[captured] = run_all(*e);
+    captured_steps[captured] = e->profile().captured_steps;
+    captures[captured] = e->profile().captures;
+    preempted[captured] = e->preemptions();
+    BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
+    BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
+  }
+  BOOST_TEST(captured_steps[0] == 0);
+  BOOST_TEST(captured_steps[1] > 50, captured_steps[1] << " captured steps");
+  BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
+  BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
+  BOOST_REQUIRE(done[1].size() == requests.size());
+  std::size_t differ = 0;
+  for (const auto& r : requests) {
+    const auto& got = done[1].at(r.id);
+    const auto& want = done[0].at(r.id);
+    const bool same = got.tokens == want.tokens && got.reason == want.reason &&
+                      std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
+    if (!same && ++differ <= 5) BOOST_ERROR("request " << r.id << " differs between captured and op-by-op steps");
+  }
+  BOOST_TEST(differ == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sliding_blocks_stay_in_the_window) {
   const fs::path dir = fixtures / "all_features";
   row_counter rows;
@@ -401,6 +456,7 @@ BOOST_AUTO_TEST_CASE(a_decode_step_of_a_dense_model_on_cuda_waits_for_the_device
       BOOST_TEST(tg::host_waits() - before == 1, tg::to_string(type) << ", step " << step << ": " << tg::host_waits() - before
                                                                      << " waits");
     }
+    BOOST_TEST(e->profile().captured_steps >= 10, tg::to_string(type) << ": decode steps replay their capture on CUDA");
   }
 }
 

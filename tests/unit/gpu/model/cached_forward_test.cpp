@@ -2,9 +2,11 @@
 // prefill-then-decode and every chunking of a prefill give the logits of one full forward over
 // the same tokens bit for bit, alone or beside other sequences at other phases, on forked
 // sequences sharing a prompt, and with sliding blocks trimmed to the window; on the committed
-// all-features, sliding-only and full-only fixtures with sequences longer than their windows.
+// all-features, sliding-only and full-only fixtures with sequences longer than their windows;
+// rows that only pad a batch write the spare blocks and change nothing else.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -241,6 +243,62 @@ BOOST_AUTO_TEST_CASE(a_row_whose_keys_are_not_in_the_cache_is_refused_by_sequenc
   const tg::status s = tg::forward_cached(ctx, m.c(), m.w, cache, {t, pos, cu, {id}, t, pos, cu, {}, {}}, hidden);
   BOOST_REQUIRE(!s.is_ok());
   BOOST_TEST(s.message() == "layer 0: paged_kv_write: sequence 0, position 6: logical block 1 is not mapped", s.message());
+}
+
+BOOST_AUTO_TEST_CASE(padding_rows_write_only_the_spare_blocks_and_leave_the_real_rows_bits) {
+  const loaded m = load("all_features");
+  const std::int64_t V = m.c().vocab_size, H = m.c().hidden_size, width = 4;
+  const auto seq = sequence(7, 3, static_cast<std::int32_t>(V));
+  const std::vector<std::int32_t> prompt(seq.begin(), seq.end() - 1);
+  // Alone: the prompt, then its last token.
+  tg::kv_cache alone = make_cache(m, 4, 8);
+  const auto a = alone.add_sequence();
+  cached_step(m, alone, {{a, prompt}});
+  const std::vector<float> want = cached_step(m, alone, {{a, {seq.back()}}}).at(0);
+  // Padded: the same, then the last token beside three padding rows.
+  tg::kv_cache padded = make_cache(m, 4, 8);
+  const auto b = padded.add_sequence();
+  cached_step(m, padded, {{b, prompt}});
+  BOOST_REQUIRE(padded.reserve(b, 1).is_ok());
+  auto tokens = tg::host_buffer::of<std::int32_t>({4}, {seq.back(), 0, 0, 0});
+  auto positions = tg::host_buffer::of<std::int32_t>({4}, {6, 0, 0, 0});
+  auto cu = tg::host_buffer::of<std::int32_t>({5}, {0, 1, 2, 3, 4});
+  tg::host_buffer tables[2] = {tg::host_buffer(tg::dtype::int32, {4, width}), tg::host_buffer(tg::dtype::int32, {4, width})};
+  const std::vector<tg::kv_cache::sequence_id> ids{b};
+  for (const tg::layer_type t : {tg::layer_type::sliding, tg::layer_type::full}) {
+    std::int32_t* table = tables[static_cast<int>(t)].data<std::int32_t>();
+    BOOST_REQUIRE(padded.write_block_table(t, ids, width, {table, static_cast<std::size_t>(width)}).is_ok());
+    for (std::int64_t r = 1; r < 4; ++r) {
+      std::fill(table + r * width, table + (r + 1) * width, -1);
+      table[r * width] = padded.spare_block(t);
+    }
+  }
+  tg::cached_batch batch{tokens, positions, cu, ids, tokens, positions, cu, {tables[0], tables[1]}, {tables[0], tables[1]}};
+  batch.padding = 3;
+  tg::host_buffer hidden(tg::dtype::float32, {4, H}), logits(tg::dtype::float32, {1, V});
+  const tg::status s = tg::forward_cached(ctx, m.c(), m.w, padded, batch, hidden);
+  BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
+  BOOST_REQUIRE(tg::head_logits(ctx, m.c(), m.w, hidden.view().rows(0, 1), logits).is_ok());
+  BOOST_TEST(std::memcmp(logits.data<float>(), want.data(), want.size() * 4) == 0, "the real row's logits");
+  // Every pool block holds what the cache alone holds; the padding went to the spare block.
+  bool spare_written = false;
+  for (int l = 0; l < m.c().num_hidden_layers; ++l) {
+    const tg::layer_config& L = m.c().layers[static_cast<std::size_t>(l)];
+    if (L.is_kv_shared) continue;
+    for (const bool keys : {true, false}) {
+      const tg::tensor x = keys ? alone.k(l) : alone.v(l), y = keys ? padded.k(l) : padded.v(l);
+      const std::int64_t block = x.numel() / x.dim(0), pool = x.dim(0) - 1;
+      BOOST_TEST(pool == padded.spare_block(L.type));
+      BOOST_TEST(std::memcmp(x.data(), y.data(), static_cast<std::size_t>(pool * block) * 4) == 0, "layer " << l);
+      const float* spare = static_cast<const float*>(y.data()) + pool * block;
+      spare_written = spare_written || std::any_of(spare, spare + block, [](float v) { return v != 0.0f; });
+    }
+  }
+  BOOST_TEST(spare_written);
+  // A table wider than the width asked for is refused by sequence.
+  std::vector<std::int32_t> narrow(1);
+  const tg::status w = padded.write_block_table(tg::layer_type::full, ids, 1, narrow);
+  BOOST_TEST(w.message() == "kv_cache: write_block_table: sequence 0 maps 2 full_attention blocks, more than the width 1", w.message());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

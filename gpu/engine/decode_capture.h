@@ -1,0 +1,106 @@
+// A decode step captured once per batch bucket and replayed (captured_work.h): on CUDA the step's
+// hundreds of kernels and library calls become one graph launch, so the host no longer bounds
+// the step. Rows are padded to the bucket (a power of two): a padding row is a sequence of one
+// token at position 0 whose keys and values go to the cache's spare blocks. Everything a replay
+// reads lives at fixed addresses: the rows, block tables of a fixed width and the sampler's
+// coordinates in one device buffer sent before each replay, the hidden states, logits and sampled
+// tokens in buffers sized for the largest bucket.
+//
+//   bucket B, parameters P not captured --run()--> the step at B rows run op by op (plans,
+//     scratch and library probes made; its results are the step's), then captured --> captured
+//   captured --run()--> inputs sent, replayed, tokens read back --> captured
+//   any --clear()--> none captured (the weights' or the cache's storage moved)
+//
+// A step run op by op that grows the shared workspace moves it: the other buckets' captures are
+// dropped then (they read the old one) and made again when next used.
+//
+// What a replay trusts: the rows and tables come from the engine's own cache bookkeeping, so the
+// paged ops' checks of them run at capture only. Not thread-safe; one engine's stream.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "gpu/core/captured_work.h"
+#include "gpu/core/device_buffer.h"
+#include "gpu/core/exec_context.h"
+#include "gpu/core/philox.h"
+#include "gpu/core/status.h"
+#include "gpu/model/config.h"
+#include "gpu/model/kv_cache.h"
+#include "gpu/model/model_weights.h"
+#include "gpu/ops/logprobs.h"
+
+namespace tandem::gpu {
+
+/// One decoding sequence of a step: its last token at `position` (reserved in the cache), and
+/// the coordinates of the token it draws.
+struct decode_row {
+  kv_cache::sequence_id sequence = 0;
+  std::int32_t token = 0;
+  std::int32_t position = 0;
+  rng_coordinates rng;
+};
+
+/// Each row's drawn token and its logprob, in row order.
+struct decode_draws {
+  std::vector<std::int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+class decode_capture {
+ public:
+  /// The smallest power of two >= rows (rows >= 1).
+  static std::int64_t bucket_of(std::int64_t rows);
+
+  /// Steps of at most `max_rows` rows whose sequences map at most `table_width` blocks of a type.
+  decode_capture(std::int64_t max_rows, std::int64_t table_width);
+  decode_capture(const decode_capture&) = delete;
+  decode_capture& operator=(const decode_capture&) = delete;
+  ~decode_capture();
+
+  /// One decode step of `rows` (1 to max_rows; every sequence's last token reserved in `cache`),
+  /// all drawn with `params`: forward_cached, the head and sampling_forward, as the engine's step
+  /// runs them. invalid_argument naming the row or sequence that does not fit; the ops' or the
+  /// device's error otherwise (the cache's slots of these rows are then unspecified).
+  result<decode_draws> run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
+                           std::span<const decode_row> rows, const ops::sampling_params& params);
+
+  /// Drops every capture and the buffers (kept: nothing).
+  void clear();
+
+  /// Captures made and replays run since creation.
+  std::int64_t captures() const { return captures_; }
+  std::int64_t replays() const { return replays_; }
+
+ private:
+  /// Int32 offsets of a bucket's inputs in the staging and device buffers.
+  struct layout {
+    std::int64_t tokens, positions, cu, tables[2], coordinates, total;
+  };
+  layout layout_of(std::int64_t bucket) const;
+  status ensure_buffers(const exec_context& ctx, const model_config& c, dtype type);
+  status fill(const kv_cache& cache, std::span<const decode_row> rows, std::int64_t bucket);
+  /// The step at `bucket` rows over the buffers as fill() left them: what is captured, and what
+  /// the CPU runs again on each replay (so it reads the rows from the buffers, never from a call).
+  status step_work(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache, std::int64_t bucket,
+                   const ops::sampling_params& params) const;
+
+  using key = std::tuple<std::int64_t, double, std::int32_t, double>;  // bucket, temperature, top_k, top_p
+  std::int64_t max_bucket_, table_width_;
+  std::map<key, captured_work> captured_;
+  std::unique_ptr<workspace> scratch_;
+  device_buffer inputs_, hidden_, logits_, drawn_;  // for max_bucket_ rows
+  std::int32_t* staging_ = nullptr;                 // host staging of inputs_ (pinned on CUDA)
+  device staging_device_ = device::cpu();
+  bool in_flight_ = false;                          // inputs sent, not yet waited for
+  std::vector<kv_cache::sequence_id> sequences_;    // the step's, for forward_cached's checks
+  std::int64_t captures_ = 0, replays_ = 0;
+};
+
+}  // namespace tandem::gpu
