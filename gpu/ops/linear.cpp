@@ -3,10 +3,15 @@
 
 #include <utility>
 
+#include <cstdio>
+
 #include "gpu/ops/cpu/gemm.h"
 #include "gpu/ops/cuda/linear.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
+#if TANDEM_HAVE_CUDA
+#include "gpu/ops/cuda/cublaslt_gemm.h"
+#endif
 
 namespace tandem::gpu::ops {
 
@@ -52,6 +57,19 @@ status linear_backward(const exec_context& ctx, const tensor& x, const tensor& w
     if (!dw.empty()) cpu::gemm<T>(true, false, out, in, n, T(1), dy.as<T>(), out, x.as<T>(), in, T(1), dw.as<T>(), in);
     return status::ok();
   }, TANDEM_ON_CUDA(cuda::linear_backward(ctx, storage, x, w, dy, dx, dw, accumulate_dx)));
+}
+
+std::vector<std::string> linear_algorithm_choices() {
+  std::vector<std::string> lines;
+#if TANDEM_HAVE_CUDA
+  for (const cuda::gemm_choice& c : cuda::gemm_choices()) {
+    char times[96] = "";
+    if (c.chosen_us > 0) std::snprintf(times, sizeof times, ": %.1f us, row-invariant %.1f us", c.chosen_us, c.reference_us);
+    lines.push_back(c.shape + " at " + std::to_string(c.bucket) + " rows: " + std::to_string(c.equal) + " of " +
+                    std::to_string(c.candidates) + " probed give the bits; " + c.chosen + times);
+  }
+#endif
+  return lines;
 }
 
 }  // namespace tandem::gpu::ops

@@ -2,6 +2,9 @@
 // weight layout, and its backward.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/core/tensor.h"
@@ -15,5 +18,11 @@ status linear_forward(const exec_context& ctx, const tensor& x, const tensor& w,
 /// gradients always accumulate, so micro-batches sum). Pass an empty dx or dw to skip it.
 status linear_backward(const exec_context& ctx, const tensor& x, const tensor& w, const tensor& dy, const tensor& dx, const tensor& dw,
                        bool accumulate_dx = false);
+
+/// The algorithms the CUDA backend chose for token-row products of few rows (a decode step's), in
+/// the order chosen, one line each: the shape, the row bucket, the candidates probed and those
+/// giving the row-invariant bits, the kept algorithm and its time beside the row-invariant one's.
+/// Empty without the CUDA backend or before such a product ran (the CPU has one algorithm).
+std::vector<std::string> linear_algorithm_choices();
 
 }  // namespace tandem::gpu::ops

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/ops/linear.h"
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/compute_choice.h"
@@ -140,6 +141,11 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
                     t.ms / steps, total > 0 ? 100 * t.ms / total : 0.0);
       out << row;
     }
+  }
+  if (s.profile) {
+    const std::vector<std::string> choices = gpu::ops::linear_algorithm_choices();
+    if (!choices.empty()) out << "  small-row GEMM algorithms (chosen once per shape and row bucket, timed at the call's shape):\n";
+    for (const std::string& line : choices) out << "    " << line << "\n";
   }
   if (const auto it = p.values.find("--json"); it != p.values.end()) {
     nlohmann::json j = {{"model", s.model.string()},

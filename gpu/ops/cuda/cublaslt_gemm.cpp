@@ -1,15 +1,17 @@
 // cuBLASLt GEMM for the CUDA ops (cublaslt_gemm.h): the row-major call mapped onto cuBLASLt's
 // column-major one (Cᵀ = op(B)ᵀ · op(A)ᵀ, so A' = B and B' = A with their own transposes), one
 // handle per device, the heuristic's first algorithm cached per shape (per shape but m for a
-// row-invariant call; per shape and bucket of m, the fastest of those giving the same bits, for a
-// row-invariant call of few rows), and each call's descriptors kept with its algorithm for the
-// calls like it.
+// row-invariant call; per shape and bucket of m for a row-invariant call of few rows: the fastest
+// of the heuristic's and cuBLASLt's configurable algorithms, without split-K, that give the
+// row-invariant algorithm's bits, each choice logged for gemm_choices), and each call's
+// descriptors kept with its algorithm for the calls like it.
 #include "gpu/ops/cuda/cublaslt_gemm.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gpu/core/cuda/check.h"
@@ -223,28 +226,45 @@ status make_preference(std::string_view op, cublasLtMatmulPreference_t& out, std
 
 // ---------------------------------------------------------------------------------------------
 // Row-invariant calls of few rows (a decode step's): the algorithm chosen at row_invariant_rows
-// rows tiles a few rows into a handful of blocks and leaves most multiprocessors idle. For m up
-// to small_rows_limit, the heuristic's algorithms at m's bucket (m rounded up to a power of two),
-// each without split-K, are run on random operands of the call's k; those that give the very bits
-// of the row-invariant algorithm (every element summed in the same order), and the row-invariant
-// algorithm itself, are then timed at the call's own shape and operands, and the fastest is kept
-// for the bucket (a later one only when more than timing_margin faster: the heuristic's order
+// rows tiles a few rows into a handful of blocks and leaves most multiprocessors idle, and what
+// the heuristic offers at m's bucket (m rounded up to a power of two) once split-K is off may be
+// little better (k 12288 -> n 1536 at 256 rows on an H200: a 16x16-tile wmma kernel streaming
+// the weight at ~190 GB/s). For m up to small_rows_limit the candidates are therefore the
+// heuristic's algorithms for the bucket and, after them, cuBLASLt's configurable algorithms for
+// the call's types at each tile and stage count they list (configured_algos), all without
+// split-K: a split sums k in another order than the row-invariant algorithm does. A candidate
+// must pass cublasLtMatmulAlgoCheck at the call's descriptors and at the probe's, within the
+// workspace and the alignments of the call's pointers; at most max_enumerated_probes of the
+// configured ones are then probed per shape and bucket (those failing the checks do not count).
+// The probe runs each on random operands of the call's k; those that give the very bits of the
+// row-invariant algorithm (every element summed in the same order), and the row-invariant
+// algorithm itself, are timed at the call's own shape and operands, and the fastest is kept for
+// the bucket (a later one only when more than timing_margin faster: the heuristic's order
 // breaks ties and noise; its order is an estimate, so the first algorithm that gives the bits
 // need not be the fastest). Rows stay the same bits whatever the batch: what the generate engine
 // samples, the train engine scores alike. The choice is made once per shape and bucket, on the
-// first call, which must not be in a stream capture (the probe and the timing wait for the device).
+// first call, which must not be in a stream capture (the probe and the timing wait for the
+// device), and is logged for gemm_choices().
 
 constexpr std::int64_t small_rows_limit = 1024;
 constexpr std::int64_t small_rows_floor = 16;
 /// Columns of the probe: enough for several tiles of any algorithm; an element's sum over k does
 /// not depend on how many columns there are.
-constexpr std::int64_t probe_columns = 512;
+constexpr std::int64_t probe_columns = 2048;
 /// Candidates asked of the heuristic.
 constexpr int probe_candidates = 32;
-/// Timed runs of each algorithm that gives the bits (after one untimed run).
+/// Configured algorithms probed per shape and bucket, beyond the heuristic's: each probe is a
+/// product of the bucket's rows and probe_columns columns and a wait for it.
+constexpr int max_enumerated_probes = 256;
+/// Algorithm ids asked of cublasLtMatmulAlgoGetIds: room for every one it lists for a set of types.
+constexpr int max_algo_ids = 1024;
+/// Timed runs, back to back, of each algorithm that gives the bits (see fastest_algo).
 constexpr int timed_runs = 5;
 /// How much faster than an earlier algorithm a later one must run to be chosen instead.
 constexpr float timing_margin = 0.03f;
+/// A candidate whose first timed run takes longer than this many times the best time per run so
+/// far is not timed further (it cannot win; a slow configuration costs two runs, not eight).
+constexpr float timing_cutoff = 2.f;
 
 std::int64_t rows_bucket(std::int64_t m) {
   std::int64_t b = small_rows_floor;
@@ -252,14 +272,17 @@ std::int64_t rows_bucket(std::int64_t m) {
   return b;
 }
 
-/// `count` values of `type` uniform in [-1, 1) from a fixed xorshift stream (bfloat16: the
-/// float32's upper half).
+/// `count` values of `type` from a fixed xorshift stream: uniform in [-1, 1) times 2^e, e uniform
+/// in [-6, 6] (bfloat16: the float32's upper half). The spread of magnitudes makes a product's
+/// partial sums round at different bits in another summation order, so a candidate that sums k
+/// otherwise shows it in the output even after its rounding to bfloat16.
 std::vector<unsigned char> random_values(std::int64_t count, dtype type, std::uint64_t seed) {
   std::vector<unsigned char> out(static_cast<std::size_t>(count) * size_of(type));
   std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
   for (std::int64_t i = 0; i < count; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    const float v = static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0);
+    const int e = static_cast<int>(x & 15) % 13 - 6;
+    const float v = std::ldexp(static_cast<float>(static_cast<double>(x >> 11) * 0x1.0p-52 - 1.0), e);
     std::uint32_t bits;
     std::memcpy(&bits, &v, 4);
     if (type == dtype::bfloat16) {
@@ -298,14 +321,191 @@ struct timing_events {
 
 bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) { return std::memcmp(&x, &y, sizeof(x)) == 0; }
 
-/// Of `algos`, in order of preference, the one that runs the call `g` (its operands, m, n and k,
-/// its descriptors `real`) fastest on the device. An accumulating call runs into a C of its own
-/// (the call's C must keep its values); any other writes the call's C, which the call then
-/// overwrites. An algorithm that does not launch is passed over.
-result<cublasLtMatmulAlgo_t> fastest_algo(cublasLtHandle_t handle, const gemm_operands& g, dtype c_type,
-                                          const descriptors& real, const std::vector<cublasLtMatmulAlgo_t>& algos,
-                                          void* workspace, cudaStream_t stream) {
-  if (algos.size() == 1) return algos.front();
+bool among(const std::vector<cublasLtMatmulAlgo_t>& algos, const cublasLtMatmulAlgo_t& algo) {
+  return std::any_of(algos.begin(), algos.end(), [&algo](const cublasLtMatmulAlgo_t& x) { return same_algo(x, algo); });
+}
+
+/// Sets `algo` to sum k in one part (no split-K, no reduction); false when it does not take that.
+bool without_split_k(cublasLtMatmulAlgo_t& algo) {
+  const std::int32_t one = 1;
+  const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+  return cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one)) ==
+             CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof(none)) ==
+             CUBLAS_STATUS_SUCCESS;
+}
+
+/// Whether `algo` asks no more alignment of the pointers than the key's (A' = B, B' = A). The
+/// heuristic's algorithms are chosen for the key's alignments; a configured one says its own.
+bool aligned_for(const cublasLtMatmulAlgo_t& algo, const plan_key& key) {
+  const std::pair<cublasLtMatmulAlgoCapAttributes_t, std::uint32_t> needs[] = {
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, key.align_b},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES, key.align_a},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, key.align_c},
+      {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES, key.align_c}};
+  for (const auto& [attr, have] : needs) {
+    std::uint32_t need = 0;
+    std::size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &need, sizeof(need), &written) != CUBLAS_STATUS_SUCCESS ||
+        need > have)
+      return false;
+  }
+  return true;
+}
+
+/// The ids an algorithm lists for a capability that is an array of uint32 (CUBLASLT_ALGO_CAP_TILE_IDS,
+/// _STAGES_IDS); none when it lists none.
+std::vector<std::uint32_t> listed_ids(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  std::size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS) return {};
+  std::vector<std::uint32_t> ids(bytes / sizeof(std::uint32_t));
+  if (ids.empty() || cublasLtMatmulAlgoCapGetAttribute(&algo, attr, ids.data(), ids.size() * sizeof(std::uint32_t),
+                                                       &bytes) != CUBLAS_STATUS_SUCCESS)
+    return {};
+  ids.resize(std::min(ids.size(), bytes / sizeof(std::uint32_t)));
+  return ids;
+}
+
+/// The lists' elements in turn: the first of each list, then the second of each, and so on.
+std::vector<cublasLtMatmulAlgo_t> in_turn(const std::vector<std::vector<cublasLtMatmulAlgo_t>>& lists) {
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (std::size_t i = 0;; ++i) {
+    const std::size_t before = out.size();
+    for (const std::vector<cublasLtMatmulAlgo_t>& list : lists)
+      if (i < list.size()) out.push_back(list[i]);
+    if (out.size() == before) return out;
+  }
+}
+
+/// cuBLASLt's configurable algorithms for the call's types (cublasLtMatmulAlgoGetIds), each at
+/// every tile and stage count it lists (CUBLASLT_ALGO_CAP_TILE_IDS, _STAGES_IDS), without split-K,
+/// in the order they are probed: the algorithms in turn, and within each its tiles in turn (in the
+/// order listed), each tile's stage counts from the last listed on (cuBLASLt numbers the deeper
+/// and the automatic ones later), so that max_enumerated_probes reach every algorithm and tile
+/// before a second stage count of any. A tile left undefined is the library's to pick at each
+/// call, which a probe at one m cannot vouch for at another: skipped; an undefined stage count
+/// only where no other is listed. CTA swizzling, the custom option and the cluster shape
+/// (CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, for which cublasLt.h lists no capability) stay at their
+/// defaults (0, 0, automatic). Unchecked: each is checked before it is probed. None when cuBLASLt
+/// lists no algorithm for the types (the heuristic's remain).
+std::vector<cublasLtMatmulAlgo_t> configured_algos(cublasLtHandle_t handle, dtype ab, dtype c_type) {
+  const cudaDataType_t t_ab = cuda_type(ab), t_c = cuda_type(c_type);
+  std::vector<int> ids(max_algo_ids);
+  int id_count = 0;
+  if (cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, t_ab, t_ab, t_c, t_c, max_algo_ids, ids.data(),
+                               &id_count) != CUBLAS_STATUS_SUCCESS)
+    return {};
+  std::vector<std::vector<cublasLtMatmulAlgo_t>> per_algo;
+  for (int i = 0; i < std::min(id_count, max_algo_ids); ++i) {
+    cublasLtMatmulAlgo_t base;
+    if (cublasLtMatmulAlgoInit(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, t_ab, t_ab, t_c, t_c,
+                               ids[static_cast<std::size_t>(i)], &base) != CUBLAS_STATUS_SUCCESS ||
+        !without_split_k(base))
+      continue;
+    std::vector<std::uint32_t> stages = listed_ids(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
+    std::erase(stages, static_cast<std::uint32_t>(CUBLASLT_MATMUL_STAGES_UNDEFINED));
+    if (stages.empty()) stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
+    std::vector<std::vector<cublasLtMatmulAlgo_t>> per_tile;
+    for (const std::uint32_t tile : listed_ids(base, CUBLASLT_ALGO_CAP_TILE_IDS)) {
+      if (tile == CUBLASLT_MATMUL_TILE_UNDEFINED) continue;
+      std::vector<cublasLtMatmulAlgo_t> list;
+      for (auto s = stages.rbegin(); s != stages.rend(); ++s) {
+        cublasLtMatmulAlgo_t algo = base;
+        if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile)) ==
+                CUBLAS_STATUS_SUCCESS &&
+            cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &*s, sizeof(*s)) ==
+                CUBLAS_STATUS_SUCCESS)
+          list.push_back(algo);
+      }
+      per_tile.push_back(std::move(list));
+    }
+    per_algo.push_back(in_turn(per_tile));
+  }
+  return in_turn(per_algo);
+}
+
+/// cuBLASLt's names of its tiles and stage counts (cublasLtMatmulTile_t: rows x columns of its
+/// column-major C, n x m here; cublasLtMatmulStages_t), the first of them; "" where it has none.
+constexpr std::array<std::string_view, 36> tile_names = {
+    "undefined", "8x8",    "8x16",    "16x8",    "8x32",    "16x16",   "32x8",    "8x64",    "16x32",
+    "32x16",     "64x8",   "32x32",   "32x64",   "64x32",   "32x128",  "64x64",   "128x32",  "64x128",
+    "128x64",    "64x256", "128x128", "256x64",  "64x512",  "128x256", "256x128", "512x64",  "64x96",
+    "96x64",     "96x128", "128x160", "160x128", "192x128", "128x192", "128x96",  "32x256",  "256x32"};
+constexpr std::array<std::string_view, 39> stage_names = {
+    "undefined", "16x1",  "16x2",   "16x3",   "16x4",   "16x5",    "16x6",    "32x1",    "32x2",     "32x3",
+    "32x4",      "32x5",  "32x6",   "64x1",   "64x2",   "64x3",    "64x4",    "64x5",    "64x6",     "128x1",
+    "128x2",     "128x3", "128x4",  "128x5",  "128x6",  "32x10",   "8x4",     "16x10",   "8x5",      "",
+    "",          "8x3",   "8xAUTO", "16xAUTO", "32xAUTO", "64xAUTO", "128xAUTO", "256xAUTO", "768xAUTO"};
+
+template <std::size_t N>
+std::string id_name(std::uint32_t id, const std::array<std::string_view, N>& names) {
+  return id < N && !names[id].empty() ? std::string(names[id]) : std::to_string(id);
+}
+
+/// "algo <id>, tile <name or id>, stages <name or id>" of a configured algorithm, then its
+/// cluster shape, CTA swizzling and custom option where not 0, as cuBLASLt reads them back.
+std::string algo_text(const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t id = -1;
+  std::uint32_t tile = 0, stages = 0, swizzle = 0, custom = 0;
+  std::uint16_t cluster = 0;
+  std::size_t written = 0;
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &written);
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
+                                             &written);
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle, sizeof(swizzle),
+                                             &written);
+  (void)cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &custom, sizeof(custom),
+                                             &written);
+  std::string text = "algo " + std::to_string(id) + ", tile " + id_name(tile, tile_names) + ", stages " +
+                     id_name(stages, stage_names);
+  if (cluster != 0) text += ", cluster " + std::to_string(cluster);
+  if (swizzle != 0) text += ", swizzle " + std::to_string(swizzle);
+  if (custom != 0) text += ", custom option " + std::to_string(custom);
+  return text;
+}
+
+/// The choices made so far (gemm_choices).
+struct choice_log {
+  std::mutex mutex;
+  std::vector<gemm_choice> choices;
+};
+
+choice_log& choices() {
+  static choice_log* log = new choice_log;  // leaked, as plans()
+  return *log;
+}
+
+/// After a launch that failed: its own error (a launch refused, not sticky) is cleared, so that
+/// the next op does not take it for its own; an error the context keeps (sticky: a fault of an
+/// earlier kernel) is returned.
+status passed_over(cudaStream_t stream) {
+  (void)cudaGetLastError();
+  const host_wait waiting;
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return status::ok();
+}
+
+/// The algorithm kept for a bucket and the times per run at the call's shape, in microseconds
+/// (0 when not timed).
+struct timed_algo {
+  cublasLtMatmulAlgo_t algo{};
+  double us = 0;
+  double reference_us = 0;
+};
+
+/// Of `algos`, in order of preference and `reference` among them, the one that runs the call `g`
+/// (its operands, m, n and k, its descriptors `real`) fastest on the device, with its time and
+/// the reference's. An accumulating call runs into a C of its own (the call's C must keep its
+/// values); any other writes the call's C, which the call then overwrites. An algorithm that does
+/// not launch is passed over (the reference is kept when none does); one whose first timed run
+/// is past timing_cutoff is not timed further.
+result<timed_algo> fastest_algo(cublasLtHandle_t handle, const gemm_operands& g, dtype c_type, const descriptors& real,
+                                const std::vector<cublasLtMatmulAlgo_t>& algos, const cublasLtMatmulAlgo_t& reference,
+                                void* workspace, cudaStream_t stream) {
+  timed_algo best{reference, 0, 0};
+  if (algos.size() == 1) return best;
   probe_buffer scratch;
   scratch.stream = stream;
   void* out = g.c;
@@ -323,30 +523,52 @@ result<cublasLtMatmulAlgo_t> fastest_algo(cublasLtHandle_t handle, const gemm_op
     return cublasLtMatmul(handle, real.matmul, &alpha, g.b, real.a, g.a, real.b, &beta, out, real.c, out, real.c, &algo,
                           workspace, gemm_workspace_bytes, stream) == CUBLAS_STATUS_SUCCESS;
   };
-  cublasLtMatmulAlgo_t best = algos.front();
-  float best_ms = std::numeric_limits<float>::infinity();  // of timed_runs runs
-  for (const cublasLtMatmulAlgo_t& algo : algos) {
-    bool launched = launch(algo);
-    if (launched) TANDEM_CUDA_CHECK(cudaEventRecord(events.start, stream));
-    for (int i = 0; launched && i < timed_runs; ++i) launched = launch(algo);
-    if (!launched) {
-      (void)cudaGetLastError();  // a launch error of the algorithm passed over is not the next op's
-      continue;
-    }
-    TANDEM_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+  // The elapsed time between the events, once the second has passed.
+  auto elapsed_ms = [&events](float& ms) -> status {
     {
       const host_wait waiting;
       TANDEM_CUDA_CHECK(cudaEventSynchronize(events.stop));
     }
-    float ms = 0;
     TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
-    if (ms < best_ms * (1 - timing_margin)) best = algo, best_ms = ms;
+    return status::ok();
+  };
+  float best_ms = std::numeric_limits<float>::infinity();  // per run
+  for (const cublasLtMatmulAlgo_t& algo : algos) {
+    const bool is_reference = same_algo(algo, reference);
+    // One untimed run (it loads the kernel) and one timed alone, which a candidate past
+    // timing_cutoff ends with; then one untimed run that the timed_runs follow back to back.
+    bool launched = launch(algo);
+    if (launched) {
+      TANDEM_CUDA_CHECK(cudaEventRecord(events.start, stream));
+      launched = launch(algo);
+    }
+    if (launched) {
+      TANDEM_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+      float first_ms = 0;
+      if (auto st = elapsed_ms(first_ms); !st) return st;
+      if (!is_reference && first_ms > timing_cutoff * best_ms) continue;
+      launched = launch(algo);
+    }
+    if (launched) TANDEM_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    for (int i = 0; launched && i < timed_runs; ++i) launched = launch(algo);
+    if (!launched) {
+      if (auto st = passed_over(stream); !st) return st;
+      continue;
+    }
+    TANDEM_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    float ms = 0;
+    if (auto st = elapsed_ms(ms); !st) return st;
+    ms /= timed_runs;
+    if (is_reference) best.reference_us = 1e3 * ms;
+    if (ms < best_ms * (1 - timing_margin)) best.algo = algo, best_ms = ms;
   }
+  if (best_ms < std::numeric_limits<float>::infinity()) best.us = 1e3 * best_ms;
   return best;
 }
 
 /// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
 /// is the row-invariant algorithm, `real` the call's own descriptors (a candidate must run there).
+/// The choice is logged.
 result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle_t handle, const gemm_operands& g, dtype ab,
                                              dtype c_type, const plan_key& key, const descriptors& real,
                                              const cublasLtMatmulAlgo_t& reference, std::int64_t bucket, void* workspace,
@@ -384,6 +606,7 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   int count = 0;
   TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, handle, real.matmul, real.a, h.b, h.c, h.c, q.preference,
                  probe_candidates, found.data(), &count);
+  const std::vector<cublasLtMatmulAlgo_t> configured = configured_algos(handle, ab, c_type);
 
   const std::size_t a_bytes = static_cast<std::size_t>(bucket * k) * size_of(ab);
   const std::size_t b_bytes = static_cast<std::size_t>(n * k) * size_of(ab);
@@ -398,53 +621,98 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.p, host_a.data(), a_bytes, cudaMemcpyHostToDevice, stream));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.p, host_b.data(), b_bytes, cudaMemcpyHostToDevice, stream));
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
-  // C of `algo` on the probe, read back.
-  auto run = [&](const cublasLtMatmulAlgo_t& algo, std::vector<unsigned char>& out) -> status {
+  // C of `algo` on the probe, read back; cublasLtMatmul's status (an algorithm that does not
+  // launch is passed over: its error cleared, a sticky one returned).
+  auto run = [&](const cublasLtMatmulAlgo_t& algo, std::vector<unsigned char>& out) -> result<cublasStatus_t> {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.p, host_c.data(), c_bytes, cudaMemcpyHostToDevice, stream));
-    TANDEM_LT_CALL(op, cublasLtMatmul, handle, q.matmul, &alpha, b.p, q.a, a.p, q.b, &beta, c.p, q.c, c.p, q.c, &algo,
-                   workspace, gemm_workspace_bytes, stream);
+    const cublasStatus_t launched = cublasLtMatmul(handle, q.matmul, &alpha, b.p, q.a, a.p, q.b, &beta, c.p, q.c, c.p,
+                                                   q.c, &algo, workspace, gemm_workspace_bytes, stream);
+    if (launched != CUBLAS_STATUS_SUCCESS) {
+      if (auto st = passed_over(stream); !st) return st;
+      return launched;
+    }
     out.resize(c_bytes);
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data(), c.p, c_bytes, cudaMemcpyDeviceToHost, stream));
     const host_wait waiting;
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return status::ok();
+    return CUBLAS_STATUS_SUCCESS;
   };
   std::vector<unsigned char> want, got;
-  if (auto st = run(reference, want); !st) return st;
-  // The candidates as run (split-K off), each once; those that give the reference's bits, in the
-  // heuristic's order, the reference among them.
+  auto wanted = run(reference, want);
+  if (!wanted) return wanted.error();
+  if (*wanted != CUBLAS_STATUS_SUCCESS) return lt_status(op, "cublasLtMatmul", *wanted);
+  // Whether `algo` runs the call and the probe, within the workspace and the pointers' alignments.
+  auto fits = [&](const cublasLtMatmulAlgo_t& algo) {
+    if (!aligned_for(algo, key)) return false;
+    for (const descriptors* at : std::array<const descriptors*, 2>{&real, &q}) {
+      cublasLtMatmulHeuristicResult_t checked{};
+      if (cublasLtMatmulAlgoCheck(handle, at->matmul, at->a, at->b, at->c, at->c, &algo, &checked) !=
+              CUBLAS_STATUS_SUCCESS ||
+          checked.workspaceSize > gemm_workspace_bytes)
+        return false;
+    }
+    return true;
+  };
+  // The candidates that give the reference's bits, in order of preference: the heuristic's, the
+  // reference among them (else after them), then the configured ones.
   std::vector<cublasLtMatmulAlgo_t> tried, equal;
-  auto among = [](const std::vector<cublasLtMatmulAlgo_t>& algos, const cublasLtMatmulAlgo_t& algo) {
-    return std::any_of(algos.begin(), algos.end(), [&algo](const cublasLtMatmulAlgo_t& x) { return same_algo(x, algo); });
+  int probed = 1;  // the reference's run
+  auto probe = [&](const cublasLtMatmulAlgo_t& algo) -> status {
+    auto ran = run(algo, got);
+    if (!ran) return ran.error();
+    if (*ran != CUBLAS_STATUS_SUCCESS) return status::ok();
+    ++probed;
+    if (got == want) equal.push_back(algo);
+    return status::ok();
   };
   for (int i = 0; i < count; ++i) {
     if (found[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
     cublasLtMatmulAlgo_t algo = found[static_cast<std::size_t>(i)].algo;
-    const std::int32_t one = 1;
-    TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof(one));
-    TANDEM_LT_CALL(op, cublasLtMatmulAlgoConfigSetAttribute, &algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
-                   sizeof(none));
-    if (among(tried, algo)) continue;
+    if (!without_split_k(algo) || among(tried, algo)) continue;
     tried.push_back(algo);
     if (same_algo(algo, reference)) {
       equal.push_back(algo);
       continue;
     }
-    cublasLtMatmulHeuristicResult_t checked{};
-    if (cublasLtMatmulAlgoCheck(handle, real.matmul, real.a, real.b, real.c, real.c, &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
-        checked.workspaceSize > gemm_workspace_bytes)
-      continue;  // does not run at the call's own operands
-    if (cublasLtMatmulAlgoCheck(handle, q.matmul, q.a, q.b, q.c, q.c, &algo, &checked) != CUBLAS_STATUS_SUCCESS ||
-        checked.workspaceSize > gemm_workspace_bytes)
-      continue;
-    if (auto st = run(algo, got); !st) return st;
-    if (got == want) equal.push_back(algo);
+    if (!fits(algo)) continue;
+    if (auto st = probe(algo); !st) return st;
   }
-  if (!among(equal, reference)) equal.push_back(reference);
-  return fastest_algo(handle, g, c_type, real, equal, workspace, stream);
+  if (!among(equal, reference)) {
+    equal.push_back(reference);
+    tried.push_back(reference);
+  }
+  int enumerated = 0;
+  for (const cublasLtMatmulAlgo_t& algo : configured) {
+    if (enumerated == max_enumerated_probes) break;
+    if (among(tried, algo) || !fits(algo)) continue;
+    ++enumerated;
+    if (auto st = probe(algo); !st) return st;
+  }
+  auto kept = fastest_algo(handle, g, c_type, real, equal, reference, workspace, stream);
+  if (!kept) return kept.error();
+  gemm_choice choice;
+  choice.shape = shape_text(g, ab, c_type);
+  choice.bucket = bucket;
+  choice.candidates = probed;
+  choice.equal = static_cast<int>(equal.size());
+  choice.chosen = algo_text(kept->algo);
+  choice.chosen_us = kept->us;
+  choice.reference_us = kept->reference_us;
+  {
+    choice_log& log = choices();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    log.choices.push_back(std::move(choice));
+  }
+  return kept->algo;
 }
 
 }  // namespace
+
+std::vector<gemm_choice> gemm_choices() {
+  choice_log& log = choices();
+  std::lock_guard<std::mutex> lock(log.mutex);
+  return log.choices;
+}
 
 status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
             void* workspace) {
@@ -563,7 +831,12 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
       chosen = *verified;
       plans().insert(small, chosen);
     }
-    algo = chosen;
+    // Checked at the m of the bucket's first call: at another m it must pass again, else the
+    // row-invariant algorithm (the same bits) runs.
+    cublasLtMatmulHeuristicResult_t checked{};
+    if (cublasLtMatmulAlgoCheck(*handle, d.matmul, d.a, d.b, d.c, d.c, &chosen, &checked) == CUBLAS_STATUS_SUCCESS &&
+        checked.workspaceSize <= gemm_workspace_bytes)
+      algo = chosen;
   }
   fresh->algo = algo;
   calls().insert(ck, fresh);

@@ -16,15 +16,19 @@
 // bits whether A has 1 row or 100,000, as with the CPU GEMM's row blocks. That algorithm tiles a
 // decode step's few rows into a handful of blocks, so up to 1024 rows a call takes, per power-of-
 // two bucket of m, the fastest (timed at the first call's own shape and operands) of the row-
-// invariant algorithm and those of the heuristic's algorithms for the bucket that give its very
-// bits on random operands of the call's k. The choice is made once per shape and bucket, on the
-// first call, with host waits: that call must not be in a stream capture (it fails with
-// invalid_argument there; run the shape once outside the capture first).
+// invariant algorithm and those candidates that give its very bits on random operands of the
+// call's k: the heuristic's algorithms for the bucket and up to 256 configurations (tile, stage
+// count) of cuBLASLt's other algorithms for the call's types, all without split-K. The choice is
+// made once per shape and bucket, on the first call, with host waits: that call must not be in a
+// stream capture (it fails with invalid_argument there; run the shape once outside the capture
+// first). gemm_choices() lists the choices made, for reports.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpu/core/dtype.h"
 #include "gpu/core/exec_context.h"
@@ -60,5 +64,23 @@ constexpr std::int64_t row_invariant_rows = 4096;
 /// call: device_error for a failed call, unsupported when no algorithm fits.
 status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
             void* workspace);
+
+/// One small-row algorithm choice (made once per shape and bucket; see cublaslt_gemm.cpp).
+struct gemm_choice {
+  std::string shape;          ///< as the errors name it: "A · Bᵀ with m 256, n 1536, k 12288, bfloat16 -> bfloat16"
+  std::int64_t bucket = 0;    ///< rows
+  int candidates = 0;         ///< configurations probed for bit-equality (the reference included)
+  int equal = 0;              ///< of them giving the reference's bits (the reference included)
+  /// The kept algorithm as cuBLASLt reads it back: "algo <id>, tile <name or id>, stages <name or
+  /// id>", then ", cluster <id>", ", swizzle <n>", ", custom option <n>" where not 0 (cuBLASLt's
+  /// names: a tile is rows x columns of its column-major C, n x m here; "undefined" where the
+  /// algorithm picks its own, as the heuristic's sm90 ones may).
+  std::string chosen;
+  double chosen_us = 0;     ///< its time per run at the call's shape (0 when not timed: one candidate)
+  double reference_us = 0;  ///< the row-invariant algorithm's, timed alike (0 when not timed)
+};
+
+/// Every choice made so far in this process, in the order made (thread-safe copy).
+std::vector<gemm_choice> gemm_choices();
 
 }  // namespace tandem::gpu::ops::cuda
