@@ -48,11 +48,15 @@ __device__ std::int64_t draw(const S* x, std::int64_t v, double u, filter::scrat
     kept = filter::is_kept(row, filter::rank_key(xv), j);
     return kept ? static_cast<double>(filter::token_weight(row, xv)) / row.sum : 0.0;
   };
+  // A group of 32 ids with nothing kept adds zeros to the running sum: skipped, the same bits
+  // (with top-k, almost every group of a large vocabulary).
   double run = 0.0;
   std::int64_t last = -1;
   for (std::int64_t base = begin; base < end; base += 32) {
     bool kept;
-    const double incl = warp_inclusive_d(probability(base + lane, kept));
+    const double p = probability(base + lane, kept);
+    if (!__any_sync(0xffffffffu, kept)) continue;
+    const double incl = warp_inclusive_d(p);
     run += __shfl_sync(0xffffffffu, incl, 31);
     if (kept) last = base + lane;
   }
@@ -85,7 +89,9 @@ __device__ std::int64_t draw(const S* x, std::int64_t v, double u, filter::scrat
   std::int64_t first = LLONG_MAX;
   for (std::int64_t base = begin; base < end; base += 32) {
     bool kept;
-    const double incl = warp_inclusive_d(probability(base + lane, kept));
+    const double p = probability(base + lane, kept);
+    if (!__any_sync(0xffffffffu, kept)) continue;
+    const double incl = warp_inclusive_d(p);
     const unsigned hit = __ballot_sync(0xffffffffu, kept && u < offset + (run + incl));
     if (hit) {
       first = base + __ffs(hit) - 1;

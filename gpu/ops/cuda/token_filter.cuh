@@ -703,6 +703,39 @@ __device__ void unfiltered_row(const S* x, std::int64_t v, const params& p, scra
   __syncthreads();
 }
 
+/// Floors below the row maximum (sh.row.x_max) tried by top_k_floor, in logit units.
+constexpr int floor_count = 7;
+__host__ __device__ constexpr float floor_depth(int i) { return 0.25f * static_cast<float>(1 << i); }  // 0.25 .. 16
+
+/// The highest key among rank_key(x_max - floor_depth(i)) that at least k tokens reach (0, every
+/// key, when none is): a lower bound of the k-th ranked token's key, so the top-k cut among the
+/// tokens at or above it is the cut among all. Counts in registers, one pass, no atomics.
+template <class S>
+__device__ std::uint32_t top_k_floor(const S* x, std::int64_t v, scratch& sh, std::uint32_t k) {
+  std::uint32_t keys[floor_count];
+#pragma unroll
+  for (int i = 0; i < floor_count; ++i) keys[i] = rank_key(sh.row.x_max - floor_depth(i));
+  std::uint32_t counts[floor_count] = {};
+  row_loop(x, v, [&](std::int64_t, float xv, bool valid) {
+    const std::uint32_t key = rank_key(xv);
+#pragma unroll
+    for (int i = 0; i < floor_count; ++i) counts[i] += valid && key >= keys[i] ? 1u : 0u;
+  });
+  if (threadIdx.x < floor_count) sh.red_u[threadIdx.x] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < floor_count; ++i) {
+    const unsigned long long in_warp = warp_sum_u64(counts[i]);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&sh.red_u[i], in_warp);
+  }
+  __syncthreads();
+  std::uint32_t floor = 0;
+  for (int i = floor_count - 1; i >= 0; --i)  // deepest first: the last that holds is the highest
+    if (sh.red_u[i] >= k) floor = keys[i];
+  __syncthreads();
+  return floor;
+}
+
 /// Fills sh.row for row x[0..v) (the steps of sampling_params): the maximum and first-ranked
 /// token, the top-k cut, the top-p cut, S and log S, and with `weighted` sum_P e_j d_j. Every
 /// thread returns after a barrier; when a logit is not finite only sh.row.finite (false) is set.
@@ -740,9 +773,12 @@ __device__ void filter_row(const S* x, std::int64_t v, const params& p, bins b, 
   }
   __syncthreads();
   if (!finite) return;
-  // 2. Top-k: the top_k-th ranked token.
+  // 2. Top-k: the top_k-th ranked token. Only tokens at or above a floor that at least top_k
+  // tokens reach can be it, so the histograms see those alone (at the first level every token
+  // would otherwise hit a few hot bins of shared memory).
   if (p.use_k) {
-    select_cut(x, v, b, sh, [](std::uint32_t, std::int64_t) { return true; }, false,
+    const std::uint32_t floor = top_k_floor(x, v, sh, static_cast<std::uint32_t>(p.top_k));
+    select_cut(x, v, b, sh, [floor](std::uint32_t key, std::int64_t) { return key >= floor; }, false,
                static_cast<unsigned long long>(p.top_k), 1.0);
     if (tid == 0) sh.row.all_kept = false;
     __syncthreads();
