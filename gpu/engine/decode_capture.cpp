@@ -29,8 +29,10 @@ std::int64_t decode_capture::bucket_of(std::int64_t rows) {
   return b;
 }
 
-decode_capture::decode_capture(std::int64_t max_rows, std::int64_t table_width)
-    : max_bucket_(bucket_of(std::max<std::int64_t>(max_rows, 1))), table_width_(std::max<std::int64_t>(table_width, 1)) {}
+decode_capture::decode_capture(std::int64_t max_rows, std::int64_t table_width, std::int64_t head_rows)
+    : max_bucket_(bucket_of(std::max<std::int64_t>(max_rows, 1))),
+      table_width_(std::max<std::int64_t>(table_width, 1)),
+      head_rows_(std::clamp<std::int64_t>(head_rows, 1, max_bucket_)) {}
 
 decode_capture::~decode_capture() { clear(); }
 
@@ -68,7 +70,7 @@ status decode_capture::ensure_buffers(const exec_context& ctx, const model_confi
   scratch_ = std::make_unique<workspace>(ctx.dev);
   const status made = [&]() -> status {
     TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&inputs_, {total}}, {&drawn_, {2 * max_bucket_}}}));
-    return allocate_buffers(ctx, type, {{&hidden_, {max_bucket_, c.hidden_size}}, {&logits_, {max_bucket_, c.vocab_size}}});
+    return allocate_buffers(ctx, type, {{&hidden_, {max_bucket_, c.hidden_size}}, {&logits_, {head_rows_, c.vocab_size}}});
   }();
   if (!made) clear();
   return made;
@@ -122,14 +124,21 @@ status decode_capture::step_work(const exec_context& ctx, const model_config& c,
     batch.block_tables[t] = dev(l.tables[t], {bucket, table_width_});
     batch.host_block_tables[t] = host(l.tables[t], {bucket, table_width_});
   }
-  const tensor hidden = hidden_.view().rows(0, bucket), logits = logits_.view().rows(0, bucket);
+  const tensor hidden = hidden_.view().rows(0, bucket);
   TANDEM_RETURN_IF_ERROR(forward_cached(ctx, c, w, cache, batch, hidden));
-  TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden, logits));
   const tensor tokens = tensor::contiguous(drawn_.data<std::int32_t>(), dtype::int32, std::vector<std::int64_t>{bucket},
                                            drawn_.view().dev());
   const tensor logprobs = tensor::contiguous(drawn_.data<std::int32_t>() + max_bucket_, dtype::float32,
                                              std::vector<std::int64_t>{bucket}, drawn_.view().dev());
-  return ops::sampling_forward(ctx, logits, params, dev(l.coordinates, {bucket, coordinate_words}), tokens, logprobs);
+  const tensor coordinates = dev(l.coordinates, {bucket, coordinate_words});
+  for (std::int64_t begin = 0; begin < bucket; begin += head_rows_) {
+    const std::int64_t end = std::min(bucket, begin + head_rows_);
+    const tensor logits = logits_.view().rows(0, end - begin);
+    TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden.rows(begin, end), logits));
+    TANDEM_RETURN_IF_ERROR(ops::sampling_forward(ctx, logits, params, coordinates.rows(begin, end), tokens.rows(begin, end),
+                                                 logprobs.rows(begin, end)));
+  }
+  return status::ok();
 }
 
 result<decode_draws> decode_capture::run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,

@@ -3,8 +3,9 @@
 // the step. Rows are padded to the bucket (a power of two): a padding row is a sequence of one
 // token at position 0 whose keys and values go to the cache's spare blocks. Everything a replay
 // reads lives at fixed addresses: the rows, block tables of a fixed width and the sampler's
-// coordinates in one device buffer sent before each replay, the hidden states, logits and sampled
-// tokens in buffers sized for the largest bucket.
+// coordinates in one device buffer sent before each replay, the hidden states and sampled tokens
+// in buffers sized for the largest bucket, the logits in one of head_rows rows (the head runs
+// and samples that many rows at a time, as the engine's uncaptured steps do).
 //
 //   bucket B, parameters P not captured --run()--> the step at B rows run op by op (plans,
 //     scratch and library probes made; its results are the step's), then captured --> captured
@@ -58,8 +59,9 @@ class decode_capture {
   /// The smallest power of two >= rows (rows >= 1).
   static std::int64_t bucket_of(std::int64_t rows);
 
-  /// Steps of at most `max_rows` rows whose sequences map at most `table_width` blocks of a type.
-  decode_capture(std::int64_t max_rows, std::int64_t table_width);
+  /// Steps of at most `max_rows` rows whose sequences map at most `table_width` blocks of a type;
+  /// the head's logits made and sampled `head_rows` rows at a time (the buffer holds that many).
+  decode_capture(std::int64_t max_rows, std::int64_t table_width, std::int64_t head_rows);
   decode_capture(const decode_capture&) = delete;
   decode_capture& operator=(const decode_capture&) = delete;
   ~decode_capture();
@@ -92,10 +94,11 @@ class decode_capture {
                    const ops::sampling_params& params) const;
 
   using key = std::tuple<std::int64_t, double, std::int32_t, double>;  // bucket, temperature, top_k, top_p
-  std::int64_t max_bucket_, table_width_;
+  std::int64_t max_bucket_, table_width_, head_rows_;
   std::map<key, captured_work> captured_;
   std::unique_ptr<workspace> scratch_;
-  device_buffer inputs_, hidden_, logits_, drawn_;  // for max_bucket_ rows
+  device_buffer inputs_, hidden_, drawn_;  // for max_bucket_ rows
+  device_buffer logits_;                   // for head_rows_ rows
   std::int32_t* staging_ = nullptr;                 // host staging of inputs_ (pinned on CUDA)
   device staging_device_ = device::cpu();
   bool in_flight_ = false;                          // inputs sent, not yet waited for

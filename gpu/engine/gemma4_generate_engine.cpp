@@ -97,7 +97,8 @@ result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_w
   e->ctx_.scratch = e->scratch_.get();
   // A sequence maps at most max_sequence_length / kv_block_size blocks (rounded up) of a type.
   e->captured_ = std::make_unique<decode_capture>(options.max_num_sequences,
-                                                  (options.max_sequence_length + options.kv_block_size - 1) / options.kv_block_size);
+                                                  (options.max_sequence_length + options.kv_block_size - 1) / options.kv_block_size,
+                                                  head_chunk_rows);
   e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
   if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;

@@ -284,33 +284,43 @@ BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_give_the_bits_of_steps_
     const auto full = tg::kv_cache_options_for(probe->config(), tg::dtype::float32, 4, 1 << 20);
     o.kv_cache_bytes = (1 << 20) / full.full_blocks * 48;  // 48 blocks of each pool
   }
-  std::map<std::uint64_t, tg::finished_sequence> done[2];
-  std::int64_t captured_steps[2] = {0, 0}, captures[2] = {0, 0}, preempted[2] = {0, 0};
-  for (const int captured : {0, 1}) {
-    o.capture_decode = captured ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
-    auto e = engine(dir, o);
-    BOOST_REQUIRE(e->submit(requests).is_ok());
-    done[captured] = run_all(*e);
-    captured_steps[captured] = e->profile().captured_steps;
-    captures[captured] = e->profile().captures;
-    preempted[captured] = e->preemptions();
-    BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
-    BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
+  // Then all 400 running at once, drawn alike (one set of parameters, so decode steps are
+  // captured): buckets of 512 rows, whose head runs in chunks of 256.
+  for (const std::int64_t running : {13, 400}) {
+    o.max_num_sequences = running;
+    if (running > 13)
+      for (auto& r : requests) r.sampling = {0.7, 20, 0.9};
+    std::map<std::uint64_t, tg::finished_sequence> done[2];
+    std::int64_t captured_steps[2] = {0, 0}, captures[2] = {0, 0}, preempted[2] = {0, 0};
+    for (const int captured : {0, 1}) {
+      o.capture_decode = captured ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
+      if (running > 13) o.kv_cache_bytes = 64 << 20;
+      auto e = engine(dir, o);
+      BOOST_REQUIRE(e->submit(requests).is_ok());
+      done[captured] = run_all(*e);
+      captured_steps[captured] = e->profile().captured_steps;
+      captures[captured] = e->profile().captures;
+      preempted[captured] = e->preemptions();
+      BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
+      BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
+    }
+    BOOST_TEST_CONTEXT("at most " << running << " running") {
+      BOOST_TEST(captured_steps[0] == 0);
+      BOOST_TEST(captured_steps[1] > 30, captured_steps[1] << " captured steps");
+      BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
+      if (running == 13) BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
+      BOOST_REQUIRE(done[1].size() == requests.size());
+      std::size_t differ = 0;
+      for (const auto& r : requests) {
+        const auto& got = done[1].at(r.id);
+        const auto& want = done[0].at(r.id);
+        const bool same = got.tokens == want.tokens && got.reason == want.reason &&
+                          std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
+        if (!same && ++differ <= 5) BOOST_ERROR("request " << r.id << " differs between captured and op-by-op steps");
+      }
+      BOOST_TEST(differ == 0u);
+    }
   }
-  BOOST_TEST(captured_steps[0] == 0);
-  BOOST_TEST(captured_steps[1] > 50, captured_steps[1] << " captured steps");
-  BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
-  BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
-  BOOST_REQUIRE(done[1].size() == requests.size());
-  std::size_t differ = 0;
-  for (const auto& r : requests) {
-    const auto& got = done[1].at(r.id);
-    const auto& want = done[0].at(r.id);
-    const bool same = got.tokens == want.tokens && got.reason == want.reason &&
-                      std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
-    if (!same && ++differ <= 5) BOOST_ERROR("request " << r.id << " differs between captured and op-by-op steps");
-  }
-  BOOST_TEST(differ == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sliding_blocks_stay_in_the_window) {
