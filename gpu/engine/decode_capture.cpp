@@ -37,13 +37,16 @@ decode_capture::decode_capture(std::int64_t max_rows, std::int64_t table_width, 
 decode_capture::~decode_capture() { clear(); }
 
 void decode_capture::clear() {
+  // A step that failed may have left a replay or its inputs' copy running: let it finish before
+  // its graph and buffers go (a wait that fails leaves nothing more to do than to free them).
+  if (in_flight_) (void)wait_for_device(ctx_);
   captured_.clear();
   scratch_.reset();
   inputs_ = {};
   hidden_ = {};
   logits_ = {};
   drawn_ = {};
-  if (staging_) host_staging_free(staging_device_, staging_);
+  if (staging_) host_staging_free(ctx_.dev, staging_);
   staging_ = nullptr;
   in_flight_ = false;
 }
@@ -66,7 +69,7 @@ status decode_capture::ensure_buffers(const exec_context& ctx, const model_confi
   auto staging = host_staging_allocate(ctx.dev, total * 4);
   if (!staging) return staging.error();
   staging_ = static_cast<std::int32_t*>(*staging);
-  staging_device_ = ctx.dev;
+  ctx_ = ctx;
   scratch_ = std::make_unique<workspace>(ctx.dev);
   const status made = [&]() -> status {
     TANDEM_RETURN_IF_ERROR(allocate_buffers(ctx, dtype::int32, {{&inputs_, {total}}, {&drawn_, {2 * max_bucket_}}}));

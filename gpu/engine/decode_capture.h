@@ -100,7 +100,7 @@ class decode_capture {
   device_buffer inputs_, hidden_, drawn_;  // for max_bucket_ rows
   device_buffer logits_;                   // for head_rows_ rows
   std::int32_t* staging_ = nullptr;                 // host staging of inputs_ (pinned on CUDA)
-  device staging_device_ = device::cpu();
+  exec_context ctx_;                                // the buffers' device and stream
   bool in_flight_ = false;                          // inputs sent, not yet waited for
   std::vector<kv_cache::sequence_id> sequences_;    // the step's, for forward_cached's checks
   std::int64_t captures_ = 0, replays_ = 0;
