@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -73,7 +72,7 @@ class decode_capture {
   result<decode_draws> run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
                            std::span<const decode_row> rows, const ops::sampling_params& params);
 
-  /// Drops every capture and the buffers (kept: nothing).
+  /// Drops every capture and the buffers, once a step that a failure left in flight is done.
   void clear();
 
   /// Captures made and replays run since creation.
