@@ -478,8 +478,7 @@ bool gemma4_generate_engine::capturable(const std::vector<planned>& plan) const 
   if (!wanted || options_.trace.enabled() || op_profile_armed() || source_.config.enable_moe_block) return false;
   for (const planned& p : plan) {
     if (!p.seq || p.rows != 1 || p.seq->computed + 1 != static_cast<std::int64_t>(p.seq->tokens.size())) return false;
-    const ops::sampling_params& a = p.seq->request.sampling, &b = plan.front().seq->request.sampling;
-    if (a.temperature != b.temperature || a.top_k != b.top_k || a.top_p != b.top_p) return false;
+    if (!(p.seq->request.sampling == plan.front().seq->request.sampling)) return false;
   }
   return !plan.empty();
 }
