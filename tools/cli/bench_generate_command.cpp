@@ -1,8 +1,10 @@
 // `tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda]
-//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--agreement] [--json FILE]`:
+//  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--profiler-range]
+//  [--agreement] [--json FILE]`:
 // one batch of sampled generations by the Gemma 4 generate engine over random initial weights,
 // beside the decode step's GEMM-only ceiling and memory roofline measured in the same run
 // (generate_bench.h); --profile adds the decode steps' time op by op (gpu/core/op_profile.h);
+// --profiler-range brackets one replayed decode step for `ncu --profile-from-start off`;
 // --agreement how closely a train engine scores a batch sampled at temperature 0.7, top-k 20,
 // top-p 0.9 (generate_agreement.h).
 #include <cstdio>
@@ -23,7 +25,7 @@ namespace {
 constexpr const char* usage =
     "usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]\n"
     "                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]\n"
-    "                             [--prefill-budget R] [--seed N] [--profile] [--agreement] [--json FILE]\n";
+    "                             [--prefill-budget R] [--seed N] [--profile] [--profiler-range] [--agreement] [--json FILE]\n";
 
 std::string fixed(double v, int digits) {
   char b[64];
@@ -39,7 +41,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   const parsed_options p = parse_options(a,
                                          {"--model", "--batch", "--prompt-len", "--new-tokens", "--backend", "--dtype", "--temperature",
                                           "--top-k", "--top-p", "--prefill-budget", "--seed", "--json"},
-                                         {"--profile", "--agreement"});
+                                         {"--profile", "--agreement", "--profiler-range"});
   if (!p.problem.empty()) {
     err << "tandem bench generate: " << p.problem << "\n" << usage;
     return exit_usage;
@@ -51,6 +53,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   generate_bench_settings s;
   s.model = p.values.at("--model");
   s.profile = p.flags.count("--profile") > 0;
+  s.profiler_range = p.flags.count("--profiler-range") > 0;
   if (p.flags.count("--agreement") > 0) s.agreement = gpu::ops::sampling_params{0.7, 20, 0.9};
   const struct {
     const char* name;

@@ -10,6 +10,7 @@
 
 #include "gpu/core/device_buffer.h"
 #include "gpu/core/host_waits.h"
+#include "gpu/core/profiler_range.h"
 #include "gpu/core/memory.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/model/checkpoint.h"
@@ -116,10 +117,17 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
       const gpu::generate_profile before = e.profile();
       const std::int64_t waits_before = gpu::host_waits();
       const double waited_before = gpu::host_wait_seconds();
+      const bool bracketed = timed && s.profiler_range && decode_times.size() == 2;  // the third decode step, if this is one
+      if (bracketed) {
+        if (auto st = gpu::profiler_range_start(ctx.dev); !st) return fail("the profiler range", st);
+      }
       const auto step_start = clock_type::now();
       auto left = e.step();
       if (!left) return fail("step " + std::to_string(step), left.error());
       const double t = seconds_since(step_start);
+      if (bracketed) {
+        if (auto st = gpu::profiler_range_stop(ctx.dev); !st) return fail("the profiler range", st);
+      }
       const std::int64_t rows = e.profile().rows - before.rows, tokens = e.profile().tokens - before.tokens;
       if (rows > 0 && rows == tokens) {  // one row per sequence, every row sampled
         decode_times.push_back(t);

@@ -33,6 +33,10 @@ struct generate_bench_settings {
   std::int64_t kv_block_size = 16;
   std::uint64_t seed = 1;
   bool profile = false;  ///< time the ops of the timed run's decode steps (gpu/core/op_profile.h)
+  /// Bracket the timed run's third decode step (the warm-up has captured its bucket, so a replayed
+  /// one) with the CUDA profiler's collection range (gpu/core/profiler_range.h): `ncu
+  /// --profile-from-start off` then times that step's kernels alone.
+  bool profiler_range = false;
   /// After the ceilings, sample the batch again at these settings and score it with a train
   /// engine (generate_agreement.h).
   std::optional<gpu::ops::sampling_params> agreement;

@@ -126,13 +126,17 @@ status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, st
                              : kind == copy_kind::device_to_host ? cudaMemcpyDeviceToHost
                                                                  : cudaMemcpyHostToDevice;
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
-  // A host side is complete when the call returns: the caller may read it or reuse it at once;
-  // except host staging memory, whose caller keeps it until the stream has passed the copy.
-  if (kind == copy_kind::device_to_host || kind == copy_kind::host_to_device) {
-    const host_wait waiting;
-    TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
+  if (kind == copy_kind::device_to_device || kind == copy_kind::staged_to_device) {
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
+    return status::ok();
   }
+  // A host side is complete when the call returns: the caller may read it or reuse it at once
+  // (host staging memory, above, is kept by its caller until the stream has passed the copy).
+  // The wait covers the copy call too: with pageable host memory cudaMemcpyAsync itself returns
+  // only once the stream has reached and finished the copy.
+  const host_wait waiting;
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(s));
   return status::ok();
 }
 

@@ -119,9 +119,9 @@ std::size_t round_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 status verdict(const exec_context& ctx, const char* op, const tensor& ids, std::int64_t vocab, const flag_t* bad) {
   const cudaStream_t stream = stream_of(ctx);
   flag_t position = no_bad_id;
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(&position, bad, sizeof position, cudaMemcpyDeviceToHost, stream));
-  {
+  {  // the wait covers the copy: into pageable memory it returns once done
     const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(&position, bad, sizeof position, cudaMemcpyDeviceToHost, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   if (position == no_bad_id) return status::ok();

@@ -224,10 +224,10 @@ status sort_slots(const exec_context& ctx, const char* op, const tensor& indices
   chunk_offsets_kernel<<<1, 1024, 0, stream>>>(chunks, e, s.counts, s.bad, s.totals, s.summary);
   TANDEM_RETURN_IF_ERROR(launch_status(op, "chunk_offsets_kernel"));
   std::vector<std::int64_t> summary(static_cast<std::size_t>(e + 2));
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(summary.data(), s.summary, summary.size() * sizeof(std::int64_t),
-                                    cudaMemcpyDeviceToHost, stream));
-  {
+  {  // the wait covers the copy: into pageable memory it returns once done
     const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(summary.data(), s.summary, summary.size() * sizeof(std::int64_t),
+                                      cudaMemcpyDeviceToHost, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   if (summary.back() != 0)

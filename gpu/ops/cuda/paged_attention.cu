@@ -186,9 +186,9 @@ status enqueue_check(cudaStream_t stream, const char* op, const paged_geometry& 
 /// Waits for the stream, then the CPU's message for the fault the check found (ok if none).
 status check_verdict(cudaStream_t stream, const char* op, const paged_fault* fault, const paged_geometry& g) {
   paged_fault f{};
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(&f, fault, sizeof f, cudaMemcpyDeviceToHost, stream));
-  {
+  {  // the wait covers the copy: into pageable memory it returns once done
     const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(&f, fault, sizeof f, cudaMemcpyDeviceToHost, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   const auto str = [](std::int64_t x) { return std::to_string(x); };

@@ -441,9 +441,9 @@ status pg_loss_forward(const exec_context& ctx, dtype storage, const pg_loss_inp
   if (bad_values) *bad_values = false;
   if (metrics == nullptr) return status::ok();
   batch_record b;
-  TANDEM_CUDA_CHECK(cudaMemcpyAsync(&b, batch, sizeof(b), cudaMemcpyDeviceToHost, stream));
-  {
+  {  // the wait covers the copy: into pageable memory it returns once done
     const host_wait waiting;
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(&b, batch, sizeof(b), cudaMemcpyDeviceToHost, stream));
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));  // the metrics are host values
   }
   if (bad_values) *bad_values = b.flags != 0;
