@@ -45,7 +45,13 @@ attention_options attention_of(const model_config& c, const layer_config& L) {
   return o;
 }
 
-status rope_if(const exec_context& ctx, const rope_table* t, const tensor& x) { return t ? rope_forward(ctx, x, t->cos, t->sin, x) : status::ok(); }
+// y = rope(rmsnorm(x)·w) per head, in one pass (x [T, heads, d]); the norm alone without a table.
+status norm_rope(const exec_context& ctx, const rope_table* t, const tensor& x, const tensor& w, double eps, const tensor& y,
+                 const tensor& inv_rms) {
+  if (t) return rmsnorm_rope_forward(ctx, x, w, eps, t->cos, t->sin, y, inv_rms);
+  const std::int64_t rows = x.dim(0) * x.dim(1), d = x.dim(2);
+  return rmsnorm_forward(ctx, x.reshaped({rows, d}), w, eps, y.reshaped({rows, d}), inv_rms);
+}
 status unrope_if(const exec_context& ctx, const rope_table* t, const tensor& dx) { return t ? rope_backward(ctx, dx, t->cos, t->sin, dx) : status::ok(); }
 
 // --- attention ---------------------------------------------------------------------------------
@@ -63,8 +69,7 @@ status kv_forward(const exec_context& ctx, const model_config& c, const layer_co
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.v_proj, kv.v_raw));
   }
   const device_buffer& v_in = w.v_proj.empty() ? kv.k_raw : kv.v_raw;  // k_eq_v: V is the raw key projection
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, kv.k_raw.view().reshaped({T * g, d}), w.k_norm, eps, kv.k.view().reshaped({T * g, d}), kv.k_inv));
-  TANDEM_RETURN_IF_ERROR(rope_if(ctx, s.args.k_rope, kv.k));
+  TANDEM_RETURN_IF_ERROR(norm_rope(ctx, s.args.k_rope, kv.k_raw.view().reshaped({T, g, d}), w.k_norm, eps, kv.k, kv.k_inv));
   return rmsnorm_forward(ctx, v_in.view().reshaped({T * g, d}), tensor{}, eps, kv.v.view().reshaped({T * g, d}), kv.v_inv);
 }
 
@@ -100,9 +105,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
   const std::int64_t T = s.a.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
   TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.q_raw, {T, nh * d}}, {&s.q_inv, {T * nh}, stat(s.a)}, {&s.q, {T, nh, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.q_proj, s.q_raw));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.q_raw.view().reshaped({T * nh, d}), w.q_norm, c.rms_norm_eps,
-                                         s.q.view().reshaped({T * nh, d}), s.q_inv));
-  TANDEM_RETURN_IF_ERROR(rope_if(ctx, s.args.q_rope, s.q));
+  TANDEM_RETURN_IF_ERROR(norm_rope(ctx, s.args.q_rope, s.q_raw.view().reshaped({T, nh, d}), w.q_norm, c.rms_norm_eps, s.q, s.q_inv));
   trace(s.q, "q", l);
   const kv_activations* kv = s.args.shared_kv;
   if (!L.is_kv_shared) {
@@ -142,14 +145,14 @@ status mlp_activations(const exec_context& ctx, const layer_weights& w, const la
 }
 
 // s.m = the feed-forward branch (dense MLP, plus the MoE block when enabled), before
-// post_feedforward_layernorm; s.h_attn is the residual stream entering it.
+// post_feedforward_layernorm; s.h_attn is the residual stream entering it, s.f its
+// pre_feedforward_layernorm (made with h_attn by layer_forward).
 status feedforward_forward(const exec_context& ctx, const model_config& c, int l, const layer_weights& w, layer_activations& s, const tracer& trace) {
   const layer_config& L = c.layers[static_cast<std::size_t>(l)];
   const std::int64_t T = s.h_attn.shape()[0], H = c.hidden_size;
   const double eps = c.rms_norm_eps;
   const device_buffer& r = s.h_attn;
-  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.f, {T, H}}, {&s.f_inv, {T}, stat(r)}, {&s.m_dense, {T, H}}}));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, r, w.pre_feedforward_norm, eps, s.f, s.f_inv));
+  TANDEM_RETURN_IF_ERROR(make(ctx, r, {{&s.m_dense, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(mlp_activations(ctx, w, s, s.gate, s.up, s.act, L.intermediate_size));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.act, w.down_proj, s.m_dense));
   trace(s.m_dense, "mlp_out", l);
@@ -214,31 +217,62 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
                      kv_activations* own_kv, const tensor& h_out, const tracer& trace) {
   const std::int64_t T = s.h_in.shape()[0], H = c.hidden_size, P = c.hidden_size_per_layer_input;
   const double eps = c.rms_norm_eps;
+  // Each branch joins the stream through one residual_norm_forward (its norm, the add, the layer
+  // scalar at the end, the next norm); the branch itself is kept only for a trace.
   device_buffer branch;
-  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}, stat(s.h_in)}, {&branch, {T, H}}, {&s.o_inv, {T}, stat(s.h_in)}, {&s.h_attn, {T, H}}}));
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}, stat(s.h_in)}, {&s.o_inv, {T}, stat(s.h_in)}, {&s.h_attn, {T, H}}}));
+  if (trace.enabled()) TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&branch, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.h_in, w.input_norm, eps, s.a, s.a_inv));
   TANDEM_RETURN_IF_ERROR(attention_forward_block(ctx, c, l, w, batch, s, own_kv, trace));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.o, w.post_attention_norm, eps, branch, s.o_inv));
+  TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.f, {T, H}}, {&s.f_inv, {T}, stat(s.h_in)}}));
+  residual_norm_io attn{};
+  attn.x = s.o;
+  attn.w = w.post_attention_norm;
+  attn.residual = s.h_in;
+  attn.out = s.h_attn;
+  attn.inv_rms = s.o_inv;
+  attn.branch = branch;
+  attn.next_w = w.pre_feedforward_norm;
+  attn.next = s.f;
+  attn.next_inv_rms = s.f_inv;
+  TANDEM_RETURN_IF_ERROR(residual_norm_forward(ctx, attn, eps));
   trace(branch, "attn_out", l);
-  TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_in, branch, s.h_attn));
   trace(s.h_attn, "attn_residual", l);
   TANDEM_RETURN_IF_ERROR(feedforward_forward(ctx, c, l, w, s, trace));
   TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.m_inv, {T}, stat(s.h_in)}, {&s.h_ffn, {T, H}}}));
-  TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.m, w.post_feedforward_norm, eps, branch, s.m_inv));
-  TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_attn, branch, s.h_ffn));
-  trace(s.h_ffn, "ffn_residual", l);
+  residual_norm_io ffn{};
+  ffn.x = s.m;
+  ffn.w = w.post_feedforward_norm;
+  ffn.residual = s.h_attn;
+  ffn.inv_rms = s.m_inv;
   s.h_pre_scale = s.h_ffn;
   if (P > 0) {
+    ffn.out = s.h_ffn;
+    TANDEM_RETURN_IF_ERROR(residual_norm_forward(ctx, ffn, eps));
+    trace(s.h_ffn, "ffn_residual", l);
     TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.ple_a, {T, P}}, {&s.ple_g, {T, P}}, {&s.ple_o, {T, H}}, {&s.ple_o_inv, {T}, stat(s.h_in)}}));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.h_ffn, w.ple_gate, s.ple_a));
     TANDEM_RETURN_IF_ERROR(ple_gate_forward(ctx, s.ple_a, s.args.ple, l, s.ple_g));
     TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.ple_g, w.ple_projection, s.ple_o));
-    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.ple_o, w.ple_post_norm, eps, branch, s.ple_o_inv));
-    trace(branch, "ple_out", l);
     TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.h_pre_scale, {T, H}}}));
-    TANDEM_RETURN_IF_ERROR(add_forward(ctx, s.h_ffn, branch, s.h_pre_scale));
+    residual_norm_io ple{};
+    ple.x = s.ple_o;
+    ple.w = w.ple_post_norm;
+    ple.residual = s.h_ffn;
+    ple.out = h_out;
+    ple.inv_rms = s.ple_o_inv;
+    ple.branch = branch;
+    ple.scale = w.layer_scalar;
+    ple.pre_scale = s.h_pre_scale;
+    TANDEM_RETURN_IF_ERROR(residual_norm_forward(ctx, ple, eps));
+    trace(branch, "ple_out", l);
+  } else {  // the stream's scalar right after the feed-forward branch
+    ffn.out = h_out;
+    ffn.scale = w.layer_scalar;
+    ffn.pre_scale = s.h_ffn;
+    TANDEM_RETURN_IF_ERROR(residual_norm_forward(ctx, ffn, eps));
+    trace(s.h_ffn, "ffn_residual", l);
   }
-  TANDEM_RETURN_IF_ERROR(scale_by_forward(ctx, s.h_pre_scale, w.layer_scalar, h_out));
   trace(h_out, "layer_out", l);
   return status::ok();
 }

@@ -26,6 +26,18 @@ __device__ __forceinline__ float from_float<float>(float v) { return v; }
 template <>
 __device__ __forceinline__ bf16 from_float<bf16>(float v) { return __float2bfloat16_rn(v); }
 
+/// RoPE's half-split rotation of a pair (a = x_j, b = x_{j+h}) with the table values of the output
+/// column, each product rounded then the sum (no FMA: every kernel that rotates gives the same
+/// bits). Forward: y_j = a·cos − b·sin, y_{j+h} = b·cos + a·sin; the inverse swaps the signs.
+__device__ __forceinline__ float rope_low(float a, float b, float c, float s) { return __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s)); }
+__device__ __forceinline__ float rope_high(float a, float b, float c, float s) { return __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)); }
+__device__ __forceinline__ float rope_low_inverse(float a, float b, float c, float s) {
+  return __fadd_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+}
+__device__ __forceinline__ float rope_high_inverse(float a, float b, float c, float s) {
+  return __fsub_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+}
+
 /// Sum over the 32 lanes of a warp, every lane gets it; the same tree on every call.
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -14,8 +14,11 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/cuda/elementwise.h"
+#include "gpu/ops/cuda/rope.h"
 #include "gpu/ops/cuda/launch.h"
 #include "gpu/ops/op_check.h"
 #include "gpu/ops/scratch.h"
@@ -154,6 +157,43 @@ __device__ __forceinline__ float group_sum(float v, float* shared) {
   }
 }
 
+/// A thread's part of a row's sum of squares: its K vectors in order, their elements in order, one
+/// FMA each (zeros past the row add nothing). The forward kernels share it, so that a norm gives
+/// the same bits in every kernel that computes it.
+template <class S, int K>
+__device__ __forceinline__ float squares_of(const uint4 (&raw)[K]) {
+  constexpr int V = width<S>;
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    float v[V];
+    unpack<S>(raw[k], v);
+#pragma unroll
+    for (int e = 0; e < V; ++e) sum = fmaf(v[e], v[e], sum);
+  }
+  return sum;
+}
+
+/// (sum / d + eps)^(-1/2), as every forward kernel computes it.
+__device__ __forceinline__ float inverse_rms(float sum, std::int64_t d, float eps) {
+  return 1.f / sqrtf(sum / static_cast<float>(d) + eps);
+}
+
+/// The normed vector x · inv · w (w's vector, or 1 when w is null), two products per element.
+template <class S>
+__device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S* w, int c) {
+  constexpr int V = width<S>;
+  if (w) {
+    float wv[V];
+    unpack<S>(load16_nc(w + static_cast<std::int64_t>(c) * V), wv);
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = __fmul_rn(__fmul_rn(v[e], inv), wv[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = __fmul_rn(v[e], inv);
+  }
+}
+
 /// Rows of nv vectors, G threads per row, 256 / G rows per block; thread t of a group holds
 /// vectors t, t + G, ... (at most K). y may be x: a thread reads all its elements before it
 /// writes them, and no thread touches another's.
@@ -175,16 +215,7 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const 
     raw[k] = make_uint4(0, 0, 0, 0);
     if (live && c < nv) raw[k] = load16(xr + static_cast<std::int64_t>(c) * V);
   }
-  float sum = 0.f;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    float v[V];
-    unpack<S>(raw[k], v);  // zeros past the row: they add nothing
-#pragma unroll
-    for (int e = 0; e < V; ++e) sum += v[e] * v[e];
-  }
-  sum = group_sum<G>(sum, shared);
-  const float inv = 1.f / sqrtf(sum / static_cast<float>(d) + eps);
+  const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
   if (!live) return;
   if (inv_rms && t == 0) inv_rms[r] = inv;
   S* yr = y + r * d;
@@ -194,16 +225,148 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const 
     if (c >= nv) continue;
     float v[V];
     unpack<S>(raw[k], v);
-    if (w) {
-      float wv[V];
-      unpack<S>(load16_nc(w + static_cast<std::int64_t>(c) * V), wv);
-#pragma unroll
-      for (int e = 0; e < V; ++e) v[e] = v[e] * inv * wv[e];
-    } else {
-#pragma unroll
-      for (int e = 0; e < V; ++e) v[e] = v[e] * inv;
-    }
+    normed<S>(v, inv, w, c);
     *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(c) * V) = pack<S>(v);
+  }
+}
+
+/// The pointers of residual_norm_vec_kernel (gpu/ops/rmsnorm.h's residual_norm_io; null when
+/// not given).
+template <class S>
+struct residual_rows {
+  const S* x;
+  const S* w;
+  const S* residual;
+  S* out;
+  float* inv_rms;
+  S* branch;
+  const S* scale;
+  S* pre_scale;
+  const S* next_w;
+  S* next;
+  float* next_inv_rms;
+};
+
+/// rmsnorm_forward_vec_kernel's layout and arithmetic, twice over a row, with the add and the
+/// scale between: a thread's vectors of x give the branch (rounded to S), the residual's same
+/// vectors the sum (rounded), the scale the stream (rounded); the stream's vectors stay in
+/// registers for the next norm. Every thread reads its elements before it writes them (out may be
+/// residual).
+template <class S, int G, int K>
+__global__ void __launch_bounds__(vec_threads) residual_norm_vec_kernel(residual_rows<S> a, std::int64_t rows, int nv,
+                                                                        float eps) {
+  constexpr int V = width<S>, R = vec_threads / G;
+  __shared__ float shared[vec_threads / 32];
+  const int t = threadIdx.x % G;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
+  const bool live = r < rows;
+  const std::int64_t d = static_cast<std::int64_t>(nv) * V;
+  const auto at = [&](int c) { return r * d + static_cast<std::int64_t>(c) * V; };
+  uint4 raw[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    raw[k] = make_uint4(0, 0, 0, 0);
+    if (live && c < nv) raw[k] = load16(a.x + at(c));
+  }
+  const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
+  const float scale = a.scale ? to_float(*a.scale) : 1.f;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {  // raw[k] becomes the stream's vector (zeros past the row)
+    const int c = t + k * G;
+    if (!live || c >= nv) continue;
+    float v[V], res[V];
+    unpack<S>(raw[k], v);
+    normed<S>(v, inv, a.w, c);
+    const uint4 branch = pack<S>(v);
+    if (a.branch) *reinterpret_cast<uint4*>(a.branch + at(c)) = branch;
+    unpack<S>(branch, v);
+    unpack<S>(load16(a.residual + at(c)), res);
+#pragma unroll
+    for (int e = 0; e < V; ++e) v[e] = __fadd_rn(res[e], v[e]);
+    raw[k] = pack<S>(v);
+    if (a.scale) {
+      *reinterpret_cast<uint4*>(a.pre_scale + at(c)) = raw[k];
+      unpack<S>(raw[k], v);
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[e] = __fmul_rn(v[e], scale);
+      raw[k] = pack<S>(v);
+    }
+    *reinterpret_cast<uint4*>(a.out + at(c)) = raw[k];
+  }
+  if (live && a.inv_rms && t == 0) a.inv_rms[r] = inv;
+  if (!a.next_w) return;  // uniform over the grid
+  const float next_inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
+  if (!live) return;
+  if (a.next_inv_rms && t == 0) a.next_inv_rms[r] = next_inv;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    if (c >= nv) continue;
+    float v[V];
+    unpack<S>(raw[k], v);
+    normed<S>(v, next_inv, a.next_w, c);
+    *reinterpret_cast<uint4*>(a.next + at(c)) = pack<S>(v);
+  }
+}
+
+/// rmsnorm_forward_vec_kernel's layout and arithmetic over (token, head) rows of d = nv · V, then
+/// RoPE's rotation of the rounded normed row: the block's rows meet in shared memory ([R][d]
+/// floats, dynamic), where a thread reads each of its columns' partner (j ± d/2); the pair math is
+/// rope_forward's (device_math.cuh). y may be x: a row's values are all in shared memory before
+/// any is written.
+template <class S, int G, int K>
+__global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* x, const S* __restrict__ w,
+                                                                       const S* __restrict__ cos, const S* __restrict__ sin,
+                                                                       std::int64_t rows, std::int64_t heads, int nv,
+                                                                       float eps, S* y, float* __restrict__ inv_rms) {
+  constexpr int V = width<S>, R = vec_threads / G;
+  __shared__ float shared[vec_threads / 32];
+  extern __shared__ float normed_rows[];  // [R][d]
+  const int t = threadIdx.x % G;
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
+  const bool live = r < rows;
+  const std::int64_t d = static_cast<std::int64_t>(nv) * V, half = d / 2;
+  float* const row = normed_rows + static_cast<std::int64_t>(threadIdx.x / G) * d;
+  uint4 raw[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    raw[k] = make_uint4(0, 0, 0, 0);
+    if (live && c < nv) raw[k] = load16(x + r * d + static_cast<std::int64_t>(c) * V);
+  }
+  const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
+  if (live && inv_rms && t == 0) inv_rms[r] = inv;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    if (!live || c >= nv) continue;
+    float v[V];
+    unpack<S>(raw[k], v);
+    normed<S>(v, inv, w, c);
+    raw[k] = pack<S>(v);  // what rmsnorm_forward stores
+    unpack<S>(raw[k], v);
+#pragma unroll
+    for (int e = 0; e < V; ++e) row[c * V + e] = v[e];
+  }
+  __syncthreads();
+  if (!live) return;
+  const std::int64_t token = r / heads;
+  const S* const cr = cos + token * d;
+  const S* const sr = sin + token * d;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = t + k * G;
+    if (c >= nv) continue;
+    float cv[V], sv[V], out[V];
+    unpack<S>(load16_nc(cr + static_cast<std::int64_t>(c) * V), cv);
+    unpack<S>(load16_nc(sr + static_cast<std::int64_t>(c) * V), sv);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const std::int64_t j = static_cast<std::int64_t>(c) * V + e;
+      out[e] = j < half ? rope_low(row[j], row[j + half], cv[e], sv[e]) : rope_high(row[j - half], row[j], cv[e], sv[e]);
+    }
+    *reinterpret_cast<uint4*>(y + r * d + static_cast<std::int64_t>(c) * V) = pack<S>(out);
   }
 }
 
@@ -440,6 +603,74 @@ status rmsnorm_forward(const exec_context& ctx, dtype storage, const tensor& x, 
         x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), d, static_cast<float>(eps), y.as<S>(),
         inv_rms.empty() ? nullptr : inv_rms.as<float>());
     return launch_status(op, "rmsnorm_forward_kernel");
+  });
+}
+
+status rmsnorm_rope_forward(const exec_context& ctx, dtype storage, const tensor& x, const tensor& w, double eps,
+                            const tensor& cos, const tensor& sin, const tensor& y, const tensor& inv_rms) {
+  constexpr const char* op = "rmsnorm_rope_forward";
+  TANDEM_RETURN_IF_ERROR(use_device(ctx));
+  const std::int64_t tokens = x.dim(0), heads = x.dim(1), d = x.dim(2), rows = tokens * heads;
+  if (rows == 0) return status::ok();
+  return with_storage(storage, op, [&](auto zero) -> status {
+    using S = decltype(zero);
+    constexpr int V = width<S>;
+    const int g = d % V == 0 ? group_threads<forward_k>(d / V) : 0;
+    const std::size_t smem = static_cast<std::size_t>(g > 0 ? vec_threads / g : 0) * static_cast<std::size_t>(d) * sizeof(float);
+    if (g != 0 && smem <= 48 * 1024 && aligned16(x.data()) && aligned16(w.data()) && aligned16(cos.data()) &&
+        aligned16(sin.data()) && aligned16(y.data())) {
+      return with_group(g, [&](auto group) -> status {
+        constexpr int G = decltype(group)::value;
+        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
+        rmsnorm_rope_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, smem, stream_of(ctx)>>>(
+            x.as<const S>(), w.as<const S>(), cos.as<const S>(), sin.as<const S>(), rows, heads, static_cast<int>(d / V),
+            static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
+        return launch_status(op, "rmsnorm_rope_vec_kernel");
+      });
+    }
+    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, storage, x.reshaped({rows, d}), w, eps, y.reshaped({rows, d}), inv_rms));
+    return rope_forward(ctx, storage, y, cos, sin, y);
+  });
+}
+
+status residual_norm_forward(const exec_context& ctx, dtype storage, const residual_norm_io& io, double eps) {
+  constexpr const char* op = "residual_norm_forward";
+  TANDEM_RETURN_IF_ERROR(use_device(ctx));
+  const std::int64_t rows = io.x.dim(0), d = io.x.dim(1);
+  if (rows == 0) return status::ok();
+  return with_storage(storage, op, [&](auto zero) -> status {
+    using S = decltype(zero);
+    constexpr int V = width<S>;
+    const int g = d % V == 0 ? group_threads<forward_k>(d / V) : 0;
+    bool aligned = true;
+    for (const tensor* t : {&io.x, &io.w, &io.residual, &io.out, &io.branch, &io.pre_scale, &io.next_w, &io.next})
+      aligned = aligned && (t->empty() || aligned16(t->data()));
+    if (g != 0 && aligned) {
+      const auto ptr = [](const tensor& t) { return t.empty() ? nullptr : t.as<S>(); };
+      const auto stat = [](const tensor& t) { return t.empty() ? nullptr : t.as<float>(); };
+      const residual_rows<S> a{ptr(io.x), ptr(io.w), ptr(io.residual), ptr(io.out), stat(io.inv_rms), ptr(io.branch),
+                               ptr(io.scale), ptr(io.pre_scale), ptr(io.next_w), ptr(io.next), stat(io.next_inv_rms)};
+      return with_group(g, [&](auto group) -> status {
+        constexpr int G = decltype(group)::value;
+        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
+        residual_norm_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, 0, stream_of(ctx)>>>(
+            a, rows, static_cast<int>(d / V), static_cast<float>(eps));
+        return launch_status(op, "residual_norm_vec_kernel");
+      });
+    }
+    // Rows the vector path does not take: the ops in turn, the branch in scratch when not asked for.
+    tensor branch = io.branch;
+    if (branch.empty()) {
+      auto scratch = op_scratch::get(ctx, op, static_cast<std::size_t>(rows * d) * sizeof(S));
+      if (!scratch) return scratch.error();
+      branch = tensor::contiguous(scratch->data(), storage, std::vector<std::int64_t>{rows, d}, io.x.dev());
+    }
+    TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, storage, io.x, io.w, eps, branch, io.inv_rms));
+    const tensor& sum = io.scale.empty() ? io.out : io.pre_scale;
+    TANDEM_RETURN_IF_ERROR(add_forward(ctx, storage, io.residual, branch, sum));
+    if (!io.scale.empty()) TANDEM_RETURN_IF_ERROR(scale_by_forward(ctx, storage, sum, io.scale, io.out));
+    if (!io.next_w.empty()) TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, storage, io.out, io.next_w, eps, io.next, io.next_inv_rms));
+    return status::ok();
   });
 }
 

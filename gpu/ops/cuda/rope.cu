@@ -80,11 +80,11 @@ __global__ void rope_rotate_kernel(const S* in, std::int64_t tokens, std::int64_
 #pragma unroll
     for (int k = 0; k < W; ++k) {
       if constexpr (!Inverse) {
-        lo[k] = a[k] * c_lo[k] - b[k] * s_lo[k];
-        hi[k] = b[k] * c_hi[k] + a[k] * s_hi[k];
+        lo[k] = rope_low(a[k], b[k], c_lo[k], s_lo[k]);
+        hi[k] = rope_high(a[k], b[k], c_hi[k], s_hi[k]);
       } else {
-        lo[k] = a[k] * c_lo[k] + b[k] * s_hi[k];
-        hi[k] = b[k] * c_hi[k] - a[k] * s_lo[k];
+        lo[k] = rope_low_inverse(a[k], b[k], c_lo[k], s_hi[k]);
+        hi[k] = rope_high_inverse(a[k], b[k], c_hi[k], s_lo[k]);
       }
     }
     S* yo = out + row * d;

@@ -33,8 +33,8 @@
 // the reason. Ops whose CUDA tensors are float32 only, or whose cases set every dtype themselves,
 // run on the float32 backend alone; float32_only_ops() lists them.
 //
-// Independent formulas: linear (triple loop), embedding, rmsnorm, rope (frequencies, tables,
-// pair rotation), gelu_tanh / gated / fused, softcap, PLE, attention (masked softmax per
+// Independent formulas: linear (triple loop), embedding, rmsnorm and the residual norm, rope (frequencies, tables,
+// pair rotation) and the norm before it, gelu_tanh / gated / fused, softcap, PLE, attention (masked softmax per
 // sequence), the paged KV write and paged attention (through the block table), the MoE router
 // and experts, logprobs and sampling (a sort-based filter), AdamW, pg_loss and the element-wise
 // ops. Backward formulas are spelled out where they are one line;
@@ -649,6 +649,93 @@ void rmsnorm_cases(case_table& t) {
   }
 }
 
+/// The options of a residual_norm_forward case: which optional tensors it gives.
+struct residual_options {
+  bool branch, scale, next, in_place;
+};
+
+std::string residual_label(std::int64_t rows, std::int64_t d, const residual_options& o) {
+  return cat("rows ", rows, ", d ", d, o.branch ? ", branch" : "", o.scale ? ", scale" : "", o.next ? ", next norm" : "",
+             o.in_place ? ", in place" : "");
+}
+
+/// Runs residual_norm_forward on m's tensors with the inputs of seed s; outputs in a fixed order.
+outputs run_residual_norm(const backend& b, std::int64_t rows, std::int64_t d, const residual_options& o, std::uint64_t s) {
+  device_tensors m(b);
+  ops::residual_norm_io io;
+  io.x = m.in(f64({rows, d}, s, -3, 3));
+  io.w = m.in(f64({d}, s + 1, 0.5, 1.5));
+  io.residual = m.in(f64({rows, d}, s + 2, -2, 2));
+  io.out = o.in_place ? io.residual : m.out({rows, d});
+  io.inv_rms = m.stat({rows});
+  if (o.branch) io.branch = m.out({rows, d});
+  if (o.scale) {
+    io.scale = m.in(f64({1}, s + 3, 0.25, 2));
+    io.pre_scale = m.out({rows, d});
+  }
+  if (o.next) {
+    io.next_w = m.in(f64({d}, s + 4, 0.5, 1.5));
+    io.next = m.out({rows, d});
+    io.next_inv_rms = m.stat({rows});
+  }
+  require_ok(ops::residual_norm_forward(b.ctx, io, 1e-6));
+  outputs out{{"out", m.get(io.out)}, {"inv_rms", m.get(io.inv_rms)}};
+  if (o.branch) out.push_back({"branch", m.get(io.branch)});
+  if (o.scale) out.push_back({"pre_scale", m.get(io.pre_scale)});
+  if (o.next) {
+    out.push_back({"next", m.get(io.next)});
+    out.push_back({"next_inv_rms", m.get(io.next_inv_rms)});
+  }
+  return out;
+}
+
+/// The same through rmsnorm_forward, add_forward, scale_by_forward and rmsnorm_forward in turn.
+outputs run_residual_norm_in_turn(const backend& b, std::int64_t rows, std::int64_t d, const residual_options& o,
+                                  std::uint64_t s) {
+  device_tensors m(b);
+  const tensor x = m.in(f64({rows, d}, s, -3, 3)), w = m.in(f64({d}, s + 1, 0.5, 1.5));
+  const tensor residual = m.in(f64({rows, d}, s + 2, -2, 2));
+  const tensor branch = m.out({rows, d}), inv_rms = m.stat({rows}), sum = m.out({rows, d});
+  require_ok(ops::rmsnorm_forward(b.ctx, x, w, 1e-6, branch, inv_rms));
+  require_ok(ops::add_forward(b.ctx, residual, branch, sum));
+  tensor out = sum;
+  if (o.scale) {
+    out = m.out({rows, d});
+    require_ok(ops::scale_by_forward(b.ctx, sum, m.in(f64({1}, s + 3, 0.25, 2)), out));
+  }
+  outputs got{{"out", m.get(out)}, {"inv_rms", m.get(inv_rms)}};
+  if (o.branch) got.push_back({"branch", m.get(branch)});
+  if (o.scale) got.push_back({"pre_scale", m.get(sum)});
+  if (o.next) {
+    const tensor next = m.out({rows, d}), next_inv = m.stat({rows});
+    require_ok(ops::rmsnorm_forward(b.ctx, out, m.in(f64({d}, s + 4, 0.5, 1.5)), 1e-6, next, next_inv));
+    got.push_back({"next", m.get(next)});
+    got.push_back({"next_inv_rms", m.get(next_inv)});
+  }
+  return got;
+}
+
+/// Shapes of the residual cases: one element; odd widths (the scalar path on CUDA); widths of
+/// whole 16-byte vectors at one to eight vectors a thread (the vector path, 32 to 256 threads a
+/// row); Gemma 4 E2B's hidden size.
+struct residual_dims {
+  std::int64_t rows, d;
+};
+const residual_dims residual_shapes[] = {{1, 1}, {7, 17}, {5, 64}, {9, 1024}, {3, 4096}, {33, 1536}};
+
+const residual_options residual_variants[] = {{false, false, false, false}, {true, false, true, false},
+                                              {false, true, false, false},  {true, true, true, true},
+                                              {false, false, true, true}};
+
+void residual_norm_cases(case_table& t) {
+  for (const residual_dims& d : residual_shapes)
+    for (const residual_options& o : residual_variants) {
+      const std::uint64_t s = t.seed();
+      t.add("residual_norm_forward", residual_label(d.rows, d.d, o),
+            [=](const backend& b) { return run_residual_norm(b, d.rows, d.d, o, s); });
+    }
+}
+
 // The RoPE parameter sets of the cases: Gemma 4's default (sliding) and proportional (full) kinds.
 struct rope_setting {
   const char* name;
@@ -711,6 +798,54 @@ void rope_cases(case_table& t) {
             });
     }
   }
+}
+
+/// A rmsnorm_rope_forward shape: tokens, heads, head dim, positions below max_position, the RoPE
+/// setting. Head dims 256 and 512 are Gemma 4's (the vector path on CUDA); 2, 6 and 18 are not whole
+/// vectors (its scalar path).
+struct norm_rope_dims {
+  std::int64_t tokens, heads, d;
+  std::int32_t max_position;
+  int setting;
+};
+const norm_rope_dims norm_rope_shapes[] = {{1, 1, 2, 1, 0}, {7, 3, 18, 64, 0}, {9, 8, 256, 4096, 0}, {5, 8, 512, 131072, 2},
+                                           {3, 2, 6, 64, 3}, {17, 1, 64, 8192, 1}};
+
+std::string norm_rope_label(const norm_rope_dims& d) {
+  return cat("tokens ", d.tokens, ", heads ", d.heads, ", d ", d.d, ", positions < ", d.max_position, ", ",
+             rope_settings[d.setting].name);
+}
+
+/// The cos and sin tables of a shape's random positions (the formula's, as rope_forward's cases).
+std::pair<host_buffer, host_buffer> norm_rope_tables(const norm_rope_dims& d, std::uint64_t s) {
+  const auto positions = random_indices({d.tokens}, s, 0, d.max_position);
+  return tables_formula(positions, as_float(inv_freq_formula(rope_settings[d.setting].p, d.d)));
+}
+
+/// rmsnorm_rope_forward on b, or (in_turn) rmsnorm_forward then rope_forward; outputs y, inv_rms.
+outputs run_norm_rope(const backend& b, const norm_rope_dims& d, bool in_place, bool in_turn, std::uint64_t s) {
+  device_tensors m(b);
+  const auto [cos_table, sin_table] = norm_rope_tables(d, s);
+  const tensor x = m.in(f64({d.tokens, d.heads, d.d}, s + 1, -3, 3)), w = m.in(f64({d.d}, s + 2, 0.5, 1.5));
+  const tensor c = m.in(cos_table), sn = m.in(sin_table);
+  const tensor y = in_place ? x : m.out({d.tokens, d.heads, d.d}), inv_rms = m.stat({d.tokens * d.heads});
+  if (in_turn) {
+    require_ok(ops::rmsnorm_forward(b.ctx, x.reshaped({d.tokens * d.heads, d.d}), w, 1e-6,
+                                    y.reshaped({d.tokens * d.heads, d.d}), inv_rms));
+    require_ok(ops::rope_forward(b.ctx, y, c, sn, y));
+  } else {
+    require_ok(ops::rmsnorm_rope_forward(b.ctx, x, w, 1e-6, c, sn, y, inv_rms));
+  }
+  return outputs{{"y", m.get(y)}, {"inv_rms", m.get(inv_rms)}};
+}
+
+void norm_rope_cases(case_table& t) {
+  for (const norm_rope_dims& d : norm_rope_shapes)
+    for (const bool in_place : {false, true}) {
+      const std::uint64_t s = t.seed();
+      t.add("rmsnorm_rope_forward", norm_rope_label(d) + (in_place ? ", in place" : ""),
+            [=](const backend& b) { return run_norm_rope(b, d, in_place, false, s); });
+    }
 }
 
 void gated_mlp_cases(case_table& t) {
@@ -1432,6 +1567,9 @@ const std::vector<op_case>& case_list() {
     pg_loss_cases(t);
     elementwise_cases(t);
     sum_squares_cases(t);
+    // Last, so that the seeds of the cases above stay those they were tuned with.
+    residual_norm_cases(t);
+    norm_rope_cases(t);
     return t.cases;
   }();
   return cases;
@@ -1444,7 +1582,7 @@ const std::vector<std::string>& op_names() {
       // clang-format off
       "linear_forward", "linear_backward",
       "embedding_forward", "embedding_backward",
-      "rmsnorm_forward", "rmsnorm_backward",
+      "rmsnorm_forward", "rmsnorm_backward", "residual_norm_forward", "rmsnorm_rope_forward",
       "rope_inv_freq", "rope_tables", "rope_forward", "rope_backward",
       "gelu_tanh_forward", "gelu_tanh_backward", "gated_gelu_forward", "gated_gelu_backward",
       "gated_gelu_fused_forward", "gated_gelu_fused_backward",
@@ -1548,6 +1686,53 @@ void rmsnorm_formulas(std::vector<formula_check>& f) {
                    }});
 }
 
+void residual_norm_formulas(std::vector<formula_check>& f) {
+  f.push_back({"residual_norm_forward", "rows 7, d 17, branch, scale, next norm", [] {
+                 const std::int64_t rows = 7, d = 17;
+                 const auto x = f64({rows, d}, 51, -3, 3), w = f64({d}, 52, 0.5, 1.5), res = f64({rows, d}, 53, -2, 2);
+                 const auto sc = f64({1}, 54, 0.25, 2), nw = f64({d}, 55, 0.5, 1.5);
+                 ops::residual_norm_io io;
+                 io.x = x;
+                 io.w = w;
+                 io.residual = res;
+                 const auto out = zeros({rows, d}), inv = zeros({rows}), br = zeros({rows, d}), pre = zeros({rows, d}),
+                            next = zeros({rows, d}), next_inv = zeros({rows});
+                 io.out = out;
+                 io.inv_rms = inv;
+                 io.branch = br;
+                 io.scale = sc;
+                 io.pre_scale = pre;
+                 io.next_w = nw;
+                 io.next = next;
+                 io.next_inv_rms = next_inv;
+                 require_ok(ops::residual_norm_forward(ref, io, 1e-6));
+                 const auto eo = zeros({rows, d}), ei = zeros({rows}), eb = zeros({rows, d}), ep = zeros({rows, d}),
+                            en = zeros({rows, d}), eni = zeros({rows});
+                 const auto inverse = [&](const host_buffer& v, std::int64_t i) {
+                   double sq = 0;
+                   for (std::int64_t j = 0; j < d; ++j) sq += at(v)[i * d + j] * at(v)[i * d + j];
+                   return 1.0 / std::sqrt(sq / static_cast<double>(d) + 1e-6);
+                 };
+                 for (std::int64_t i = 0; i < rows; ++i) {
+                   at(ei)[i] = inverse(x, i);
+                   for (std::int64_t j = 0; j < d; ++j) {
+                     const std::int64_t k = i * d + j;
+                     at(eb)[k] = at(x)[k] * at(ei)[i] * at(w)[j];
+                     at(ep)[k] = at(res)[k] + at(eb)[k];
+                     at(eo)[k] = at(ep)[k] * at(sc)[0];
+                   }
+                   at(eni)[i] = inverse(eo, i);
+                   for (std::int64_t j = 0; j < d; ++j) at(en)[i * d + j] = at(eo)[i * d + j] * at(eni)[i] * at(nw)[j];
+                 }
+                 expect_formula(out, eo, "out");
+                 expect_formula(inv, ei, "inv_rms");
+                 expect_formula(br, eb, "branch");
+                 expect_formula(pre, ep, "pre_scale");
+                 expect_formula(next, en, "next");
+                 expect_formula(next_inv, eni, "next_inv_rms");
+               }});
+}
+
 void rope_formulas(std::vector<formula_check>& f) {
   for (const rope_setting& r : rope_settings)
     for (const std::int64_t d : {2, 64, 512})
@@ -1573,6 +1758,33 @@ void rope_formulas(std::vector<formula_check>& f) {
                  expect_formula(y, rotate_pairs(x, ec, es, false), "y");
                  require_ok(ops::rope_backward(ref, x, ec, es, dx));
                  expect_formula(dx, rotate_pairs(x, ec, es, true), "dx (rotation by -theta)");
+               }});
+}
+
+void norm_rope_formulas(std::vector<formula_check>& f) {
+  f.push_back({"rmsnorm_rope_forward", "tokens 5, heads 3, d 8", [] {
+                 const norm_rope_dims d{5, 3, 8, 4096, 2};
+                 const auto [c, sn] = norm_rope_tables(d, 61);
+                 const auto x = f64({d.tokens, d.heads, d.d}, 62, -3, 3), w = f64({d.d}, 63, 0.5, 1.5);
+                 const auto y = zeros({d.tokens, d.heads, d.d}), r = zeros({d.tokens * d.heads});
+                 require_ok(ops::rmsnorm_rope_forward(ref, x, w, 1e-6, c, sn, y, r));
+                 const auto ey = zeros({d.tokens, d.heads, d.d}), er = zeros({d.tokens * d.heads});
+                 const std::int64_t h = d.d / 2;
+                 for (std::int64_t row = 0; row < d.tokens * d.heads; ++row) {
+                   const std::int64_t t = row / d.heads;
+                   double sq = 0;
+                   for (std::int64_t j = 0; j < d.d; ++j) sq += at(x)[row * d.d + j] * at(x)[row * d.d + j];
+                   at(er)[row] = 1.0 / std::sqrt(sq / static_cast<double>(d.d) + 1e-6);
+                   std::vector<double> n(static_cast<std::size_t>(d.d));
+                   for (std::int64_t j = 0; j < d.d; ++j) n[static_cast<std::size_t>(j)] = at(x)[row * d.d + j] * at(er)[row] * at(w)[j];
+                   for (std::int64_t j = 0; j < h; ++j) {
+                     const double a = n[static_cast<std::size_t>(j)], bb = n[static_cast<std::size_t>(j + h)];
+                     at(ey)[row * d.d + j] = a * at(c)[t * d.d + j] - bb * at(sn)[t * d.d + j];
+                     at(ey)[row * d.d + j + h] = bb * at(c)[t * d.d + j + h] + a * at(sn)[t * d.d + j + h];
+                   }
+                 }
+                 expect_formula(y, ey, "y");
+                 expect_formula(r, er, "inv_rms");
                }});
 }
 
@@ -2025,7 +2237,9 @@ const std::vector<formula_check>& formula_list() {
     linear_formulas(f);
     embedding_formulas(f);
     rmsnorm_formulas(f);
+    residual_norm_formulas(f);
     rope_formulas(f);
+    norm_rope_formulas(f);
     gated_mlp_formulas(f);
     softcap_formulas(f);
     per_layer_input_formulas(f);
@@ -2070,6 +2284,20 @@ std::vector<refusal> refusals() {
       {"rmsnorm_backward",
        [=](const exec_context& c, device d) {
          return ops::rmsnorm_backward(c, on(m22, d), on(v2, d), on(v2, d), on(m22, d), on(m22, d), on(v2, d));
+       }},
+      {"residual_norm_forward",
+       [=](const exec_context& c, device d) {
+         const host_buffer x(dtype::float32, {2, 2}), residual(dtype::float32, {2, 2}), out(dtype::float32, {2, 2});
+         ops::residual_norm_io io;
+         io.x = on(x, d);
+         io.w = on(v2, d);
+         io.residual = on(residual, d);
+         io.out = on(out, d);
+         return ops::residual_norm_forward(c, io, 1e-6);
+       }},
+      {"rmsnorm_rope_forward",
+       [=](const exec_context& c, device d) {
+         return ops::rmsnorm_rope_forward(c, on(q, d), on(v2, d), 1e-6, on(m22, d), on(m22, d), on(q, d));
        }},
       {"rope_inv_freq", [=](const exec_context& c, device d) { return ops::rope_inv_freq(c, {}, 4, on(v2, d)); }},
       {"rope_tables", [=](const exec_context& c,
@@ -2210,6 +2438,45 @@ BOOST_AUTO_TEST_CASE(every_op_has_a_case_and_every_case_names_a_listed_op) {
   for (const std::string& op : op_names())
     BOOST_TEST(declared.count(op) == 1u, op << " is not declared in gpu/ops/*.h");
 #endif
+}
+
+BOOST_DATA_TEST_CASE(residual_norm_forward_gives_the_bits_of_the_norm_the_add_the_scale_and_the_next_norm_in_turn,
+                     bdata::make(backends()), b) {
+  for (const residual_dims& d : residual_shapes)
+    for (const residual_options& o : residual_variants) {
+      BOOST_TEST_CONTEXT("backend " << b.name << ", " << residual_label(d.rows, d.d, o)) {
+        const outputs fused = run_residual_norm(b, d.rows, d.d, o, 77);
+        const outputs in_turn = run_residual_norm_in_turn(b, d.rows, d.d, o, 77);
+        BOOST_TEST_REQUIRE(fused.size() == in_turn.size());
+        for (std::size_t i = 0; i < fused.size(); ++i) {
+          BOOST_TEST_REQUIRE(fused[i].name == in_turn[i].name);
+          const host_buffer& a = fused[i].value;
+          const host_buffer& e = in_turn[i].value;
+          BOOST_TEST_REQUIRE(a.numel() == e.numel());
+          std::int64_t differ = 0;
+          for (std::int64_t k = 0; k < a.numel(); ++k) differ += std::memcmp(at(a) + k, at(e) + k, sizeof(double)) != 0;
+          BOOST_TEST(differ == 0, fused[i].name << ": " << differ << " of " << a.numel() << " elements differ");
+        }
+      }
+    }
+}
+
+BOOST_DATA_TEST_CASE(rmsnorm_rope_forward_gives_the_bits_of_the_norm_then_the_rotation, bdata::make(backends()), b) {
+  for (const norm_rope_dims& d : norm_rope_shapes)
+    for (const bool in_place : {false, true}) {
+      BOOST_TEST_CONTEXT("backend " << b.name << ", " << norm_rope_label(d) << (in_place ? ", in place" : "")) {
+        const outputs fused = run_norm_rope(b, d, in_place, false, 91);
+        const outputs in_turn = run_norm_rope(b, d, in_place, true, 91);
+        for (std::size_t i = 0; i < fused.size(); ++i) {
+          const host_buffer& a = fused[i].value;
+          const host_buffer& e = in_turn[i].value;
+          BOOST_TEST_REQUIRE(a.numel() == e.numel());
+          std::int64_t differ = 0;
+          for (std::int64_t k = 0; k < a.numel(); ++k) differ += std::memcmp(at(a) + k, at(e) + k, sizeof(double)) != 0;
+          BOOST_TEST(differ == 0, fused[i].name << ": " << differ << " of " << a.numel() << " elements differ");
+        }
+      }
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_tensor_on_another_device_than_the_context_is_refused_naming_the_op) {

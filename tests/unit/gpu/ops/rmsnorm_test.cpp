@@ -1,5 +1,6 @@
 // RMSNorm: hand-computed rows with and without weight, float32 against the float64 reference,
-// per-head views, backward (dx, dw) against finite differences, accumulation, refused arguments.
+// per-head views, backward (dx, dw) against finite differences, accumulation, refused arguments
+// (of the residual norm too; its values and bits are backend_ops' cases).
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -165,6 +166,35 @@ BOOST_AUTO_TEST_CASE(wrong_shapes_and_dtypes_are_refused_naming_the_tensor) {
              "rmsnorm_backward: dw: given for a scale-less norm (w is empty)");
   BOOST_TEST(ops::rmsnorm_backward(ctx, x, w6, short_inv, y, dx, dw).message() ==
              "rmsnorm_backward: inv_rms: expected [4], got F32 [3] cpu");
+}
+
+BOOST_AUTO_TEST_CASE(the_residual_norm_refuses_missing_partners_shared_outputs_and_wrong_shapes_naming_the_tensor) {
+  host_buffer x(dtype::float32, {4, 6}), res(dtype::float32, {4, 6}), out(dtype::float32, {4, 6}), w(dtype::float32, {6});
+  host_buffer pre(dtype::float32, {4, 6}), scale(dtype::float32, {1}), next(dtype::float32, {4, 6}), w5(dtype::float32, {5});
+  const auto message = [&](auto&& edit) {
+    ops::residual_norm_io io;
+    io.x = x;
+    io.w = w;
+    io.residual = res;
+    io.out = out;
+    edit(io);
+    const status s = ops::residual_norm_forward(ctx, io, eps);
+    BOOST_TEST((s.code() == status_code::invalid_argument));
+    return s.message();
+  };
+  BOOST_TEST(message([&](ops::residual_norm_io& io) { io.scale = scale; }) ==
+             "residual_norm_forward: pre_scale is given exactly when scale is (the backward needs the sum before the scale)");
+  BOOST_TEST(message([&](ops::residual_norm_io& io) { io.next = next; }) ==
+             "residual_norm_forward: next is given exactly when next_w is");
+  BOOST_TEST(message([&](ops::residual_norm_io& io) { io.w = w5; }) ==
+             "residual_norm_forward: w: expected [6], got F32 [5] cpu");
+  BOOST_TEST(message([&](ops::residual_norm_io& io) { io.out = x; }) ==
+             "residual_norm_forward: out shares memory with x (only out may be residual)");
+  BOOST_TEST(message([&](ops::residual_norm_io& io) {
+               io.next_w = w;
+               io.next = out;
+             }) == "residual_norm_forward: next shares memory with out");
+  BOOST_TEST(message([&](ops::residual_norm_io& io) { io.residual = tensor{}; }) == "residual_norm_forward: residual is required");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
