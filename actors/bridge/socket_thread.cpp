@@ -22,6 +22,7 @@
 #include "actors/bridge/log_line.hpp"
 #include "gpu/comm/connection_guard.h"
 #include "gpu/comm/zap_handler.h"
+#include "gpu/comm/zmtp_versions.h"
 
 namespace tandem {
 
@@ -159,6 +160,8 @@ void socket_thread::run(std::promise<std::string>& opened) {
       socket->set(zmq::sockopt::curve_server, 1);
       socket->set(zmq::sockopt::curve_secretkey, security->own.secret_key);
       socket->set(zmq::sockopt::zap_domain, "tandem-control");
+    } else if (router) {
+      gpu::refuse_pre_zmtp3_peers(*socket);
     } else if (security) {
       socket->set(zmq::sockopt::curve_serverkey, security->controller_public_key);
       socket->set(zmq::sockopt::curve_publickey, security->own.public_key);

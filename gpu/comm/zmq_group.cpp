@@ -10,6 +10,7 @@
 
 #include "gpu/comm/connection_guard.h"
 #include "gpu/comm/zap_handler.h"
+#include "gpu/comm/zmtp_versions.h"
 #include "gpu/comm/zmq_links.h"
 #include "gpu/comm/zmq_reduce.h"
 
@@ -258,6 +259,8 @@ result<zmq_data_endpoint> bind_data_endpoint(const std::string& where, const zmq
       auto attached = connection_guard::attach(*context, *socket, std::move(g));
       if (!attached) return status{attached.error().code(), "bind_data_endpoint: " + attached.error().message()};
       guard = std::move(attached.value());
+    } else {
+      refuse_pre_zmtp3_peers(*socket);
     }
     socket->set(zmq::sockopt::maxmsgsize, max_message);
     socket->bind(address);

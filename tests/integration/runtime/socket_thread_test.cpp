@@ -15,6 +15,7 @@
 #include "actors/bridge/socket_thread.hpp"
 #include "orchestration/control/codec.hpp"
 #include "process_support.hpp"
+#include "support/raw_tcp_peer.h"
 
 namespace control = tandem::control;
 using runtime_test::eventually;
@@ -102,6 +103,27 @@ BOOST_AUTO_TEST_CASE(a_router_delivers_decoded_messages_refuses_bad_frames_and_r
   t.stop();
   BOOST_TEST(!t.post("w5", bye));
   BOOST_TEST(r.message_count() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_router_without_curve_closes_a_zmtp_1_0_peer_at_its_greeting) {
+  // libzmq 4.3.4 aborts the process when such a peer's routing id meets a closing socket
+  // (gpu/comm/zmtp_versions.h): no such peer may get past its greeting.
+  recorder r;
+  tandem::socket_thread t(router_options());
+  const auto endpoint = t.start(r.events());
+  BOOST_TEST_REQUIRE(static_cast<bool>(endpoint), (endpoint ? std::string() : tandem::error_text(endpoint.error())));
+  const int port = std::stoi(endpoint->substr(endpoint->rfind(':') + 1));
+  BOOST_TEST(tandem::test::zmtp1_peer_is_closed(port, std::chrono::seconds(4)));
+  // A ZMTP 3 peer without CURVE still gets through (no ZAP handler enforces the domain).
+  zmq::context_t context(1);
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::linger, 0);
+  dealer.set(zmq::sockopt::routing_id, "w2");
+  dealer.connect(*endpoint);
+  const control::frame hb = control::encode(control::heartbeat{2, 7}).value();
+  dealer.send(zmq::buffer(hb.data(), hb.size()), zmq::send_flags::none);
+  BOOST_TEST(eventually([&] { return r.message_count() == 1; }));
+  t.stop();
 }
 
 BOOST_AUTO_TEST_CASE(an_address_that_cannot_be_bound_is_refused_with_the_reason) {
