@@ -7,9 +7,8 @@
 #include <vector>
 
 #include "gpu/ops/cpu/elementwise.h"
-#include "gpu/ops/cpu/rope.h"
-
 #include "gpu/ops/cpu/rmsnorm.h"
+#include "gpu/ops/cpu/rope.h"
 #include "gpu/ops/cuda/rmsnorm.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/op_check.h"
