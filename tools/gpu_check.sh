@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs the CUDA tests (label gpu) and the op benchmark from a bundle of built
-# programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench, tandem;
+# programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench, tandem,
+# tensor_core_rounding;
 # BUNDLE_DIR/lib: the non-system libraries they load; tools/gpu_bundle.sh makes it), and keeps
 # their logs. Where the build tree itself is on the GPU machine, `ctest -L gpu` runs the same tests.
 # Run it from the repository root: the engine tests read configs/ and tests/data/ from there.
@@ -36,6 +37,12 @@ for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tens
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick
 cat "$logs/cuda_ops_bench.log"
+# Whether wgmma and mma.sync give the attention forward's products the same bits (a finding, not
+# a pass or fail: it decides what a decode attention kernel may be built on).
+if [ -x "$bundle/bin/tensor_core_rounding" ]; then
+  run tensor_core_rounding "$bundle/bin/tensor_core_rounding"
+  cat "$logs/tensor_core_rounding.log"
+fi
 # tandem logprobs on the GPU against transformers on a committed fixture, float32 and bfloat16.
 if [ -x "$bundle/bin/tandem" ]; then
   run logprobs_cuda_fp32 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
@@ -75,5 +82,12 @@ if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
   run generate_profile_agreement_e2b "$bundle/bin/tandem" bench generate --model configs/models/gemma-4-E2B --backend cuda \
     --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 256 --profile --agreement
   cat "$logs/generate_profile_agreement_e2b.log"
+  # One replayed decode step under Nsight Compute, by kind of kernel (where ncu is installed).
+  if command -v ncu >/dev/null 2>&1; then
+    run generate_step_ncu_e2b ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
+      --page raw --log-file "$logs/generate_step_ncu_e2b.csv" "$bundle/bin/tandem" bench generate \
+      --model configs/models/gemma-4-E2B --backend cuda --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 8 --profiler-range
+    python3 tools/bench/ncu_breakdown.py "$logs/generate_step_ncu_e2b.csv" | tee "$logs/generate_step_breakdown_e2b.txt"
+  fi
 fi
 exit $failed
