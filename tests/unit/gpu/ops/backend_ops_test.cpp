@@ -1662,6 +1662,14 @@ void embedding_formulas(std::vector<formula_check>& f) {
                }});
 }
 
+/// (mean of the squares of row i of a [rows][d] buffer + 1e-6)^(-1/2), in double: the formulas'
+/// inverse RMS.
+double inverse_rms_formula(const host_buffer& v, std::int64_t i, std::int64_t d) {
+  double sq = 0;
+  for (std::int64_t j = 0; j < d; ++j) sq += at(v)[i * d + j] * at(v)[i * d + j];
+  return 1.0 / std::sqrt(sq / static_cast<double>(d) + 1e-6);
+}
+
 void rmsnorm_formulas(std::vector<formula_check>& f) {
   struct dims {
     std::int64_t rows, d;
@@ -1675,9 +1683,7 @@ void rmsnorm_formulas(std::vector<formula_check>& f) {
                      require_ok(ops::rmsnorm_forward(ref, x, weight ? tensor(w) : tensor{}, 1e-6, y, r));
                      const auto ey = zeros({rows, d}), er = zeros({rows});
                      for (std::int64_t i = 0; i < rows; ++i) {
-                       double sq = 0;
-                       for (std::int64_t j = 0; j < d; ++j) sq += at(x)[i * d + j] * at(x)[i * d + j];
-                       at(er)[i] = 1.0 / std::sqrt(sq / static_cast<double>(d) + 1e-6);
+                       at(er)[i] = inverse_rms_formula(x, i, d);
                        for (std::int64_t j = 0; j < d; ++j)
                          at(ey)[i * d + j] = at(x)[i * d + j] * at(er)[i] * (weight ? at(w)[j] : 1.0);
                      }
@@ -1708,20 +1714,15 @@ void residual_norm_formulas(std::vector<formula_check>& f) {
                  require_ok(ops::residual_norm_forward(ref, io, 1e-6));
                  const auto eo = zeros({rows, d}), ei = zeros({rows}), eb = zeros({rows, d}), ep = zeros({rows, d}),
                             en = zeros({rows, d}), eni = zeros({rows});
-                 const auto inverse = [&](const host_buffer& v, std::int64_t i) {
-                   double sq = 0;
-                   for (std::int64_t j = 0; j < d; ++j) sq += at(v)[i * d + j] * at(v)[i * d + j];
-                   return 1.0 / std::sqrt(sq / static_cast<double>(d) + 1e-6);
-                 };
                  for (std::int64_t i = 0; i < rows; ++i) {
-                   at(ei)[i] = inverse(x, i);
+                   at(ei)[i] = inverse_rms_formula(x, i, d);
                    for (std::int64_t j = 0; j < d; ++j) {
                      const std::int64_t k = i * d + j;
                      at(eb)[k] = at(x)[k] * at(ei)[i] * at(w)[j];
                      at(ep)[k] = at(res)[k] + at(eb)[k];
                      at(eo)[k] = at(ep)[k] * at(sc)[0];
                    }
-                   at(eni)[i] = inverse(eo, i);
+                   at(eni)[i] = inverse_rms_formula(eo, i, d);
                    for (std::int64_t j = 0; j < d; ++j) at(en)[i * d + j] = at(eo)[i * d + j] * at(eni)[i] * at(nw)[j];
                  }
                  expect_formula(out, eo, "out");
@@ -1772,9 +1773,7 @@ void norm_rope_formulas(std::vector<formula_check>& f) {
                  const std::int64_t h = d.d / 2;
                  for (std::int64_t row = 0; row < d.tokens * d.heads; ++row) {
                    const std::int64_t t = row / d.heads;
-                   double sq = 0;
-                   for (std::int64_t j = 0; j < d.d; ++j) sq += at(x)[row * d.d + j] * at(x)[row * d.d + j];
-                   at(er)[row] = 1.0 / std::sqrt(sq / static_cast<double>(d.d) + 1e-6);
+                   at(er)[row] = inverse_rms_formula(x, row, d.d);
                    std::vector<double> n(static_cast<std::size_t>(d.d));
                    for (std::int64_t j = 0; j < d.d; ++j) n[static_cast<std::size_t>(j)] = at(x)[row * d.d + j] * at(er)[row] * at(w)[j];
                    for (std::int64_t j = 0; j < h; ++j) {
