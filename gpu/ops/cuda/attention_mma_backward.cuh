@@ -113,23 +113,6 @@ __device__ __forceinline__ void c_to_a(const float (&c)[NT][4], std::uint32_t (&
   }
 }
 
-/// acc (16 x DW) += A (16 x 16·KS, registers) · B, B a [k][n] row-major swizzled tile read over
-/// rows 0..16·KS-1 and columns col0..col0+DW-1 (ldmatrix .trans).
-template <int D, int DW, int KS>
-__device__ __forceinline__ void mma_a_times_rows(float (&acc)[DW / 8][4], const std::uint32_t (&a)[KS][4], const bf16* b,
-                                                 int col0, int lane) {
-  const int b_row = (lane & 7) + (((lane >> 3) & 1) << 3), b_chunk = lane >> 4;
-#pragma unroll
-  for (int kk = 0; kk < KS; ++kk)
-#pragma unroll
-    for (int dn = 0; dn < DW / 16; ++dn) {
-      std::uint32_t r[4];
-      ldsm_x4_trans(r, b + swz<D>(kk * 16 + b_row, col0 + dn * 16 + b_chunk * 8));
-      mma_bf16(acc[2 * dn], a[kk], r[0], r[1]);
-      mma_bf16(acc[2 * dn + 1], a[kk], r[2], r[3]);
-    }
-}
-
 /// x = A·Bᵀ over columns col0..col0+DW-1: A rows a_row0..+15 of tile a ([m][k]), B rows
 /// 0..8·NT-1 of tile b ([n][k]).
 template <int D, int DW, int NT>

@@ -118,13 +118,31 @@ __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
+/// acc (16 x DW) += A (16 x 16·KS, registers) · B, B a [k][n] row-major swizzled tile read over
+/// rows 0..16·KS-1 and columns col0..col0+DW-1 (ldmatrix .trans).
+template <int D, int DW, int KS>
+__device__ __forceinline__ void mma_a_times_rows(float (&acc)[DW / 8][4], const std::uint32_t (&a)[KS][4], const bf16* b,
+                                                 int col0, int lane) {
+  const int b_row = (lane & 7) + (((lane >> 3) & 1) << 3), b_chunk = lane >> 4;
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+    for (int dn = 0; dn < DW / 16; ++dn) {
+      std::uint32_t r[4];
+      ldsm_x4_trans(r, b + swz<D>(kk * 16 + b_row, col0 + dn * 16 + b_chunk * 8));
+      mma_bf16(acc[2 * dn], a[kk], r[0], r[1]);
+      mma_bf16(acc[2 * dn + 1], a[kk], r[2], r[3]);
+    }
+}
+
 /// cp.async of ROWS rows of D bf16 into the swizzled tile dst: row r from src + offset_of(r)
-/// (an element offset; -1: zeros). Every thread of the block takes part; commit is the caller's.
-template <int D, int ROWS, class OffsetOf>
+/// (an element offset; -1: zeros). Every thread of the block (THREADS of them) takes part; commit
+/// is the caller's.
+template <int D, int ROWS, int THREADS = threads, class OffsetOf>
 __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, OffsetOf offset_of) {
   constexpr int chunks = D / 8;                 // 16-byte chunks per row
-  static_assert(threads % chunks == 0, "a thread keeps one chunk column");
-  constexpr int rows_per_pass = threads / chunks;
+  static_assert(THREADS % chunks == 0, "a thread keeps one chunk column");
+  constexpr int rows_per_pass = THREADS / chunks;
   const int chunk = static_cast<int>(threadIdx.x) % chunks;
 #pragma unroll
   for (int r = static_cast<int>(threadIdx.x) / chunks; r < ROWS; r += rows_per_pass) {

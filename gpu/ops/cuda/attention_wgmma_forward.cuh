@@ -13,7 +13,8 @@
 //          memory and each warpgroup adds them in warpgroup order (identical bits in both), so
 //          both run the same softmax. Key tiles of 32 positions (two stages of K and V fit).
 //
-// Per row: s2 = scaling·log2(e)·q·k (-inf where masked), m = running max, p = exp2(s2 - m),
+// Per row (attention_softmax.cuh, the routine the decode kernel shares): s2 = scaling·log2(e)·q·k
+// (-inf where masked), m = running max, p = exp2(s2 - m),
 // l = Σ p (f32, unrounded p), p rounded to bf16 as the A operand of P·V, out = acc · (1 / l),
 // lse = ln 2 · m + ln l. Key tiles sit at multiples of the key tile in POSITION space; a tile a
 // row sees nothing of leaves its m, l and acc unchanged, and a row's numbers never depend on the
@@ -55,6 +56,7 @@
 #include <string>
 
 #include "gpu/ops/cuda/attention_mma_common.cuh"
+#include "gpu/ops/cuda/attention_softmax.cuh"
 #include "gpu/ops/cuda/wgmma.cuh"
 #include "gpu/ops/op_check.h"
 
@@ -240,7 +242,8 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  online_row<SR, 0> row0_softmax;
+  online_row<SR, 1> row1_softmax;
   const std::uint32_t q_addr = smem_address(qs) + rg * 64 * 128;
   const std::uint32_t k_addr0 = smem_address(ks), v_addr0 = smem_address(vs);
   wgmma::mbarrier_wait(q_full, 0);
@@ -284,50 +287,11 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       }
     }
     // mask, scale, online softmax (rows row0: e = 0, 1; row0 + 8: e = 2, 3; s[4i + e], n-tile i)
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-    if (kt * BN + BN - 1 <= pmin && kt * BN >= full_first) {  // uniform over the block
-#pragma unroll
-      for (int e = 0; e < SR; ++e) {
-        s[e] = __fmul_rn(s[e], scale2);
-        if ((e & 2) == 0) mx0 = fmaxf(mx0, s[e]); else mx1 = fmaxf(mx1, s[e]);
-      }
-    } else {
-      const int j0 = static_cast<int>(kt * BN);
-#pragma unroll
-      for (int e = 0; e < SR; ++e) {
-        const int j = j0 + (e >> 2) * 8 + 2 * t + (e & 1);
-        const bool visible = (e & 2) == 0 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
-        s[e] = visible ? __fmul_rn(s[e], scale2) : -INFINITY;
-        if ((e & 2) == 0) mx0 = fmaxf(mx0, s[e]); else mx1 = fmaxf(mx1, s[e]);
-      }
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    // a row that has seen no key yet keeps m = -inf, l = 0, acc = 0 (p = exp2(-inf) = 0)
-    const float base0 = mn0 == -INFINITY ? 0.f : mn0, base1 = mn1 == -INFINITY ? 0.f : mn1;
-    const float alpha0 = mn0 == -INFINITY ? 1.f : exp2f(m0 - mn0);
-    const float alpha1 = mn1 == -INFINITY ? 1.f : exp2f(m1 - mn1);
-    float sum0 = 0.f, sum1 = 0.f;
-#pragma unroll
-    for (int i = 0; i < SR; i += 4) {
-      s[i] = exp2f(s[i] - base0);
-      s[i + 1] = exp2f(s[i + 1] - base0);
-      s[i + 2] = exp2f(s[i + 2] - base1);
-      s[i + 3] = exp2f(s[i + 3] - base1);
-      sum0 = __fadd_rn(__fadd_rn(sum0, s[i]), s[i + 1]);
-      sum1 = __fadd_rn(__fadd_rn(sum1, s[i + 2]), s[i + 3]);
-    }
-    sum0 = __fadd_rn(sum0, __shfl_xor_sync(0xffffffffu, sum0, 1));
-    sum0 = __fadd_rn(sum0, __shfl_xor_sync(0xffffffffu, sum0, 2));
-    sum1 = __fadd_rn(sum1, __shfl_xor_sync(0xffffffffu, sum1, 1));
-    sum1 = __fadd_rn(sum1, __shfl_xor_sync(0xffffffffu, sum1, 2));
-    l0 = __fadd_rn(__fmul_rn(l0, alpha0), sum0);
-    l1 = __fadd_rn(__fmul_rn(l1, alpha1), sum1);
-    m0 = mn0;
-    m1 = mn1;
+    const int j0 = static_cast<int>(kt * BN);
+    const bool whole = kt * BN + BN - 1 <= pmin && kt * BN >= full_first;  // uniform over the block
+    const float mx0 = row0_softmax.scale_mask_max(s, j0, t, pos0, first0, whole, scale2);
+    const float mx1 = row1_softmax.scale_mask_max(s, j0, t, pos1, first1, whole, scale2);
+    const float alpha0 = row0_softmax.update(s, mx0), alpha1 = row1_softmax.update(s, mx1);
 #pragma unroll
     for (int i = 0; i < 128; i += 4) {
       o[i] = __fmul_rn(o[i], alpha0);
@@ -357,20 +321,20 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   // out = acc · (1 / l) (a row with a real query has seen itself: l >= 1; one division a row, not
   // 128), an exact zero as +0. Staging the outputs in shared memory for 16-byte stores made ptxas
   // keep the consumers at the launch's 168 registers and spill (docs/cuda-kernel-notes.md).
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = row0_softmax.inverse(), inv1 = row1_softmax.inverse();
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const int col = sub * DW + i * 8 + 2 * t;
     if (qrow0 >= 0)
       *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
-          pack_bf16(__fadd_rn(__fmul_rn(o[4 * i], inv0), 0.f), __fadd_rn(__fmul_rn(o[4 * i + 1], inv0), 0.f));
+          pack_bf16(scaled_output(o[4 * i], inv0), scaled_output(o[4 * i + 1], inv0));
     if (qrow1 >= 0)
       *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
-          pack_bf16(__fadd_rn(__fmul_rn(o[4 * i + 2], inv1), 0.f), __fadd_rn(__fmul_rn(o[4 * i + 3], inv1), 0.f));
+          pack_bf16(scaled_output(o[4 * i + 2], inv1), scaled_output(o[4 * i + 3], inv1));
   }
   if (sub == 0 && t == 0) {
-    if (qrow0 >= 0) a.lse_out[qrow0] = fmaf(m0, ln2, logf(l0));
-    if (qrow1 >= 0) a.lse_out[qrow1] = fmaf(m1, ln2, logf(l1));
+    if (qrow0 >= 0) a.lse_out[qrow0] = row0_softmax.lse();
+    if (qrow1 >= 0) a.lse_out[qrow1] = row1_softmax.lse();
   }
 }
 

@@ -38,14 +38,20 @@ inline status launch_status(std::string_view op, const char* kernel) {
 
 /// Raises `kernel`'s dynamic shared-memory limit to `bytes` on the current device, once per device
 /// (below 64; above, on every call): the attribute call costs host time that showed in short ops.
+/// most_shared: also asks for the largest shared-memory carveout of the SM's unified L1, for a
+/// kernel that needs several blocks of large shared memory on one SM (left to itself the driver
+/// may pick a carveout that fits fewer).
 template <auto kernel>
-status allow_shared_memory(std::size_t bytes) {
+status allow_shared_memory(std::size_t bytes, bool most_shared = false) {
   static std::atomic<std::uint64_t> raised{0};  // a bit per device
   int device = 0;
   TANDEM_CUDA_CHECK(cudaGetDevice(&device));
   const std::uint64_t bit = device >= 0 && device < 64 ? std::uint64_t{1} << device : 0;
   if (bit != 0 && (raised.load(std::memory_order_acquire) & bit) != 0) return status::ok();
   TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  if (most_shared)
+    TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           static_cast<int>(cudaSharedmemCarveoutMaxShared)));
   raised.fetch_or(bit, std::memory_order_release);
   return status::ok();
 }

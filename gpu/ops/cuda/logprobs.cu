@@ -17,7 +17,7 @@
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
-#include "gpu/ops/cuda/token_filter.cuh"
+#include "gpu/ops/cuda/token_filter_row.cuh"
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops::cuda {

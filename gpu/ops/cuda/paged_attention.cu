@@ -2,7 +2,8 @@
 // CPU's refusals, found on the device and copied back), the K/V write (a block per new row, 16-byte
 // copies where aligned), and the forward: the packed forward's query-tile kernel with the keys read
 // through the block table (attention_query.cuh), so a row gives the packed kernel's bits; bfloat16
-// at d 256 / 512 runs the packed forward's tensor-core kernel (attention_wgmma_forward.cuh) likewise.
+// at d 256 / 512 runs the packed forward's tensor-core kernel (attention_wgmma_forward.cuh) likewise,
+// or for a decode step the 8-row decode kernel of the same arithmetic (attention_decode.cuh).
 #include "gpu/ops/cuda/paged_attention.h"
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "gpu/core/host_waits.h"
+#include "gpu/ops/cuda/attention_decode.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/attention_tiles.cuh"
@@ -254,9 +256,14 @@ status paged_attention_forward(const exec_context& ctx, dtype storage, const ten
   const bool mma = storage == dtype::bfloat16 && attn::mma::has_kernel(d) && attn::mma::aligned16(q.data()) &&
                    attn::mma::aligned16(k_cache.data()) && attn::mma::aligned16(v_cache.data()) &&
                    attn::mma::aligned16(out.data());
+  // A decode step (a position or two a sequence: as many as a decode block holds) runs the
+  // decode kernel: the same bits in blocks of 8 rows instead of 64 or 128.
+  const attn::query_tiling decode_tiling = attn::mma::mma_tiling(heads, kv_heads, attn::mma::decode_block_rows);
+  const bool decode = mma && n <= g.num_seqs * decode_tiling.rows_per_tile;
   if (n > 0 && heads > 0) {
-    const attn::query_tiling tiling = mma ? attn::mma::mma_tiling(heads, kv_heads, attn::mma::forward_block_rows(d))
-                                          : attn::query_tiling_for(heads, kv_heads);
+    const attn::query_tiling tiling = decode ? decode_tiling
+                                      : mma  ? attn::mma::mma_tiling(heads, kv_heads, attn::mma::forward_block_rows(d))
+                                             : attn::query_tiling_for(heads, kv_heads);
     const std::int64_t tiles = (n + tiling.rows_per_tile - 1) / tiling.rows_per_tile + g.num_seqs;
     const std::int64_t chunks = kv_heads * tiling.head_chunks;
     if (tiles > 0x7fffffffLL || chunks > 65535)
@@ -278,6 +285,7 @@ status paged_attention_forward(const exec_context& ctx, dtype storage, const ten
       const attn::paged_keys<S> keys{k_cache.as<const S>(), v_cache.as<const S>(), g.table, g.table_cols, g.blocks,
                                      g.block_size, kv_heads, d};
       if constexpr (std::is_same_v<S, bf16>) {
+        if (decode) return attn::mma::launch_decode(stream, op, grid, a, layout, keys);
         if (mma) return attn::mma::launch_forward(stream, op, grid, a, layout, keys);
       }
       return attn::launch_query_pass<attn::query_pass::forward>(stream, op, slots, grid, a, layout, keys);

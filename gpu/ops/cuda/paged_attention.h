@@ -15,8 +15,10 @@
 // the keys read through the block table: a row gives exactly the bits attention_forward gives
 // the row at that position over the same keys and values (same key tiles, same arithmetic).
 // bfloat16 at head dim 256 or 512 (16-byte aligned tensors, as attention_forward's) runs the
-// packed forward's tensor-core kernel instead, with the same guarantee (decode rows sit in its
-// 16-row mma tiles with other rows or none; a row's numbers never depend on them).
+// packed forward's tensor-core kernel instead, with the same guarantee (a row's numbers never
+// depend on the other rows of its tile); a decode step there (no more rows per sequence than a
+// decode block holds) runs the decode kernel of the same arithmetic in blocks of 8 rows
+// (attention_decode.cuh), with the same guarantee again.
 #pragma once
 
 #include "gpu/core/dtype.h"

@@ -194,14 +194,15 @@ __device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S*
   }
 }
 
-/// Rows of nv vectors, G threads per row, 256 / G rows per block; thread t of a group holds
+/// Rows of nv vectors, G threads per row, blockDim / G rows per block; thread t of a group holds
 /// vectors t, t + G, ... (at most K). y may be x: a thread reads all its elements before it
 /// writes them, and no thread touches another's.
 template <class S, int G, int K>
 __global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const S* x, const S* __restrict__ w,
                                                                           std::int64_t rows, int nv, float eps, S* y,
                                                                           float* __restrict__ inv_rms) {
-  constexpr int V = width<S>, R = vec_threads / G;
+  constexpr int V = width<S>;
+  const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
   const int t = threadIdx.x % G;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
@@ -255,7 +256,8 @@ struct residual_rows {
 template <class S, int G, int K>
 __global__ void __launch_bounds__(vec_threads) residual_norm_vec_kernel(residual_rows<S> a, std::int64_t rows, int nv,
                                                                         float eps) {
-  constexpr int V = width<S>, R = vec_threads / G;
+  constexpr int V = width<S>;
+  const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
   const int t = threadIdx.x % G;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
@@ -320,7 +322,8 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
                                                                        const S* __restrict__ cos, const S* __restrict__ sin,
                                                                        std::int64_t rows, std::int64_t heads, int nv,
                                                                        float eps, S* y, float* __restrict__ inv_rms) {
-  constexpr int V = width<S>, R = vec_threads / G;
+  constexpr int V = width<S>;
+  const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
   extern __shared__ float normed_rows[];  // [R][d]
   const int t = threadIdx.x % G;
@@ -568,6 +571,17 @@ status with_group(int g, F&& f) {
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 constexpr int forward_k = 8;   // vectors per thread, forward
+
+/// Rows per block of the forward vector kernels (blocks of R·G threads): 256 / G, halved while
+/// that leaves fewer than two blocks per SM of an H100 / H200, down to one. A decode step's 256
+/// rows of 1536 then run as 256 blocks of a warp instead of 32 blocks of 8 rows (32 of the 132
+/// SMs). A row's arithmetic depends on G alone, so the bits do not change with R.
+template <int G>
+int forward_rows_per_block(std::int64_t rows) {
+  int r = vec_threads / G;
+  while (r > 1 && (rows + r - 1) / r < 2 * 132) r /= 2;
+  return r;
+}
 /// Vectors per thread, backward: x and dy of two rows and the dw sums in registers, within the
 /// 128 registers of two blocks per SM.
 template <class S>
@@ -592,8 +606,9 @@ status rmsnorm_forward(const exec_context& ctx, dtype storage, const tensor& x, 
     if (g != 0 && aligned16(x.data()) && aligned16(y.data()) && (w.empty() || aligned16(w.data()))) {
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value;
-        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
-        rmsnorm_forward_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, 0, stream_of(ctx)>>>(
+        const int R = forward_rows_per_block<G>(rows);
+        const std::int64_t blocks = (rows + R - 1) / R;
+        rmsnorm_forward_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
             x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), rows, static_cast<int>(d / V),
             static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
         return launch_status(op, "rmsnorm_forward_vec_kernel");
@@ -621,8 +636,10 @@ status rmsnorm_rope_forward(const exec_context& ctx, dtype storage, const tensor
         aligned16(sin.data()) && aligned16(y.data())) {
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value;
-        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
-        rmsnorm_rope_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, smem, stream_of(ctx)>>>(
+        const int R = forward_rows_per_block<G>(rows);
+        const std::int64_t blocks = (rows + R - 1) / R;
+        const std::size_t row_bytes = static_cast<std::size_t>(R) * static_cast<std::size_t>(d) * sizeof(float);
+        rmsnorm_rope_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, row_bytes, stream_of(ctx)>>>(
             x.as<const S>(), w.as<const S>(), cos.as<const S>(), sin.as<const S>(), rows, heads, static_cast<int>(d / V),
             static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
         return launch_status(op, "rmsnorm_rope_vec_kernel");
@@ -652,8 +669,9 @@ status residual_norm_forward(const exec_context& ctx, dtype storage, const resid
                                ptr(io.scale), ptr(io.pre_scale), ptr(io.next_w), ptr(io.next), stat(io.next_inv_rms)};
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value;
-        const std::int64_t blocks = (rows + vec_threads / G - 1) / (vec_threads / G);
-        residual_norm_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), vec_threads, 0, stream_of(ctx)>>>(
+        const int R = forward_rows_per_block<G>(rows);
+        const std::int64_t blocks = (rows + R - 1) / R;
+        residual_norm_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
             a, rows, static_cast<int>(d / V), static_cast<float>(eps));
         return launch_status(op, "residual_norm_vec_kernel");
       });

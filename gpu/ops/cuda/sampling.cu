@@ -1,8 +1,10 @@
-// Sampling on CUDA: one block per row runs filter_row (token_filter.cuh), then the inverse CDF
-// over the kept tokens in ascending id order: each warp owns a contiguous segment of ids, sums
-// its probabilities e_j / S (double, a warp scan per 32 ids), the segment offsets are added in
-// warp order, and every warp looks for its first token with u < c in a second walk; the lowest
-// such id wins (the last kept token when rounding leaves c below u everywhere).
+// Sampling on CUDA: one block per row runs filter_row (token_filter_row.cuh), then the inverse CDF
+// over the kept tokens in ascending id order. When filter_row gathered the row's top-k candidates
+// in shared memory, over those (token_candidates.cuh: draw_candidates). Else over the row: each
+// warp owns a contiguous segment of ids, sums its probabilities e_j / S (double, a warp scan per
+// 32 ids), the segment offsets are added in warp order, and every warp looks for its first token
+// with u < c in a second walk; the lowest such id wins (the last kept token when rounding leaves
+// c below u everywhere).
 #include "gpu/ops/cuda/sampling.h"
 
 #include <climits>
@@ -11,7 +13,7 @@
 
 #include "gpu/ops/cuda/device_math.cuh"
 #include "gpu/ops/cuda/launch.h"
-#include "gpu/ops/cuda/token_filter.cuh"
+#include "gpu/ops/cuda/token_filter_row.cuh"
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops::cuda {
@@ -140,7 +142,8 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
   extern __shared__ __align__(16) unsigned char dyn[];
   const std::int64_t r = blockIdx.x;
   const S* x = logits + r * v;
-  filter::filter_row(x, v, p, filter::carve(dyn, p.use_p), sh, false, greedy);  // S as the scorer's
+  const filter::bins b = filter::carve(dyn, p.use_p);
+  filter::filter_row(x, v, p, b, sh, false, greedy);  // S as the scorer's
   if (!sh.row.finite) {
     if (threadIdx.x == 0) {
       tokens[r] = -1;
@@ -151,7 +154,7 @@ __global__ void __launch_bounds__(row_threads, 2) sampling_kernel(const S* __res
   std::int64_t token = sh.row.argmax;
   if (!greedy) {
     const double u = static_cast<double>(uniform_float(random_words(coordinates[r])[0]));
-    token = draw(x, v, u, sh);
+    token = sh.row.kept_count > 0 ? filter::draw_candidates(filter::candidates_of(b), u, sh) : draw(x, v, u, sh);
   }
   if (threadIdx.x == 0) {
     tokens[r] = static_cast<std::int32_t>(token);

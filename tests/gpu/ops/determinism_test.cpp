@@ -173,8 +173,10 @@ std::vector<std::string> scenario_names() {
 /// The packed forward of sequences `lengths` (bfloat16 or float32), then the same keys and values
 /// written into a paged cache of `block`-position blocks (physical blocks in reverse order) and the
 /// last `fresh` rows of each sequence run through paged_attention_forward: their out and lse must
-/// be the packed rows' bits.
-void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d, std::int64_t window) {
+/// be the packed rows' bits. fresh {1, 1, 1} is a decode step (bfloat16 at d 256 / 512: the decode
+/// kernel, blocks of 8 rows); {37, 1, 64} a chunk of prefill beside a decoding sequence.
+void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d, std::int64_t window,
+                                   const std::vector<std::int32_t>& fresh = {37, 1, 64}) {
   const exec_context ctx = cuda_context();
   const std::vector<std::int32_t> lengths{300, 77, 129};
   const std::vector<std::int32_t> cu = offsets(lengths);
@@ -208,7 +210,6 @@ void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_
   require_ok(ops::paged_kv_write(ctx, k.view(), v.view(), {table_d.view(), all_cu.view(), all_pos.view()}, kc.view(), vc.view()));
 
   // The new rows: the last `fresh` of each sequence (1: decoding; more: a chunk of prefill).
-  const std::vector<std::int32_t> fresh{37, 1, 64};
   std::vector<std::int32_t> row_cu{0}, row_pos;
   std::vector<std::int64_t> packed_row;
   for (std::size_t i = 0; i < lengths.size(); ++i) {
@@ -265,6 +266,54 @@ void check_linear_rows_match(dtype s, std::int64_t in, std::int64_t out) {
     require_ok(ops::linear_backward(ctx, xs.view(), w.view(), dys.view(), dxs.view(), tensor{}));
     BOOST_TEST((ys.raw() == leading_rows(y_all, rows, out * width)), "y of the first " << rows << " rows differs");
     BOOST_TEST((dxs.raw() == leading_rows(dx_all, rows, in * width)), "dx of the first " << rows << " rows differs");
+  }
+}
+
+/// rmsnorm_forward, residual_norm_forward (with the layer scalar and the next norm) and
+/// rmsnorm_rope_forward over the first `rows` rows of the same inputs give the bits of those rows
+/// over all of them (the kernels' blocks hold fewer rows when there are few: a decode step's rows
+/// must get the trainer's bits).
+void check_norm_rows_match(dtype s, std::int64_t d) {
+  const exec_context ctx = cuda_context();
+  const std::int64_t all = 3000, heads = 4, hd = 256, width = static_cast<std::int64_t>(size_of(s));
+  device_buffer x(s, {all, d}), w(s, {d}), res(s, {all, d}), scale(s, {1}), nw(s, {d});
+  device_buffer y(s, {all, d}), out(s, {all, d}), pre(s, {all, d}), next(s, {all, d});
+  device_buffer qx(s, {all, heads, hd}), qw(s, {hd}), cos(s, {all, hd}), sin(s, {all, hd}), qy(s, {all, heads, hd});
+  std::uint64_t seed = 31;
+  for (device_buffer* b : {&x, &w, &res, &scale, &nw, &qx, &qw, &cos, &sin}) b->fill_uniform(seed++);
+  const auto run = [&](device_buffer& yy, device_buffer& oo, device_buffer& pp, device_buffer& nn, device_buffer& qq,
+                       const device_buffer& xx, const device_buffer& rr, const device_buffer& qxx, const device_buffer& cc,
+                       const device_buffer& ss) {
+    require_ok(ops::rmsnorm_forward(ctx, xx.view(), w.view(), 1e-6, yy.view()));
+    ops::residual_norm_io io;
+    io.x = xx.view();
+    io.w = w.view();
+    io.residual = rr.view();
+    io.out = oo.view();
+    io.scale = scale.view();
+    io.pre_scale = pp.view();
+    io.next_w = nw.view();
+    io.next = nn.view();
+    require_ok(ops::residual_norm_forward(ctx, io, 1e-6));
+    require_ok(ops::rmsnorm_rope_forward(ctx, qxx.view(), qw.view(), 1e-6, cc.view(), ss.view(), qq.view()));
+  };
+  run(y, out, pre, next, qy, x, res, qx, cos, sin);
+  const auto head = [&](const device_buffer& b, std::int64_t rows, std::int64_t row_elems) {
+    return leading_rows(b.raw(), rows, row_elems * width);
+  };
+  for (const std::int64_t rows : {1, 7, 64, 256, 333, 1024}) {
+    device_buffer xs(s, {rows, d}), rs(s, {rows, d}), qxs(s, {rows, heads, hd}), cs(s, {rows, hd}), ss(s, {rows, hd});
+    device_buffer ys(s, {rows, d}), os(s, {rows, d}), ps(s, {rows, d}), ns(s, {rows, d}), qys(s, {rows, heads, hd});
+    xs.upload(x.raw().data());
+    rs.upload(res.raw().data());
+    qxs.upload(qx.raw().data());
+    cs.upload(cos.raw().data());
+    ss.upload(sin.raw().data());
+    run(ys, os, ps, ns, qys, xs, rs, qxs, cs, ss);
+    BOOST_TEST((ys.raw() == head(y, rows, d)), "rmsnorm of the first " << rows << " rows differs");
+    BOOST_TEST((os.raw() == head(out, rows, d)), "residual_norm's stream of the first " << rows << " rows differs");
+    BOOST_TEST((ns.raw() == head(next, rows, d)), "residual_norm's next norm of the first " << rows << " rows differs");
+    BOOST_TEST((qys.raw() == head(qy, rows, heads * hd)), "rmsnorm_rope of the first " << rows << " rows differs");
   }
 }
 
@@ -337,11 +386,29 @@ BOOST_AUTO_TEST_CASE(a_paged_row_gets_the_bits_of_the_same_row_of_the_packed_for
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_decode_step_gets_the_bits_of_the_same_rows_of_the_packed_forward) {
+  // Positions 299, 76 and 128: several key tiles, a window that starts inside a tile, and (4/2
+  // and 2/1 heads, two new rows a sequence) decode blocks whose rows sit at different positions.
+  const dtype s = dtype::bfloat16;
+  BOOST_TEST_CONTEXT("d 256, 8/1 heads, window 100") { check_paged_rows_match_packed(s, 8, 1, 256, 100, {1, 1, 1}); }
+  BOOST_TEST_CONTEXT("d 256, 16/1 heads (two blocks a row), full") { check_paged_rows_match_packed(s, 16, 1, 256, 0, {1, 1, 1}); }
+  BOOST_TEST_CONTEXT("d 256, 4/2 heads, full, two rows") { check_paged_rows_match_packed(s, 4, 2, 256, 0, {2, 1, 2}); }
+  BOOST_TEST_CONTEXT("d 512, 8/1 heads, full") { check_paged_rows_match_packed(s, 8, 1, 512, 0, {1, 1, 1}); }
+  BOOST_TEST_CONTEXT("d 512, 2/1 heads, window 40, two rows") { check_paged_rows_match_packed(s, 2, 1, 512, 40, {2, 2, 1}); }
+}
+
 BOOST_AUTO_TEST_CASE(a_linear_row_gets_the_same_bits_whatever_the_row_count) {
   for (const dtype s : {dtype::float32, dtype::bfloat16}) {
     BOOST_TEST_CONTEXT(to_string(s) << " storage, 1536 -> 2048") { check_linear_rows_match(s, 1536, 2048); }
     BOOST_TEST_CONTEXT(to_string(s) << " storage, 2560 -> 384") { check_linear_rows_match(s, 2560, 384); }
     BOOST_TEST_CONTEXT(to_string(s) << " storage, 6144 -> 1536") { check_linear_rows_match(s, 6144, 1536); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_norm_row_gets_the_same_bits_whatever_the_row_count) {
+  for (const dtype s : {dtype::float32, dtype::bfloat16}) {
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 1536") { check_norm_rows_match(s, 1536); }
+    BOOST_TEST_CONTEXT(to_string(s) << " storage, d 2560") { check_norm_rows_match(s, 2560); }
   }
 }
 

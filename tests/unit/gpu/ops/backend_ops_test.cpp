@@ -1117,8 +1117,19 @@ paged_inputs make_paged(const paged_layout& l, std::uint64_t seed) {
   return in;
 }
 
-void paged_attention_cases(case_table& t) {
-  for (const paged_layout& l : paged_shapes()) {
+/// Decode steps at the head dims of Gemma 4 (bfloat16 on CUDA: the decode kernel's blocks of 8
+/// rows), over several key tiles, with and without a window.
+const std::vector<paged_layout>& paged_decode_shapes() {
+  static const std::vector<paged_layout> shapes{
+      {{300, 77, 129}, {1, 1, 1}, 16, 8, 1, 256, 100, 0.0625},
+      {{300, 77, 129}, {1, 1, 1}, 16, 8, 1, 512, 0, 0.0625},
+      {{40, 9}, {2, 1}, 8, 4, 2, 256, 0, 0.0625},  // two rows of a sequence in one block
+  };
+  return shapes;
+}
+
+void paged_attention_cases(case_table& t, const std::vector<paged_layout>& shapes) {
+  for (const paged_layout& l : shapes) {
     const std::uint64_t s = t.seed();
     const paged_inputs p = make_paged(l, s);
     const shape_t cache{p.blocks, l.block, l.kv_heads, l.d}, qs{p.rows, l.heads, l.d}, kv{p.rows, l.kv_heads, l.d};
@@ -1232,10 +1243,19 @@ const std::vector<scoring_dims>& scoring_shapes() {
   return shapes;
 }
 
-void logprobs_cases(case_table& t) {
-  for (const scoring_dims& d : scoring_shapes()) {
+/// Rows of a large vocabulary, logits in [-40, 40] (neighbours about 0.004 apart): with top-k 50
+/// the CUDA filter gathers its few candidates in shared memory; with top-k 4200 (more than the
+/// 4096 it can hold) it cuts by histograms over the row instead.
+const std::vector<scoring_dims>& wide_scoring_shapes() {
+  static const std::vector<scoring_dims> shapes{
+      {4, 20000, {0.7, 50, 0.9}}, {4, 20000, {1.0, 4200, 1.0}}, {4, 20000, {0.8, 4200, 0.9}}};
+  return shapes;
+}
+
+void logprobs_cases(case_table& t, const std::vector<scoring_dims>& shapes, double spread = 5) {
+  for (const scoring_dims& d : shapes) {
     const std::uint64_t s = t.seed();
-    const host_buffer logits = f64({d.rows, d.v}, s, -5, 5);
+    const host_buffer logits = f64({d.rows, d.v}, s, -spread, spread);
     // Random targets: some fall outside top-k / top-p (logprob -inf, no gradient).
     const host_buffer targets = random_indices({d.rows}, s + 1, 0, static_cast<std::int32_t>(d.v));
     // Rows whose kept set is at least 1e-4 from flipping (all, for these seeds; the check says so).
@@ -1260,14 +1280,18 @@ void logprobs_cases(case_table& t) {
   }
 }
 
-void sampling_cases(case_table& t) {
+std::vector<scoring_dims> sampling_shapes() {
   std::vector<scoring_dims> shapes = scoring_shapes();
   shapes.push_back({17, 33, {0.0, 0, 1.0}});  // greedy
   shapes.push_back({65, 17, {0.0, 4, 0.7}});  // greedy with filters (they never drop the argmax)
   shapes.push_back({65, 65, {1.0, 0, 0.95}});
+  return shapes;
+}
+
+void sampling_cases(case_table& t, const std::vector<scoring_dims>& shapes, double spread = 4) {
   for (const scoring_dims& d : shapes) {
     const std::uint64_t s = t.seed();
-    const host_buffer logits = f64({d.rows, d.v}, s, -4, 4);
+    const host_buffer logits = f64({d.rows, d.v}, s, -spread, spread);
     const std::vector<char> rows = unambiguous_rows(logits, d.params, true);
     t.add("sampling_forward", scoring_label(d), [=](const backend& b) {
       device_tensors m(b);
@@ -1559,10 +1583,10 @@ const std::vector<op_case>& case_list() {
     softcap_cases(t);
     per_layer_input_cases(t);
     attention_cases(t);
-    paged_attention_cases(t);
+    paged_attention_cases(t, paged_shapes());
     moe_cases(t);
-    logprobs_cases(t);
-    sampling_cases(t);
+    logprobs_cases(t, scoring_shapes());
+    sampling_cases(t, sampling_shapes());
     adamw_cases(t);
     pg_loss_cases(t);
     elementwise_cases(t);
@@ -1570,6 +1594,9 @@ const std::vector<op_case>& case_list() {
     // Last, so that the seeds of the cases above stay those they were tuned with.
     residual_norm_cases(t);
     norm_rope_cases(t);
+    paged_attention_cases(t, paged_decode_shapes());
+    logprobs_cases(t, wide_scoring_shapes(), 40);
+    sampling_cases(t, wide_scoring_shapes(), 40);
     return t.cases;
   }();
   return cases;
