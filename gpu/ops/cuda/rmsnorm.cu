@@ -179,19 +179,26 @@ __device__ __forceinline__ float inverse_rms(float sum, std::int64_t d, float ep
   return 1.f / sqrtf(sum / static_cast<float>(d) + eps);
 }
 
-/// The normed vector x · inv · w (w's vector, or 1 when w is null), two products per element.
+/// The normed vector x · inv · w for w's vector w_raw (16 bytes of S; or 1 when has_w is false),
+/// two products per element.
 template <class S>
-__device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S* w, int c) {
+__device__ __forceinline__ void normed_by(float (&v)[width<S>], float inv, bool has_w, const uint4& w_raw) {
   constexpr int V = width<S>;
-  if (w) {
+  if (has_w) {
     float wv[V];
-    unpack<S>(load16_nc(w + static_cast<std::int64_t>(c) * V), wv);
+    unpack<S>(w_raw, wv);
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = __fmul_rn(__fmul_rn(v[e], inv), wv[e]);
   } else {
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = __fmul_rn(v[e], inv);
   }
+}
+
+/// The normed vector x · inv · w (w's vector c, or 1 when w is null).
+template <class S>
+__device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S* w, int c) {
+  normed_by<S>(v, inv, w != nullptr, w ? load16_nc(w + static_cast<std::int64_t>(c) * width<S>) : make_uint4(0, 0, 0, 0));
 }
 
 /// Rows of nv vectors, G threads per row, blockDim / G rows per block; thread t of a group holds
@@ -264,12 +271,17 @@ __global__ void __launch_bounds__(vec_threads) residual_norm_vec_kernel(residual
   const bool live = r < rows;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V;
   const auto at = [&](int c) { return r * d + static_cast<std::int64_t>(c) * V; };
-  uint4 raw[K];
+  // Every load of the row up front: out may be residual, so a residual load after a store could
+  // not be moved before it, and the thread's vectors would wait for memory one after another.
+  uint4 raw[K], res_raw[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = t + k * G;
-    raw[k] = make_uint4(0, 0, 0, 0);
-    if (live && c < nv) raw[k] = load16(a.x + at(c));
+    raw[k] = res_raw[k] = make_uint4(0, 0, 0, 0);
+    if (live && c < nv) {
+      raw[k] = load16(a.x + at(c));
+      res_raw[k] = load16(a.residual + at(c));
+    }
   }
   const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
   const float scale = a.scale ? to_float(*a.scale) : 1.f;
@@ -283,7 +295,7 @@ __global__ void __launch_bounds__(vec_threads) residual_norm_vec_kernel(residual
     const uint4 branch = pack<S>(v);
     if (a.branch) *reinterpret_cast<uint4*>(a.branch + at(c)) = branch;
     unpack<S>(branch, v);
-    unpack<S>(load16(a.residual + at(c)), res);
+    unpack<S>(res_raw[k], res);
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = __fadd_rn(res[e], v[e]);
     raw[k] = pack<S>(v);
@@ -331,12 +343,20 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
   const bool live = r < rows;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V, half = d / 2;
   float* const row = normed_rows + static_cast<std::int64_t>(threadIdx.x / G) * d;
-  uint4 raw[K];
+  const std::int64_t token = r / heads;
+  const S* const cr = cos + token * d;
+  const S* const sr = sin + token * d;
+  // Every load of the row up front (the rotation's cos and sin too), not after the barrier.
+  uint4 raw[K], cos_raw[K], sin_raw[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = t + k * G;
-    raw[k] = make_uint4(0, 0, 0, 0);
-    if (live && c < nv) raw[k] = load16(x + r * d + static_cast<std::int64_t>(c) * V);
+    raw[k] = cos_raw[k] = sin_raw[k] = make_uint4(0, 0, 0, 0);
+    if (live && c < nv) {
+      raw[k] = load16(x + r * d + static_cast<std::int64_t>(c) * V);
+      cos_raw[k] = load16_nc(cr + static_cast<std::int64_t>(c) * V);
+      sin_raw[k] = load16_nc(sr + static_cast<std::int64_t>(c) * V);
+    }
   }
   const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
   if (live && inv_rms && t == 0) inv_rms[r] = inv;
@@ -354,16 +374,13 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
   }
   __syncthreads();
   if (!live) return;
-  const std::int64_t token = r / heads;
-  const S* const cr = cos + token * d;
-  const S* const sr = sin + token * d;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = t + k * G;
     if (c >= nv) continue;
     float cv[V], sv[V], out[V];
-    unpack<S>(load16_nc(cr + static_cast<std::int64_t>(c) * V), cv);
-    unpack<S>(load16_nc(sr + static_cast<std::int64_t>(c) * V), sv);
+    unpack<S>(cos_raw[k], cv);
+    unpack<S>(sin_raw[k], sv);
 #pragma unroll
     for (int e = 0; e < V; ++e) {
       const std::int64_t j = static_cast<std::int64_t>(c) * V + e;
