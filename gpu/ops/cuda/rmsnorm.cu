@@ -179,26 +179,19 @@ __device__ __forceinline__ float inverse_rms(float sum, std::int64_t d, float ep
   return 1.f / sqrtf(sum / static_cast<float>(d) + eps);
 }
 
-/// The normed vector x · inv · w for w's vector w_raw (16 bytes of S; or 1 when has_w is false),
-/// two products per element.
+/// The normed vector x · inv · w (w's vector, or 1 when w is null), two products per element.
 template <class S>
-__device__ __forceinline__ void normed_by(float (&v)[width<S>], float inv, bool has_w, const uint4& w_raw) {
+__device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S* w, int c) {
   constexpr int V = width<S>;
-  if (has_w) {
+  if (w) {
     float wv[V];
-    unpack<S>(w_raw, wv);
+    unpack<S>(load16_nc(w + static_cast<std::int64_t>(c) * V), wv);
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = __fmul_rn(__fmul_rn(v[e], inv), wv[e]);
   } else {
 #pragma unroll
     for (int e = 0; e < V; ++e) v[e] = __fmul_rn(v[e], inv);
   }
-}
-
-/// The normed vector x · inv · w (w's vector c, or 1 when w is null).
-template <class S>
-__device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S* w, int c) {
-  normed_by<S>(v, inv, w != nullptr, w ? load16_nc(w + static_cast<std::int64_t>(c) * width<S>) : make_uint4(0, 0, 0, 0));
 }
 
 /// Rows of nv vectors, G threads per row, blockDim / G rows per block; thread t of a group holds
