@@ -5,16 +5,20 @@
 //   - attention: TFLOP/s (4·heads·tokens·context·d forward, 2.5× that backward; context = the
 //     mean keys a query sees), beside cuDNN's fused attention on the same problem (where cuDNN
 //     takes it: not at head_dim 512 on Hopper) and the 8192³ GEMM rate.
-// Times are medians of CUDA-event-timed calls after a warm-up (attention, ours and cuDNN's alike:
-// of batches of 10 back-to-back calls, so that launch work overlaps as in a step). A figure to
-// read, not a gate.
-// Usage: cuda_ops_bench [--quick] [--attention (the attention rows only)]
+// Times are medians of CUDA-event-timed batches of 10 back-to-back calls after a warm-up, per call
+// (every row and ceiling alike, so that one call's launch work overlaps the last one's device
+// work, as in a step; timing single calls on an idle device adds the launch latency, several
+// microseconds, to kernels of 60-100 us), except the 8192³ GEMM, timed a call at a time. A figure
+// to read, not a gate.
+// Usage: cuda_ops_bench [--quick] [--attention (the attention rows only)] [--only OP_PREFIX (the
+// groups of rows with an op of that prefix, e.g. rmsnorm_backward or logprobs)]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,17 +156,27 @@ void print(const row& r) {
 
 int main(int argc, char** argv) {
   bool quick = false, attention_only = false;
+  std::string only;  // a prefix of the ops to run (their group's buffers only); empty: all
+  const char* usage = " (usage: cuda_ops_bench [--quick] [--attention] [--only OP_PREFIX])";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
-    else fail(std::string("unknown argument ") + argv[i] + " (usage: cuda_ops_bench [--quick] [--attention])");
+    else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else fail(std::string("unknown argument ") + argv[i] + usage);
   }
+  // Whether a group of rows runs: one of its ops begins with `only`.
+  const auto wanted = [&](std::initializer_list<const char*> ops) {
+    if (only.empty()) return true;
+    for (const char* op : ops)
+      if (std::string(op).rfind(only, 0) == 0) return true;
+    return false;
+  };
   const backend_info info = query_backend();
   if (info.devices.empty()) {
     std::printf("cuda_ops_bench: skipped: no CUDA device (%s)\n", info.device_problem.c_str());
     return 77;
   }
-  std::printf("device: %s; cuBLAS %s; times: median of CUDA-event-timed calls\n", info.devices[0].name.c_str(),
+  std::printf("device: %s; cuBLAS %s; times: median per call of CUDA-event-timed batches of 10 calls\n", info.devices[0].name.c_str(),
               info.cublas.c_str());
   workspace scratch(device::cuda(0));
   exec_context ctx;
@@ -176,7 +190,7 @@ int main(int argc, char** argv) {
   {
     const std::int64_t bytes = std::int64_t{1} << 30;
     buffer src(dtype::uint8, {bytes}, 0, 255), dst(dtype::uint8, {bytes}, 0, 255);
-    const double ms = time_ms(warm, reps, [&] {
+    const double ms = time_ms_batched(warm, reps, 10, [&] {
       return cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess
                  ? status::ok()
                  : status{status_code::device_error, "cudaMemcpyAsync"};
@@ -197,10 +211,10 @@ int main(int argc, char** argv) {
   // Element-wise ops and norms over the residual stream of 16384 tokens of E2B (H 2560).
   const std::int64_t tokens = 16384, hidden = 2560, inter = 6144 * 2;
   const auto bandwidth = [&](const std::string& op, const std::string& shape, double bytes, const std::function<status()>& f) {
-    const double ms = time_ms(warm, reps, f);
+    const double ms = time_ms_batched(warm, reps, 10, f);
     print({op, shape, ms, bytes / ms / 1e6, copy_gbs, "GB/s"});
   };
-  {
+  if (wanted({"rmsnorm_forward", "rmsnorm_backward", "add_forward", "softcap_forward", "scale_by_forward"})) {
     buffer x(bf, {tokens, hidden}), w(bf, {hidden}, 0.5, 1.5), y(bf, {tokens, hidden}), dy(bf, {tokens, hidden});
     buffer dx(bf, {tokens, hidden}), dw(bf, {hidden}), inv(dtype::float32, {tokens});
     const double e = static_cast<double>(tokens * hidden) * 2;
@@ -212,7 +226,7 @@ int main(int argc, char** argv) {
     buffer s(bf, {1}, 0.5, 1);
     bandwidth("scale_by_forward", shape, 2 * e, [&] { return ops::scale_by_forward(ctx, x.t, s.t, y.t); });
   }
-  {
+  if (wanted({"gated_gelu_forward", "gated_gelu_backward"})) {
     const std::int64_t n = quick ? 4096 : tokens;
     buffer g(bf, {n, inter / 2}), u(bf, {n, inter / 2}), h(bf, {n, inter / 2}), dh(bf, {n, inter / 2});
     buffer dg(bf, {n, inter / 2}), du(bf, {n, inter / 2});
@@ -221,7 +235,7 @@ int main(int argc, char** argv) {
     bandwidth("gated_gelu_forward", shape, 3 * e, [&] { return ops::gated_gelu_forward(ctx, g.t, u.t, h.t); });
     bandwidth("gated_gelu_backward", shape, 5 * e, [&] { return ops::gated_gelu_backward(ctx, g.t, u.t, dh.t, dg.t, du.t); });
   }
-  {
+  if (wanted({"rope_forward"})) {
     // RoPE on the queries of a sliding layer: 8 heads of 256.
     const std::int64_t heads = 8, d = 256;
     buffer x(bf, {tokens, heads, d}), y(bf, {tokens, heads, d}), pos(dtype::int32, {tokens}, 0, 8192);
@@ -232,7 +246,7 @@ int main(int argc, char** argv) {
     bandwidth("rope_forward", "[16384, 8, 256]", 2 * e + 2.0 * tokens * d * 2,
               [&] { return ops::rope_forward(ctx, x.t, c.t, s.t, y.t); });
   }
-  {
+  if (wanted({"embedding_forward"})) {
     // The per-layer embedding lookup: 16384 tokens x 35 layers x 256 of a 262144-row table.
     const std::int64_t width = 35 * 256, vocab = 262144;
     buffer table(bf, {vocab, width}), ids(dtype::int32, {tokens}, 0, static_cast<float>(vocab)), out(bf, {tokens, width});
@@ -240,14 +254,14 @@ int main(int argc, char** argv) {
     bandwidth("embedding_forward", "ids [16384] of [262144, 8960]", 2 * e,
               [&] { return ops::embedding_forward(ctx, ids.t, table.t, 16.0, out.t); });
   }
-  {
+  if (wanted({"adamw_step"})) {
     const std::int64_t n = std::int64_t{1} << 28;
     buffer p(dtype::float32, {n}), g(dtype::float32, {n}), m(dtype::float32, {n}), v(dtype::float32, {n}, 0, 1), copy(bf, {n});
     ops::adamw_hyper h;
     bandwidth("adamw_step", "2^28, fp32 master+moments, bf16 copy", n * (4.0 * 4 + 3 * 4 + 2),
               [&] { return ops::adamw_step(ctx, p.t, g.t, m.t, v.t, h, copy.t); });
   }
-  {
+  if (wanted({"logprobs_forward", "logprobs_backward"})) {
     const std::int64_t rows = quick ? 256 : 1024, vocab = 262144;
     buffer logits(bf, {rows, vocab}, -20, 20), targets(dtype::int32, {rows}, 0, static_cast<float>(vocab));
     buffer lp(dtype::float32, {rows}), dlp(dtype::float32, {rows}), dlogits(bf, {rows, vocab});
@@ -261,10 +275,10 @@ int main(int argc, char** argv) {
 
   // Matrix products of E2B at 4096 tokens.
   const auto flops = [&](const std::string& op, const std::string& shape, double f, const std::function<status()>& fn) {
-    const double ms = time_ms(warm, reps, fn);
+    const double ms = time_ms_batched(warm, reps, 10, fn);
     print({op, shape, ms, f / ms / 1e9, gemm_tflops, "TFLOP/s"});
   };
-  {
+  if (wanted({"linear_forward", "linear_backward"})) {
     const std::int64_t n = 4096;
     buffer x(bf, {n, hidden}), w(bf, {inter, hidden}), y(bf, {n, inter}), dx(bf, {n, hidden}), dw(bf, {inter, hidden});
     flops("linear_forward", "x [4096, 2560] w [12288, 2560]", 2.0 * n * hidden * inter,
@@ -282,6 +296,7 @@ int main(int argc, char** argv) {
   };
   for (const attn a : {attn{"causal", 8, 1, 256, 0}, attn{"sliding 512", 8, 1, 256, 512}, attn{"causal", 8, 1, 512, 0},
                        attn{"causal", 32, 4, 512, 0}}) {
+    if (!wanted({"attention_forward", "attention_backward"})) break;
     const std::int64_t t = 4096;
     buffer q(bf, {t, a.heads, a.d}), k(bf, {t, a.kv_heads, a.d}), v(bf, {t, a.kv_heads, a.d}), o(bf, {t, a.heads, a.d});
     buffer lse(dtype::float32, {t, a.heads}), dout(bf, {t, a.heads, a.d}), dq(bf, {t, a.heads, a.d});
