@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(128) wgmma_products(const __nv_bfloat16* q, co
                                                       const __nv_bfloat16* p, const __nv_bfloat16* v, const float* c_pv,
                                                       float* out_qk, float* out_pv) {
   extern __shared__ unsigned char raw[];
-  unsigned char* const base = raw + ((1024u - (mm::smem_address(raw) & 1023u)) & 1023u);
+  unsigned char* const base = raw + ((1024u - (mm::shared_address(raw) & 1023u)) & 1023u);
   unsigned char* const qs = base;                  // sw128 [64][256]
   unsigned char* const ks = qs + M * QK_K * 2;     // sw128 [64][256]
   unsigned char* const vs = ks + QK_N * QK_K * 2;  // sw128 [64 keys][256]
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(128) wgmma_products(const __nv_bfloat16* q, co
     acc_position(r, row, col);
     d[r] = c_qk[row * QK_N + col];
   }
-  const std::uint32_t q_addr = mm::smem_address(qs), k_addr = mm::smem_address(ks), v_addr = mm::smem_address(vs);
+  const std::uint32_t q_addr = mm::shared_address(qs), k_addr = mm::shared_address(ks), v_addr = mm::shared_address(vs);
   wg::fence();
   for (int c0 = 0; c0 < QK_K; c0 += 16) {
     const std::uint64_t da = wg::sw128_desc(q_addr + (c0 >> 6) * M * 128 + (c0 & 63) * 2, 16, 1024);

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(decode_shape<D>::threads, 2)
   using shape = decode_shape<D>;
   constexpr int BN = shape::key_tile, NT = shape::nt, SR = shape::score_regs, COLS = shape::cols;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((128u - (smem_address(smem_raw) & 127u)) & 127u);
+  unsigned char* const smem = smem_raw + ((128u - (shared_address(smem_raw) & 127u)) & 127u);
   bf16* const tiles_s = reinterpret_cast<bf16*>(smem);  // [3][BN][D], swizzled (swz<D>)
   float* const exch = reinterpret_cast<float*>(smem + shape::buffers * shape::tile_bytes);  // [chains][2][32]
   std::int64_t* const offsets_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [2][BN]

@@ -35,6 +35,7 @@
 #include "gpu/ops/cuda/attention_query.cuh"
 #include "gpu/ops/cuda/attention_tiles.cuh"
 #include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/cuda/mbarrier.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
 
@@ -54,25 +55,23 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const std::uint32_t (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ std::uint32_t smem_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
+using async_copy::shared_address;
 
 __device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], const bf16* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p)));
+               : "r"(shared_address(p)));
 }
 
 __device__ __forceinline__ void ldsm_x4_trans(std::uint32_t (&r)[4], const bf16* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_address(p)));
+               : "r"(shared_address(p)));
 }
 
 /// 16 bytes global -> shared, bypassing L1; zeros when !valid (src is then not read).
 __device__ __forceinline__ void cp_async16(bf16* dst, const bf16* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src),
                "r"(valid ? 16 : 0)
                : "memory");
 }

@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
   using shape = dkdv_wg_shape;
   constexpr int D = shape::d, KEYS = shape::keys, BQ = shape::query_tile;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((1024u - (smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* const smem = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char* const ks = smem;                          // sw128 [64 keys][256]
   unsigned char* const vs = ks + shape::tile_bytes;        // sw128 [64 keys][256]
   unsigned char* const qs = vs + shape::tile_bytes;        // 2 stages of sw128 [64 queries][256]
@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
   float* const lse2_s = pbuf + shape::p_floats;            // F32 [2][64]: log2(e)·lse, +inf for none
   float* const delta_s = lse2_s + 2 * BQ;                  // F32 [2][64]
   // barriers: kv_full, full[2], empty[2]
-  const std::uint32_t bars = smem_address(delta_s + 2 * BQ);
+  const std::uint32_t bars = shared_address(delta_s + 2 * BQ);
   const std::uint32_t kv_full = bars;
   const auto full = [&](int s) { return bars + 8u * (1 + s); };
   const auto empty = [&](int s) { return bars + 8u * (3 + s); };
@@ -154,9 +154,9 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
       wgmma::mbarrier_arrive_expect_bytes(full(s), static_cast<std::uint32_t>(2 * shape::tile_bytes));
 #pragma unroll 1
       for (int c = 0; c < D / 64; ++c) {
-        wgmma::tensor_load_3d(smem_address(qs + s * shape::tile_bytes + c * BQ * 128), &queries.q_map, c * 64, h,
+        wgmma::tensor_load_3d(shared_address(qs + s * shape::tile_bytes + c * BQ * 128), &queries.q_map, c * 64, h,
                               w.start + q0, full(s));
-        wgmma::tensor_load_3d(smem_address(dos + s * shape::tile_bytes + c * BQ * 128), &queries.dout_map, c * 64, h,
+        wgmma::tensor_load_3d(shared_address(dos + s * shape::tile_bytes + c * BQ * 128), &queries.dout_map, c * 64, h,
                               w.start + q0, full(s));
       }
     }
@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
       wgmma::mbarrier_arrive_expect_bytes(kv_full, static_cast<std::uint32_t>(2 * shape::tile_bytes));
 #pragma unroll 1
       for (int c = 0; c < D / 64; ++c) {
-        wgmma::tensor_load_3d(smem_address(ks + c * KEYS * 128), &keys.k_map, c * 64, kvh, row, kv_full);
-        wgmma::tensor_load_3d(smem_address(vs + c * KEYS * 128), &keys.v_map, c * 64, kvh, row, kv_full);
+        wgmma::tensor_load_3d(shared_address(ks + c * KEYS * 128), &keys.k_map, c * 64, kvh, row, kv_full);
+        wgmma::tensor_load_3d(shared_address(vs + c * KEYS * 128), &keys.v_map, c * 64, kvh, row, kv_full);
       }
     }
     for (int i = 0; i < 2 && i < w.n; ++i) {
@@ -204,10 +204,10 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
 #pragma unroll
   for (int e = 0; e < 128; ++e) acc[e] = 0.f;
   // warpgroup 0: Sᵀ = K·Qᵀ; warpgroup 1: dPᵀ = V·dOᵀ
-  const std::uint32_t a_addr = smem_address(wg == 0 ? ks : vs);
-  const std::uint32_t b_addr0 = smem_address(wg == 0 ? qs : dos);
+  const std::uint32_t a_addr = shared_address(wg == 0 ? ks : vs);
+  const std::uint32_t b_addr0 = shared_address(wg == 0 ? qs : dos);
   // the N-major operand of the accumulation: dO for dV, Q for dK
-  const std::uint32_t n_addr0 = smem_address(wg == 0 ? dos : qs);
+  const std::uint32_t n_addr0 = shared_address(wg == 0 ? dos : qs);
   wgmma::mbarrier_wait(kv_full, 0);
 
   for (int i = 0, qt = w.qt_begin; i < w.n; ++i, qt = qt + 1 == w.tiles_per_head ? 0 : qt + 1) {

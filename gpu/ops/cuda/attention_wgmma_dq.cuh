@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
   constexpr int D = shape::d, BM = shape::block_rows, BN = shape::key_tile;
   constexpr std::uint32_t KV_BYTES = static_cast<std::uint32_t>(shape::kv_bytes);
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((1024u - (smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* const smem = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char* const qs = smem;                                // sw128 [BM][D]
   unsigned char* const dos = qs + shape::rows_bytes;             // sw128 [BM][D]
   unsigned char* const ks = dos + shape::rows_bytes;             // 2 stages of sw128 [BN][D]
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
   std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(vs + shape::v_stages * shape::kv_bytes);  // [BM]
   std::int32_t* const pos_s = reinterpret_cast<std::int32_t*>(qrow_s + BM);                            // [BM]
   // barriers: do_full, q_full, k_full[2], v_full, k_empty[2], v_empty
-  const std::uint32_t bars = smem_address(pos_s + BM);
+  const std::uint32_t bars = shared_address(pos_s + BM);
   const std::uint32_t do_full = bars, q_full = bars + 8u, v_full = bars + 8u * 4, v_empty = bars + 8u * 7;
   const auto k_full = [&](int s) { return bars + 8u * (2 + s); };
   const auto k_empty = [&](int s) { return bars + 8u * (5 + s); };
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
       wgmma::mbarrier_arrive_expect_bytes(k_full(s), KV_BYTES);
 #pragma unroll 1
       for (int c = 0; c < D / 64; ++c)
-        wgmma::tensor_load_3d(smem_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row0 + i * BN,
+        wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row0 + i * BN,
                               k_full(s));
     };
     const auto issue_v = [&](int i) {  // V of tile i, once tile i - 1 has released the stage
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
       wgmma::mbarrier_arrive_expect_bytes(v_full, KV_BYTES);
 #pragma unroll 1
       for (int c = 0; c < D / 64; ++c)
-        wgmma::tensor_load_3d(smem_address(vs + c * BN * 128), &keys.v_map, c * 64, g, row0 + i * BN, v_full);
+        wgmma::tensor_load_3d(shared_address(vs + c * BN * 128), &keys.v_map, c * 64, g, row0 + i * BN, v_full);
     };
     const auto offset_of = [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; };
     load_sw128<D, BM, 128>(dos, a.dout, tid, offset_of);
@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
   float acc[128];  // dQ unscaled: acc[4i + e], row row0 (e < 2) or row0 + 8, column 8i + 2t + (e & 1)
 #pragma unroll
   for (int e = 0; e < 128; ++e) acc[e] = 0.f;
-  const std::uint32_t q_addr = smem_address(qs) + wg * 64 * 128, do_addr = smem_address(dos) + wg * 64 * 128;
-  const std::uint32_t k_addr0 = smem_address(ks), v_addr = smem_address(vs);
+  const std::uint32_t q_addr = shared_address(qs) + wg * 64 * 128, do_addr = shared_address(dos) + wg * 64 * 128;
+  const std::uint32_t k_addr0 = shared_address(ks), v_addr = shared_address(vs);
   wgmma::mbarrier_wait(do_full, 0);
 
 #pragma unroll 1

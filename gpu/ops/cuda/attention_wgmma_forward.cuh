@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   constexpr int NS = shape::ns, BM = shape::block_rows, BN = shape::key_tile, DW = shape::dw;
   constexpr int SR = shape::score_regs, CONSUMER_THREADS = 128 * shape::consumers;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* const smem = smem_raw + ((1024u - (smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* const smem = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char* const qs = smem;                                   // sw128 [BM][D]
   unsigned char* const ks = qs + shape::q_bytes;                    // 2 stages of sw128 [BN][D]
   unsigned char* const vs = ks + 2 * shape::kv_bytes;               // 2 stages of sw128 [BN][D]
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [BM]
   std::int64_t* const pos_s = qrow_s + BM;                                                      // [BM]
   // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
-  const std::uint32_t bars = smem_address(pos_s + BM);
+  const std::uint32_t bars = shared_address(pos_s + BM);
   const std::uint32_t q_full = bars;
   const auto k_full = [&](int s) { return bars + 8u * (1 + s); };
   const auto v_full = [&](int s) { return bars + 8u * (3 + s); };
@@ -187,12 +187,12 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
         wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
 #pragma unroll 1
         for (int c = 0; c < D / 64; ++c)
-          wgmma::tensor_load_3d(smem_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
+          wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
         if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
         wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
 #pragma unroll 1
         for (int c = 0; c < D / 64; ++c)
-          wgmma::tensor_load_3d(smem_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
+          wgmma::tensor_load_3d(shared_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
       };
       load_q();
       if (tid == 0) {
@@ -244,8 +244,8 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   online_row<SR, 0> row0_softmax;
   online_row<SR, 1> row1_softmax;
-  const std::uint32_t q_addr = smem_address(qs) + rg * 64 * 128;
-  const std::uint32_t k_addr0 = smem_address(ks), v_addr0 = smem_address(vs);
+  const std::uint32_t q_addr = shared_address(qs) + rg * 64 * 128;
+  const std::uint32_t k_addr0 = shared_address(ks), v_addr0 = shared_address(vs);
   wgmma::mbarrier_wait(q_full, 0);
 
   for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {

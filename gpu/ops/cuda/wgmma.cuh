@@ -1,7 +1,8 @@
 // Warpgroup matrix instructions of Hopper (sm_90a; nvcc only; private to the attention kernels):
 // shared-memory matrix descriptors for the 128-byte swizzled layout, the wgmma.mma_async shapes
 // the kernels use, the fences, commits and waits around them (PTX ISA, "Asynchronous Warpgroup
-// Level Matrix Multiply-Accumulate"), mbarriers, the bulk tensor copy and register budgets.
+// Level Matrix Multiply-Accumulate") and register budgets; mbarriers and the copy engine come
+// from mbarrier.cuh.
 //
 // Layout of a [rows][cols] bf16 tile in shared memory ("sw128"): cols / 64 column blocks, each
 // [rows][64] (rows of 128 bytes), block cb at byte cb · rows · 128; in it, the 16-byte chunk c of
@@ -22,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+
+#include "gpu/ops/cuda/mbarrier.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::wgmma {
 
@@ -44,73 +47,16 @@ __device__ __forceinline__ void wait() { asm volatile("wgmma.wait_group.sync.ali
 /// (the async proxy): each writing thread runs it before the barrier that publishes the tile.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// ---------------------------------------------------------------------------------------------
-// mbarriers (shared::cta): a producer's copies landing (cp.async or the copy engine's bytes) and
-// the consumers' releases of a stage
-
-__device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-/// One arrival of this thread.
-__device__ __forceinline__ void mbarrier_arrive(std::uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-/// One arrival of this thread once all of its earlier cp.async operations have completed.
-__device__ __forceinline__ void mbarrier_arrive_on_copies(std::uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
-
-/// Whether the phase of parity `parity` of the barrier has completed (waiting a while in hardware).
-__device__ __forceinline__ bool mbarrier_try_wait(std::uint32_t bar, std::uint32_t parity) {
-  std::uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
-/// Nanoseconds of the device's global timer.
-__device__ __forceinline__ std::uint64_t global_nanoseconds() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
-
-/// Waits until the phase of parity `parity` of the barrier has completed. No wait of the kernels
-/// lasts more than microseconds; one that outlasts 10 seconds means a lost arrival, and the kernel
-/// traps (the launch fails with an error the caller reports) instead of hanging its stream.
-__device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t parity) {
-  if (mbarrier_try_wait(bar, parity)) return;
-  const std::uint64_t start = global_nanoseconds();
-  while (!mbarrier_try_wait(bar, parity))
-    if (global_nanoseconds() - start > 10'000'000'000ull) __trap();
-}
-
-/// Makes this thread's mbarrier initialisations visible to the other threads and to the async
-/// proxy (the copy engine's completions); a block barrier follows.
-__device__ __forceinline__ void mbarrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-/// Sets the barrier's expected transaction bytes and arrives once (this thread).
-__device__ __forceinline__ void mbarrier_arrive_expect_bytes(std::uint32_t bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-
-/// The bulk tensor copy engine: the box at coordinates (c0, c1, c2) of the 3-d tensor map `map`
-/// (a __grid_constant__ kernel parameter) into shared memory at `dst`, counted on barrier `bar`.
-__device__ __forceinline__ void tensor_load_3d(std::uint32_t dst, const void* map, int c0, int c1, int c2, std::uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
-      : "memory");
-}
+// mbarriers and the copy engine (mbarrier.cuh), under the names the attention kernels use
+using async_copy::global_nanoseconds;
+using async_copy::mbarrier_arrive;
+using async_copy::mbarrier_arrive_expect_bytes;
+using async_copy::mbarrier_arrive_on_copies;
+using async_copy::mbarrier_init;
+using async_copy::mbarrier_init_fence;
+using async_copy::mbarrier_try_wait;
+using async_copy::mbarrier_wait;
+using async_copy::tensor_load_3d;
 
 /// Register budget of this warp's warpgroup from here on (sm_90a; the kernel needs a register cap
 /// at entry, __launch_bounds__(threads, 1)).
