@@ -21,19 +21,10 @@ namespace {
 
 using filter::row_threads;
 using filter::row_warps;
+using filter::warp_inclusive_d;
 
 // ---------------------------------------------------------------------------------------------
 // kernels
-
-__device__ __forceinline__ double warp_inclusive_d(double v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const double t = __shfl_up_sync(0xffffffffu, v, offset);
-    if (lane >= offset) v += t;
-  }
-  return v;
-}
 
 /// The token of the inverse CDF at u over the kept set of sh.row, ascending ids: c_j = (offset of
 /// j's warp segment) + (running sum within the segment), the first j with u < c_j.

@@ -171,12 +171,7 @@ inline __device__ std::int64_t draw_candidates(unsigned long long* c, double u, 
       const int i = base + lane;
       const double p = i < kept ? static_cast<double>(token_weight(row, key_value(static_cast<std::uint32_t>(c[i])))) / row.sum
                                 : 0.0;
-      double incl = p;
-#pragma unroll
-      for (int offset = 1; offset < 32; offset <<= 1) {
-        const double t = __shfl_up_sync(0xffffffffu, incl, offset);
-        if (lane >= offset) incl += t;
-      }
+      const double incl = warp_inclusive_d(p);
       const unsigned hit = __ballot_sync(0xffffffffu, i < kept && u < run + incl);
       if (hit) {
         token = static_cast<std::int64_t>(c[base + __ffs(hit) - 1] >> 32);

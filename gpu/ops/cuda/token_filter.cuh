@@ -202,6 +202,18 @@ __device__ __forceinline__ double block_sum_d(double v, double* shared) {
   return total;
 }
 
+/// Inclusive prefix sum over the lanes of a warp in double (the same tree on every call): the
+/// running sums of the inverse-CDF draws.
+__device__ __forceinline__ double warp_inclusive_d(double v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const double t = __shfl_up_sync(0xffffffffu, v, offset);
+    if (lane >= offset) v += t;
+  }
+  return v;
+}
+
 __device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
