@@ -10,7 +10,11 @@
 
 namespace tandem::gpu::internal {
 
+/// The status of a failed CUDA call. The runtime also keeps a failure as its "last error", which
+/// the next launch's check would then report under the next op's name: a failure that is not
+/// sticky (an invalid argument, say) is taken off here, so it is reported once, as this call's.
 inline status cuda_status(cudaError_t e, const char* statement, const char* file, int line) {
+  (void)cudaGetLastError();
   const status_code code = e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error;
   return {code, std::string(statement) + " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") at " +
                     file + ":" + std::to_string(line)};
