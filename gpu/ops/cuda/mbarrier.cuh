@@ -82,12 +82,4 @@ __device__ __forceinline__ void tensor_load_3d(std::uint32_t dst, const void* ma
       : "memory");
 }
 
-/// The copy engine: `bytes` (a multiple of 16) from global `src` (16-byte aligned) into shared
-/// memory at `dst` (16-byte aligned), counted on barrier `bar` (this block's).
-__device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(reinterpret_cast<std::uint64_t>(src)), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
 }  // namespace tandem::gpu::ops::cuda::async_copy
