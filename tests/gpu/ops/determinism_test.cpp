@@ -132,12 +132,12 @@ std::vector<scenario> scenarios() {
          require_ok(ops::scale_by_backward(c, x.view(), sc.view(), dy.view(), dx.view(), ds.view()));
          return run_result{{"dx", dx.raw()}, {"ds", ds.raw()}};
        }},
-      {"logprobs backward, 16 rows of 262144 at top-k 50 and top-p 0.9",
+      {"logprobs backward, 40 rows of 262144 without filters; forward at top-k 50 and top-p 0.9",
        [](const exec_context& c, dtype s) {
-         device_buffer logits(s, {16, 262144}), targets(dtype::int32, {16}), lp(s, {16}), dlp(s, {16}),
-             dlogits(s, {16, 262144});
+         device_buffer logits(s, {40, 262144}), targets(dtype::int32, {40}), lp(s, {40}), dlp(s, {40}),
+             dlogits(s, {40, 262144});
          logits.fill_uniform(15, -20, 20);
-         std::vector<std::int32_t> t(16);
+         std::vector<std::int32_t> t(40);
          std::iota(t.begin(), t.end(), 1000);
          targets.upload_ints(t);
          dlp.fill_uniform(16);

@@ -1252,6 +1252,14 @@ const std::vector<scoring_dims>& wide_scoring_shapes() {
   return shapes;
 }
 
+/// Rows of a vocabulary the CUDA backward takes with a cluster of blocks a row (no filters, more
+/// than 131072 tokens): 40 rows of 200000 (the last block of a cluster gets no part of the row,
+/// the one before it a short part), and the full 262144 of Gemma 4.
+const std::vector<scoring_dims>& cluster_scoring_shapes() {
+  static const std::vector<scoring_dims> shapes{{40, 200000, {0.7, 0, 1.0}}, {3, 262144, {1.0, 0, 1.0}}};
+  return shapes;
+}
+
 void logprobs_cases(case_table& t, const std::vector<scoring_dims>& shapes, double spread = 5) {
   for (const scoring_dims& d : shapes) {
     const std::uint64_t s = t.seed();
@@ -1597,6 +1605,7 @@ const std::vector<op_case>& case_list() {
     paged_attention_cases(t, paged_decode_shapes());
     logprobs_cases(t, wide_scoring_shapes(), 40);
     sampling_cases(t, wide_scoring_shapes(), 40);
+    logprobs_cases(t, cluster_scoring_shapes(), 40);
     return t.cases;
   }();
   return cases;
