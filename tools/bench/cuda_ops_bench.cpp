@@ -183,6 +183,8 @@ int main(int argc, char** argv) {
   ctx.dev = device::cuda(0);
   ctx.scratch = &scratch;
   const int warm = 3, reps = quick ? 5 : 20;
+  // Milliseconds per call of f, over batches of 10 back-to-back calls (every row and ceiling).
+  const auto timed = [&](const std::function<status()>& f) { return time_ms_batched(warm, reps, 10, f); };
   const dtype bf = dtype::bfloat16;
 
   // Ceilings.
@@ -190,7 +192,7 @@ int main(int argc, char** argv) {
   {
     const std::int64_t bytes = std::int64_t{1} << 30;
     buffer src(dtype::uint8, {bytes}, 0, 255), dst(dtype::uint8, {bytes}, 0, 255);
-    const double ms = time_ms_batched(warm, reps, 10, [&] {
+    const double ms = timed([&] {
       return cudaMemcpyAsync(dst.p, src.p, bytes, cudaMemcpyDeviceToDevice) == cudaSuccess
                  ? status::ok()
                  : status{status_code::device_error, "cudaMemcpyAsync"};
@@ -211,7 +213,7 @@ int main(int argc, char** argv) {
   // Element-wise ops and norms over the residual stream of 16384 tokens of E2B (H 2560).
   const std::int64_t tokens = 16384, hidden = 2560, inter = 6144 * 2;
   const auto bandwidth = [&](const std::string& op, const std::string& shape, double bytes, const std::function<status()>& f) {
-    const double ms = time_ms_batched(warm, reps, 10, f);
+    const double ms = timed(f);
     print({op, shape, ms, bytes / ms / 1e6, copy_gbs, "GB/s"});
   };
   if (wanted({"rmsnorm_forward", "rmsnorm_backward", "add_forward", "softcap_forward", "scale_by_forward"})) {
@@ -275,7 +277,7 @@ int main(int argc, char** argv) {
 
   // Matrix products of E2B at 4096 tokens.
   const auto flops = [&](const std::string& op, const std::string& shape, double f, const std::function<status()>& fn) {
-    const double ms = time_ms_batched(warm, reps, 10, fn);
+    const double ms = timed(fn);
     print({op, shape, ms, f / ms / 1e9, gemm_tflops, "TFLOP/s"});
   };
   if (wanted({"linear_forward", "linear_backward"})) {
@@ -294,9 +296,12 @@ int main(int argc, char** argv) {
     const char* name;
     std::int64_t heads, kv_heads, d, window;
   };
-  for (const attn a : {attn{"causal", 8, 1, 256, 0}, attn{"sliding 512", 8, 1, 256, 512}, attn{"causal", 8, 1, 512, 0},
-                       attn{"causal", 32, 4, 512, 0}}) {
-    if (!wanted({"attention_forward", "attention_backward"})) break;
+  const std::vector<attn> attention_rows =
+      wanted({"attention_forward", "attention_backward"})
+          ? std::vector<attn>{{"causal", 8, 1, 256, 0}, {"sliding 512", 8, 1, 256, 512}, {"causal", 8, 1, 512, 0},
+                              {"causal", 32, 4, 512, 0}}
+          : std::vector<attn>{};
+  for (const attn& a : attention_rows) {
     const std::int64_t t = 4096;
     buffer q(bf, {t, a.heads, a.d}), k(bf, {t, a.kv_heads, a.d}), v(bf, {t, a.kv_heads, a.d}), o(bf, {t, a.heads, a.d});
     buffer lse(dtype::float32, {t, a.heads}), dout(bf, {t, a.heads, a.d}), dq(bf, {t, a.heads, a.d});
@@ -315,16 +320,16 @@ int main(int argc, char** argv) {
     const double fwd = 4.0 * a.heads * t * context * a.d;
     const std::string shape = std::string(a.name) + ", d " + std::to_string(a.d) + ", heads " + std::to_string(a.heads) +
                               "/" + std::to_string(a.kv_heads) + ", 4096";
-    const double ours_fwd = time_ms_batched(warm, reps, 10, [&] { return ops::attention_forward(ctx, q.t, k.t, v.t, cu, o.t, lse.t, opt); });
-    const double ours_bwd = time_ms_batched(
-        warm, reps, 10, [&] { return ops::attention_backward(ctx, q.t, k.t, v.t, cu, lse.t, dout.t, dq.t, dk.t, dv.t, opt, false, o.t); });
+    const double ours_fwd = timed([&] { return ops::attention_forward(ctx, q.t, k.t, v.t, cu, o.t, lse.t, opt); });
+    const double ours_bwd =
+        timed([&] { return ops::attention_backward(ctx, q.t, k.t, v.t, cu, lse.t, dout.t, dq.t, dk.t, dv.t, opt, false, o.t); });
     device_free(device::cuda(0), cu_p);
     // The peer: cuDNN's fused attention on the same problem, in this run.
     auto peer = tandem::bench::cudnn_attention::make({t, a.heads, a.kv_heads, a.d, a.window});
     double peer_fwd = 0, peer_bwd = 0;
     if (peer) {
-      peer_fwd = time_ms_batched(warm, reps, 10, [&] { return (*peer)->forward(); });
-      peer_bwd = time_ms_batched(warm, reps, 10, [&] { return (*peer)->backward(); });
+      peer_fwd = timed([&] { return (*peer)->forward(); });
+      peer_bwd = timed([&] { return (*peer)->backward(); });
     }
     for (const bool backward : {false, true}) {
       const double ms = backward ? ours_bwd : ours_fwd, f = (backward ? 2.5 : 1.0) * fwd / ms / 1e9;

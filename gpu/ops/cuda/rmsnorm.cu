@@ -721,7 +721,8 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         (dx.empty() || aligned16(dx.data()))) {
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value, R = vec_threads / G;
-        // A fixed chunk of rows per block (the shape alone decides it), whole groups of R rows.
+        // A fixed number of rows per block (the shape alone decides it; the kernel interleaves
+        // them across the blocks), whole groups of R rows.
         const std::int64_t groups = (rows + R - 1) / R;
         const std::int64_t rows_per_block = (groups + backward_blocks - 1) / backward_blocks * R;
         const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
