@@ -11,7 +11,8 @@
 // microseconds, to kernels of 60-100 us), except the 8192³ GEMM, timed a call at a time. A figure
 // to read, not a gate.
 // Usage: cuda_ops_bench [--quick] [--attention (the attention rows only)] [--only OP_PREFIX (the
-// groups of rows with an op of that prefix, e.g. rmsnorm_backward or logprobs)]
+// groups of rows with an op of that prefix, e.g. rmsnorm_backward or logprobs)] [--rows NAME (the
+// attention rows of that name only: causal or sliding, e.g. to profile one kernel)]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -157,11 +158,13 @@ void print(const row& r) {
 int main(int argc, char** argv) {
   bool quick = false, attention_only = false;
   std::string only;  // a prefix of the ops to run (their group's buffers only); empty: all
-  const char* usage = " (usage: cuda_ops_bench [--quick] [--attention] [--only OP_PREFIX])";
+  std::string row_filter;  // a prefix of the attention rows' names to run; empty: all
+  const char* usage = " (usage: cuda_ops_bench [--quick] [--attention] [--only OP_PREFIX] [--rows causal|sliding])";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     else if (std::strcmp(argv[i], "--attention") == 0) attention_only = true;
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    else if (std::strcmp(argv[i], "--rows") == 0 && i + 1 < argc) row_filter = argv[++i];
     else fail(std::string("unknown argument ") + argv[i] + usage);
   }
   // Whether a group of rows runs: one of its ops begins with `only`.
@@ -302,6 +305,7 @@ int main(int argc, char** argv) {
                               {"causal", 32, 4, 512, 0}}
           : std::vector<attn>{};
   for (const attn& a : attention_rows) {
+    if (std::string(a.name).rfind(row_filter, 0) != 0) continue;
     const std::int64_t t = 4096;
     buffer q(bf, {t, a.heads, a.d}), k(bf, {t, a.kv_heads, a.d}), v(bf, {t, a.kv_heads, a.d}), o(bf, {t, a.heads, a.d});
     buffer lse(dtype::float32, {t, a.heads}), dout(bf, {t, a.heads, a.d}), dq(bf, {t, a.heads, a.d});
