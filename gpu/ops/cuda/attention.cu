@@ -121,7 +121,9 @@ status attention_forward(const exec_context& ctx, dtype storage, const tensor& q
     attn::mma::tma_keys keys{};
     TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(
         op, attn::packed_keys<bf16>{k.as<const bf16>(), v.as<const bf16>(), c.tokens, c.kv_heads, c.d}, keys));
-    return attn::mma::launch_forward(stream, op, grid, a, layout, keys);
+    // A sliding window makes short tiles (window + rows keys): a persistent grid hides each
+    // tile's setup, Q load and first keys behind the last tile's work.
+    return attn::mma::launch_forward(stream, op, grid, a, layout, keys, options.sliding_window > 0);
   }
   TANDEM_RETURN_IF_ERROR(tile_offsets(stream, op, cu_seqlens, c.num_seqs, c.tiling.rows_per_tile, offsets));
   const attn::query_layout layout{cu_seqlens.as<const std::int32_t>(), offsets, nullptr, c.num_seqs,

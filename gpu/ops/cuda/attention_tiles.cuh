@@ -137,22 +137,28 @@ struct query_layout {
   std::int64_t num_seqs, rows, heads, group, rows_per_tile, heads_per_tile, head_chunks;
 };
 
-/// A block's query tile (number gridDim.x - 1 - blockIdx.x): its place, kv head g and first query head h0 (heads h0..h0+head_count-1).
+/// A query tile: its place, kv head g and first query head h0 (heads h0..h0+head_count-1).
 struct query_tile {
   tile_place place;
   std::int64_t g, h0, head_count;
 };
 
-__device__ __forceinline__ query_tile find_query_tile(const query_layout& q) {
+/// Query tile number `tile` of kv head x head chunk `y`: its place, kv head g and first query head h0.
+__device__ __forceinline__ query_tile find_query_tile_at(const query_layout& q, std::int64_t tile, unsigned y) {
   query_tile t;
-  t.place = find_tile(q.offsets, q.cu, q.num_seqs, static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x,
-                      q.rows_per_tile);  // the last (longest) rows first
+  t.place = find_tile(q.offsets, q.cu, q.num_seqs, tile, q.rows_per_tile);
   const unsigned chunks = static_cast<unsigned>(q.head_chunks);  // 32-bit division
-  t.g = blockIdx.y / chunks;
-  const std::int64_t chunk = blockIdx.y % chunks;
+  t.g = y / chunks;
+  const std::int64_t chunk = y % chunks;
   t.h0 = t.g * q.group + chunk * q.heads_per_tile;
   t.head_count = q.group - chunk * q.heads_per_tile < q.heads_per_tile ? q.group - chunk * q.heads_per_tile : q.heads_per_tile;
   return t;
+}
+
+/// The query tile of a block of a (query tiles, kv heads x head chunks) grid: number
+/// gridDim.x - 1 - blockIdx.x (the last, longest rows first).
+__device__ __forceinline__ query_tile find_query_tile(const query_layout& q) {
+  return find_query_tile_at(q, static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x, blockIdx.y);
 }
 
 /// The least and greatest position among the `rows` entries of pos_s (-1: no row); pmax < 0 when

@@ -51,16 +51,25 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "gpu/ops/cuda/attention_mma_common.cuh"
 #include "gpu/ops/cuda/attention_softmax.cuh"
+#include "gpu/ops/cuda/launch.h"
 #include "gpu/ops/cuda/wgmma.cuh"
 #include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
+
+/// What the producer tells the consumers about an item (one of two slots in shared memory).
+struct forward_item_info {
+  std::int64_t kt_first, kt_last, pmin, pmax;
+  std::int32_t last;  // 1: no more items (the consumers stop)
+};
 
 template <int D>
 struct fwd_shape {
@@ -79,10 +88,13 @@ struct fwd_shape {
   static constexpr std::size_t q_bytes = static_cast<std::size_t>(block_rows) * D * 2;
   static constexpr std::size_t kv_bytes = static_cast<std::size_t>(key_tile) * D * 2;  // one K or V tile
   static constexpr std::size_t exchange_floats = ns > 1 ? 2 * static_cast<std::size_t>(128 * consumers) * score_regs : 0;
-  static constexpr std::size_t barrier_bytes = 9 * sizeof(std::uint64_t);
+  static constexpr std::size_t barrier_bytes = 14 * sizeof(std::uint64_t);
+  // two slots of an item's rows (row index, position) and what the consumers need of it
+  static constexpr std::size_t item_bytes = 2 * static_cast<std::size_t>(block_rows) * (sizeof(std::int64_t) + sizeof(std::int32_t)) +
+                                            2 * sizeof(forward_item_info);
   static constexpr std::size_t smem_bytes = 1024 /* alignment */ + q_bytes + 4 * kv_bytes +
-                                            exchange_floats * sizeof(float) + block_rows * 2 * sizeof(std::int64_t) +
-                                            barrier_bytes;
+                                            exchange_floats * sizeof(float) + item_bytes + barrier_bytes;
+  static_assert(smem_bytes <= 227 * 1024, "the shared memory of one block on an SM");
   static_assert(dw == 256, "a warpgroup owns 256 output columns (128 accumulators per thread)");
   static_assert(q_bytes % 1024 == 0 && kv_bytes % 1024 == 0, "tiles stay 1024-byte aligned");
   static_assert(128 * producer_registers + 128 * consumers * consumer_registers <= threads * entry_registers,
@@ -119,10 +131,18 @@ __device__ __forceinline__ void load_sw128(unsigned char* dst, const bf16* src, 
   }
 }
 
+/// The work of a forward launch: items i = 0 .. tiles · chunks - 1, item i being query tile number
+/// tiles - 1 - i / chunks (the longest rows first) of kv head x head chunk i % chunks; block b
+/// takes items b, b + gridDim.x, b + 2 gridDim.x, ... (one block an item, or a persistent grid).
+struct forward_items {
+  std::int64_t tiles;
+  unsigned chunks;
+};
+
 /// out, lse of the rows of `layout` (forward arguments of attn::query_args: q, out, lse_out, scale, window).
 template <int D, class Keys>
 __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
-    wgmma_forward_kernel(query_args<bf16> a, query_layout layout, const __grid_constant__ Keys keys) {
+    wgmma_forward_kernel(query_args<bf16> a, query_layout layout, forward_items items, const __grid_constant__ Keys keys) {
   using shape = fwd_shape<D>;
   constexpr int NS = shape::ns, BM = shape::block_rows, BN = shape::key_tile, DW = shape::dw;
   constexpr int SR = shape::score_regs, CONSUMER_THREADS = 128 * shape::consumers;
@@ -132,94 +152,135 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   unsigned char* const ks = qs + shape::q_bytes;                    // 2 stages of sw128 [BN][D]
   unsigned char* const vs = ks + 2 * shape::kv_bytes;               // 2 stages of sw128 [BN][D]
   float* const exch = reinterpret_cast<float*>(vs + 2 * shape::kv_bytes);   // [2][consumer warpgroups][SR][128]
-  std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [BM]
-  std::int64_t* const pos_s = qrow_s + BM;                                                      // [BM]
-  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
-  const std::uint32_t bars = shared_address(pos_s + BM);
-  const std::uint32_t q_full = bars;
+  std::int64_t* const qrow_s = reinterpret_cast<std::int64_t*>(exch + shape::exchange_floats);  // [2 slots][BM]
+  std::int32_t* const pos_s = reinterpret_cast<std::int32_t*>(qrow_s + 2 * BM);                // [2 slots][BM]
+  forward_item_info* const info_s = reinterpret_cast<forward_item_info*>(pos_s + 2 * BM);      // [2 slots]
+  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], item_full[2], item_empty[2], q_empty
+  const std::uint32_t bars = shared_address(info_s + 2);
+  const std::uint32_t q_full = bars, q_empty = bars + 8u * 13;
   const auto k_full = [&](int s) { return bars + 8u * (1 + s); };
   const auto v_full = [&](int s) { return bars + 8u * (3 + s); };
   const auto k_empty = [&](int s) { return bars + 8u * (5 + s); };
   const auto v_empty = [&](int s) { return bars + 8u * (7 + s); };
+  const auto item_full = [&](int s) { return bars + 8u * (9 + s); };
+  const auto item_empty = [&](int s) { return bars + 8u * (11 + s); };
 
-  const query_tile tile = find_query_tile(layout);
-  if (!tile.place.valid) return;
-  for (int l = static_cast<int>(threadIdx.x); l < BM; l += shape::threads) {
-    std::int64_t qrow = -1, pos = -1;
-    query_row(layout, tile, l, qrow, pos);
-    qrow_s[l] = qrow;
-    pos_s[l] = pos;
-  }
   if (threadIdx.x == 0) {
     wgmma::mbarrier_init(q_full, 128);
+    wgmma::mbarrier_init(q_empty, CONSUMER_THREADS / 32);
     const std::uint32_t copiers = has_tensor_maps<Keys> ? 1 : 128;  // arrivals that fill a stage
     for (int s = 0; s < 2; ++s) {
       wgmma::mbarrier_init(k_full(s), copiers);
       wgmma::mbarrier_init(v_full(s), copiers);
       wgmma::mbarrier_init(k_empty(s), CONSUMER_THREADS / 32);
       wgmma::mbarrier_init(v_empty(s), CONSUMER_THREADS / 32);
+      wgmma::mbarrier_init(item_full(s), 128);
+      wgmma::mbarrier_init(item_empty(s), CONSUMER_THREADS / 32);
     }
     wgmma::mbarrier_init_fence();
   }
   __syncthreads();
-  std::int64_t pmin, pmax;
-  position_range(pos_s, BM, pmin, pmax);
-  if (pmax < 0) return;  // no row (uniform over the block)
-  const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
-  const std::int64_t kt_first = kmin / BN, kt_last = kmax / BN;
   const int wg = static_cast<int>(threadIdx.x) >> 7, tid = static_cast<int>(threadIdx.x) & 127;
+  const std::int64_t item_count = items.tiles * items.chunks;
 
-  if (wg == shape::consumers) {  // the producer
+  if (wg == shape::consumers) {  // the producer: places each item's rows, loads Q, streams K and V
     wgmma::registers_down<shape::producer_registers>();
-    const auto load_q = [&] {
-      load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) { return qrow_s[l] >= 0 ? qrow_s[l] * D : std::int64_t{-1}; });
-      cp_async_commit();  // (wait_group waits for committed groups only)
+    int published = 0;       // items handed to the consumers
+    std::uint32_t sent = 0;  // key tiles issued over all items (stage sent % 2, round sent / 2)
+    for (std::int64_t item = blockIdx.x;; item += gridDim.x) {
+      const bool last = item >= item_count;
+      query_tile tile{};
+      if (!last) {
+        tile = find_query_tile_at(layout, items.tiles - 1 - item / items.chunks, static_cast<unsigned>(item % items.chunks));
+        if (!tile.place.valid) continue;  // past the last tile (uniform over the warpgroup)
+      }
+      const int slot = published & 1;
+      if (published >= 2) wgmma::mbarrier_wait(item_empty(slot), static_cast<std::uint32_t>(((published >> 1) - 1) & 1));
+      for (int l = tid; l < BM; l += 128) {
+        std::int64_t qrow = -1, pos = -1;
+        if (!last) query_row(layout, tile, l, qrow, pos);
+        qrow_s[slot * BM + l] = qrow;
+        pos_s[slot * BM + l] = static_cast<std::int32_t>(pos);  // positions fit 32 bits (cu_seqlens is I32)
+      }
+      named_barrier(2, 128);
+      int pmin = INT_MAX, pmax = -1;  // over the item's rows (every warp finds the same)
+      for (int l = tid & 31; l < BM; l += 32) {
+        const int p = pos_s[slot * BM + l];
+        if (p >= 0) {
+          pmin = p < pmin ? p : pmin;
+          pmax = p > pmax ? p : pmax;
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset >>= 1) {
+        pmin = min(pmin, __shfl_xor_sync(0xffffffffu, pmin, offset));
+        pmax = max(pmax, __shfl_xor_sync(0xffffffffu, pmax, offset));
+      }
+      if (!last && pmax < 0) {  // no row: not handed over (the slot is rewritten by the next item)
+        named_barrier(2, 128);
+        continue;
+      }
+      const std::int64_t kt_first = last ? 0 : first_visible(pmin, a.window) / BN, kt_last = last ? -1 : pmax / BN;
+      if (tid == 0) info_s[slot] = forward_item_info{kt_first, kt_last, pmin, pmax, last ? 1 : 0};
+      wgmma::mbarrier_arrive(item_full(slot));  // releases the slot's rows and info to the consumers
+      ++published;
+      if (last) break;
+      // Q, once the consumers' products of the last item no longer read it.
+      if (published >= 2) wgmma::mbarrier_wait(q_empty, static_cast<std::uint32_t>((published - 2) & 1));
+      load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) {
+        const std::int64_t r = qrow_s[slot * BM + l];
+        return r >= 0 ? r * D : std::int64_t{-1};
+      });
+      cp_async_commit();   // (wait_group waits for committed groups only)
       cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
       wgmma::fence_proxy_async();
       wgmma::mbarrier_arrive(q_full);
-    };
-    const int tiles = static_cast<int>(kt_last - kt_first + 1);
-    if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
-      const auto issue = [&](int i) {       // the copies of tile i, once its stage is free
-        const int s = i & 1, row = static_cast<int>(tile.place.start + (kt_first + i) * BN), g = static_cast<int>(tile.g);
-        const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
-        if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
-        wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+      const int tiles = static_cast<int>(kt_last - kt_first + 1);
+      if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
+        if (tid == 0) {
+          const int row0 = static_cast<int>(tile.place.start + kt_first * BN), g = static_cast<int>(tile.g);
+          for (int i = 0; i < tiles; ++i, ++sent) {
+            const int s = static_cast<int>(sent & 1), row = row0 + i * BN;
+            const std::uint32_t prior = ((sent >> 1) - 1) & 1;
+            if (sent >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+            wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
 #pragma unroll 1
-        for (int c = 0; c < D / 64; ++c)
-          wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
-        if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
-        wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+            for (int c = 0; c < D / 64; ++c)
+              wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
+            if (sent >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+            wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
 #pragma unroll 1
-        for (int c = 0; c < D / 64; ++c)
-          wgmma::tensor_load_3d(shared_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
-      };
-      load_q();
-      if (tid == 0) {
-        for (int i = 0; i < tiles; ++i) issue(i);
-        // Stay until the consumers have released the last tiles: the copies in flight must not
-        // outlive the thread that issued them.
-        for (int i = tiles > 2 ? tiles - 2 : 0; i < tiles; ++i) {
-          wgmma::mbarrier_wait(k_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
-          wgmma::mbarrier_wait(v_empty(i & 1), static_cast<std::uint32_t>((i >> 1) & 1));
+            for (int c = 0; c < D / 64; ++c)
+              wgmma::tensor_load_3d(shared_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
+          }
+        } else {
+          sent += static_cast<std::uint32_t>(tiles);
+        }
+      } else {
+        const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
+        for (int i = 0; i < tiles; ++i, ++sent) {
+          const int s = static_cast<int>(sent & 1);
+          const std::uint32_t prior = ((sent >> 1) - 1) & 1;
+          const std::int64_t j0 = (kt_first + i) * BN;
+          const auto offset_of = [&](int jl) {
+            const std::int64_t j = j0 + jl;
+            return j >= kmin && j <= kmax ? keys.offset(tile.place.seq, tile.place.start, j, tile.g) : std::int64_t{-1};
+          };
+          if (sent >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+          load_sw128<D, BN, 128>(ks + s * shape::kv_bytes, keys.k, tid, offset_of);
+          wgmma::mbarrier_arrive_on_copies(k_full(s));
+          if (sent >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+          load_sw128<D, BN, 128>(vs + s * shape::kv_bytes, keys.v, tid, offset_of);
+          wgmma::mbarrier_arrive_on_copies(v_full(s));
         }
       }
-    } else {
-      load_q();
-      for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
-        const int i = static_cast<int>(kt - kt_first), s = i & 1;
-        const std::uint32_t prior = static_cast<std::uint32_t>(((i >> 1) - 1) & 1);
-        const std::int64_t j0 = kt * BN;
-        const auto offset_of = [&](int jl) {
-          const std::int64_t j = j0 + jl;
-          return j >= kmin && j <= kmax ? keys.offset(tile.place.seq, tile.place.start, j, tile.g) : std::int64_t{-1};
-        };
-        if (i >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
-        load_sw128<D, BN, 128>(ks + s * shape::kv_bytes, keys.k, tid, offset_of);
-        wgmma::mbarrier_arrive_on_copies(k_full(s));
-        if (i >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
-        load_sw128<D, BN, 128>(vs + s * shape::kv_bytes, keys.v, tid, offset_of);
-        wgmma::mbarrier_arrive_on_copies(v_full(s));
+    }
+    if (has_tensor_maps<Keys> && tid == 0) {
+      // Stay until the consumers have released the last tiles: the copies in flight must not
+      // outlive the thread that issued them.
+      for (std::uint32_t i = sent > 2 ? sent - 2 : 0; i < sent; ++i) {
+        wgmma::mbarrier_wait(k_empty(static_cast<int>(i & 1)), (i >> 1) & 1);
+        wgmma::mbarrier_wait(v_empty(static_cast<int>(i & 1)), (i >> 1) & 1);
       }
     }
     cp_async_commit();
@@ -231,26 +292,34 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   const int rg = wg / NS, sub = wg % NS;  // row group, column half
   const int lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int row0 = rg * 64 + (tid >> 5) * 16 + g;  // this thread's rows: row0 (e = 0, 1) and row0 + 8 (e = 2, 3)
-  // positions fit 32 bits (cu_seqlens and the paged positions are I32); -1: no row
-  const int pos0 = static_cast<int>(pos_s[row0]), pos1 = static_cast<int>(pos_s[row0 + 8]);
-  const int first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
-  const int first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
-  // A key tile every row sees whole needs no mask: the same bits as the masked path.
-  const std::int64_t full_first = first_visible(pmax, a.window);
   const float scale2 = a.scale * log2e;
+  const std::uint32_t q_addr = shared_address(qs) + rg * 64 * 128;
+  const std::uint32_t k_addr0 = shared_address(ks), v_addr0 = shared_address(vs);
+  std::uint32_t taken = 0;  // key tiles consumed over all items (stage taken % 2, round taken / 2)
 
+  // One loop over the key tiles of all the block's items; an item's epilogue and the next item's
+  // setup sit at the bottom of its last tile, the first item's setup before the loop. (With a loop
+  // of items around the tile loop, ptxas held the consumers to the launch's 168 registers, spilled
+  // and serialised the products: docs/cuda-kernel-notes.md.)
+  int n = 0, slot = 0;  // the item and its slot
+  wgmma::mbarrier_wait(item_full(0), 0);
+  forward_item_info item = info_s[0];
+  if (item.last) return;
+  int pos0 = pos_s[row0], pos1 = pos_s[row0 + 8];  // -1: no row
+  int first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
+  int first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
+  // A key tile every row sees whole needs no mask: the same bits as the masked path.
+  std::int64_t full_first = first_visible(item.pmax, a.window);
   float o[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] = 0.f;
   online_row<SR, 0> row0_softmax;
   online_row<SR, 1> row1_softmax;
-  const std::uint32_t q_addr = shared_address(qs) + rg * 64 * 128;
-  const std::uint32_t k_addr0 = shared_address(ks), v_addr0 = shared_address(vs);
   wgmma::mbarrier_wait(q_full, 0);
 
-  for (std::int64_t kt = kt_first; kt <= kt_last; ++kt) {
-    const int i = static_cast<int>(kt - kt_first), stage = i & 1;
-    const std::uint32_t round = static_cast<std::uint32_t>((i >> 1) & 1);
+  for (std::int64_t kt = item.kt_first;; ++taken) {
+    const int stage = static_cast<int>(taken & 1);
+    const std::uint32_t round = (taken >> 1) & 1;
 
     // s = Q·Kᵀ over this warpgroup's columns [sub·DW, (sub+1)·DW)
     float s[SR];
@@ -272,7 +341,11 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
     wgmma::wait<0>();
     wgmma::fence_registers(s);
     __syncwarp();
-    if (lane == 0) wgmma::mbarrier_arrive(k_empty(stage));
+    const bool item_done = kt == item.kt_last;
+    if (lane == 0) {
+      wgmma::mbarrier_arrive(k_empty(stage));
+      if (item_done) wgmma::mbarrier_arrive(q_empty);  // the producer may load the next item's Q
+    }
     if constexpr (NS > 1) {  // the row group's partial sums, added in warpgroup order by both
       float* const buffer = exch + static_cast<std::size_t>(stage) * CONSUMER_THREADS * SR;
 #pragma unroll
@@ -288,7 +361,7 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
     }
     // mask, scale, online softmax (rows row0: e = 0, 1; row0 + 8: e = 2, 3; s[4i + e], n-tile i)
     const int j0 = static_cast<int>(kt * BN);
-    const bool whole = kt * BN + BN - 1 <= pmin && kt * BN >= full_first;  // uniform over the block
+    const bool whole = kt * BN + BN - 1 <= item.pmin && kt * BN >= full_first;  // uniform over the block
     const float mx0 = row0_softmax.scale_mask_max(s, j0, t, pos0, first0, whole, scale2);
     const float mx1 = row1_softmax.scale_mask_max(s, j0, t, pos1, first1, whole, scale2);
     const float alpha0 = row0_softmax.update(s, mx0), alpha1 = row1_softmax.update(s, mx1);
@@ -315,26 +388,51 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
     wgmma::fence_registers(o);
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(v_empty(stage));
-  }
+    if (!item_done) {
+      ++kt;
+      continue;
+    }
 
-  const std::int64_t qrow0 = qrow_s[row0], qrow1 = qrow_s[row0 + 8];
-  // out = acc · (1 / l) (a row with a real query has seen itself: l >= 1; one division a row, not
-  // 128), an exact zero as +0. Staging the outputs in shared memory for 16-byte stores made ptxas
-  // keep the consumers at the launch's 168 registers and spill (docs/cuda-kernel-notes.md).
-  const float inv0 = row0_softmax.inverse(), inv1 = row1_softmax.inverse();
+    // The item's last tile: out = acc · (1 / l) (a row with a real query has seen itself: l >= 1;
+    // one division a row, not 128), an exact zero as +0. Staging the outputs in shared memory for
+    // 16-byte stores made ptxas keep the consumers at the launch's 168 registers and spill
+    // (docs/cuda-kernel-notes.md).
+    const std::int64_t qrow0 = qrow_s[slot * BM + row0], qrow1 = qrow_s[slot * BM + row0 + 8];
+    __syncwarp();
+    if (lane == 0) wgmma::mbarrier_arrive(item_empty(slot));  // the slot's rows are read
+    const float inv0 = row0_softmax.inverse(), inv1 = row1_softmax.inverse();
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int col = sub * DW + i * 8 + 2 * t;
-    if (qrow0 >= 0)
-      *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
-          pack_bf16(scaled_output(o[4 * i], inv0), scaled_output(o[4 * i + 1], inv0));
-    if (qrow1 >= 0)
-      *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
-          pack_bf16(scaled_output(o[4 * i + 2], inv1), scaled_output(o[4 * i + 3], inv1));
-  }
-  if (sub == 0 && t == 0) {
-    if (qrow0 >= 0) a.lse_out[qrow0] = row0_softmax.lse();
-    if (qrow1 >= 0) a.lse_out[qrow1] = row1_softmax.lse();
+    for (int i = 0; i < 32; ++i) {
+      const int col = sub * DW + i * 8 + 2 * t;
+      if (qrow0 >= 0)
+        *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
+            pack_bf16(scaled_output(o[4 * i], inv0), scaled_output(o[4 * i + 1], inv0));
+      if (qrow1 >= 0)
+        *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
+            pack_bf16(scaled_output(o[4 * i + 2], inv1), scaled_output(o[4 * i + 3], inv1));
+    }
+    if (sub == 0 && t == 0) {
+      if (qrow0 >= 0) a.lse_out[qrow0] = row0_softmax.lse();
+      if (qrow1 >= 0) a.lse_out[qrow1] = row1_softmax.lse();
+    }
+
+    // The next item.
+    ++n;
+    slot = n & 1;
+    wgmma::mbarrier_wait(item_full(slot), static_cast<std::uint32_t>((n >> 1) & 1));
+    item = info_s[slot];
+    if (item.last) break;
+    pos0 = pos_s[slot * BM + row0];
+    pos1 = pos_s[slot * BM + row0 + 8];
+    first0 = static_cast<int>(first_visible(pos0 < 0 ? 0 : pos0, a.window));
+    first1 = static_cast<int>(first_visible(pos1 < 0 ? 0 : pos1, a.window));
+    full_first = first_visible(item.pmax, a.window);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    row0_softmax = online_row<SR, 0>{};
+    row1_softmax = online_row<SR, 1>{};
+    wgmma::mbarrier_wait(q_full, static_cast<std::uint32_t>(n & 1));
+    kt = item.kt_first;
   }
 }
 
@@ -382,20 +480,33 @@ inline std::int64_t forward_block_rows(std::int64_t d) { return d == 512 ? fwd_s
 
 template <int D, class Keys>
 status launch_forward_dim(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
-                          const query_layout& layout, const Keys& keys) {
+                          const query_layout& layout, const Keys& keys, bool persistent) {
   constexpr std::size_t smem = fwd_shape<D>::smem_bytes;
   constexpr auto kernel = &wgmma_forward_kernel<D, Keys>;
   TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(smem));
-  kernel<<<grid, fwd_shape<D>::threads, smem, stream>>>(a, layout, keys);
+  const forward_items items{static_cast<std::int64_t>(grid.x), grid.y};
+  std::int64_t blocks = items.tiles * items.chunks;
+  if (persistent) {  // one block an SM, each taking items in turn
+    int device = 0, sms = 0;
+    TANDEM_CUDA_CHECK(cudaGetDevice(&device));
+    TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    blocks = std::min<std::int64_t>(blocks, sms);
+  }
+  if (blocks <= 0) return status::ok();
+  if (blocks > 0x7fffffffLL) return {status_code::unsupported, std::string(op) + ": too many query tiles for one CUDA grid"};
+  kernel<<<static_cast<unsigned>(blocks), fwd_shape<D>::threads, smem, stream>>>(a, layout, items, keys);
   return launch_status(op, "wgmma_forward_kernel");
 }
 
-/// Grid (query tiles of mma_tiling(H, G, forward_block_rows(d)), kv heads x head chunks); d 256 or 512.
+/// Query tiles of mma_tiling(H, G, forward_block_rows(d)) x (kv heads x head chunks) given as a
+/// grid (tiles, chunks); d 256 or 512. A launch takes one block a tile, or with `persistent` one
+/// block an SM, each taking tiles in turn: the next tile's rows, Q and first keys then load while
+/// the last one is computed (short tiles: a sliding window).
 template <class Keys>
 status launch_forward(cudaStream_t stream, const char* op, dim3 grid, const query_args<bf16>& a,
-                      const query_layout& layout, const Keys& keys) {
-  if (a.d == 512) return launch_forward_dim<512>(stream, op, grid, a, layout, keys);
-  return launch_forward_dim<256>(stream, op, grid, a, layout, keys);
+                      const query_layout& layout, const Keys& keys, bool persistent = false) {
+  if (a.d == 512) return launch_forward_dim<512>(stream, op, grid, a, layout, keys, persistent);
+  return launch_forward_dim<256>(stream, op, grid, a, layout, keys, persistent);
 }
 
 }  // namespace tandem::gpu::ops::cuda::attn::mma
