@@ -97,6 +97,24 @@ __device__ __forceinline__ std::uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
+/// A 4 x 4 transpose of 32-bit words across the four lanes of a quad (lanes 4g .. 4g + 3, t = lane
+/// & 3): x[j] of lane t becomes x[t] of lane j. An accumulator row's words (lane t holds columns
+/// 8i + 2t, 8i + 2t + 1 of column groups i = 4k .. 4k + 3) then lie as lane t's 16 bytes of group
+/// 4k + t, for one 16-byte store instead of four of 4 bytes. Every lane of the warp must call it.
+__device__ __forceinline__ void quad_transpose(std::uint32_t (&x)[4], int t) {
+  const bool hi2 = (t & 2) != 0, hi1 = (t & 1) != 0;
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {  // lanes t and t ^ 2 swap the halves that differ in bit 1
+    const std::uint32_t r = __shfl_xor_sync(0xffffffffu, hi2 ? x[j] : x[j + 2], 2);
+    if (hi2) x[j] = r; else x[j + 2] = r;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j += 2) {  // then t and t ^ 1 across bit 0
+    const std::uint32_t r = __shfl_xor_sync(0xffffffffu, hi1 ? x[j] : x[j + 1], 1);
+    if (hi1) x[j] = r; else x[j + 1] = r;
+  }
+}
+
 /// The f32 accumulators of a warpgroup product m64n(16·KS) (wgmma.cuh's layout) as the bf16 A
 /// operand of a product with K = 16·KS from registers: the C fragments of n-tiles 2kk, 2kk + 1 are
 /// A's k-step kk.

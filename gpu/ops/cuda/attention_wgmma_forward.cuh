@@ -225,6 +225,31 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       wgmma::mbarrier_arrive(item_full(slot));  // releases the slot's rows and info to the consumers
       ++published;
       if (last) break;
+      const int tiles = static_cast<int>(kt_last - kt_first + 1);
+      // The copy engine's thread issues tile i of the item (stage sent % 2) once the stage is free.
+      const auto issue = [&](int i) {
+        if constexpr (has_tensor_maps<Keys>) {
+          const int s = static_cast<int>(sent & 1), g = static_cast<int>(tile.g);
+          const int row = static_cast<int>(tile.place.start + (kt_first + i) * BN);
+          const std::uint32_t prior = ((sent >> 1) - 1) & 1;
+          if (sent >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
+          wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+          for (int c = 0; c < D / 64; ++c)
+            wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
+          if (sent >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
+          wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
+#pragma unroll 1
+          for (int c = 0; c < D / 64; ++c)
+            wgmma::tensor_load_3d(shared_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
+          ++sent;
+        }
+      };
+      // The item's first keys before its Q: their stage was freed by the last item's next-to-last
+      // tile, so they load while that item finishes (and, in a block's first item, beside Q).
+      if constexpr (has_tensor_maps<Keys>) {
+        if (tid == 0) issue(0);
+      }
       // Q, once the consumers' products of the last item no longer read it.
       if (published >= 2) wgmma::mbarrier_wait(q_empty, static_cast<std::uint32_t>((published - 2) & 1));
       load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) {
@@ -235,24 +260,9 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
       wgmma::fence_proxy_async();
       wgmma::mbarrier_arrive(q_full);
-      const int tiles = static_cast<int>(kt_last - kt_first + 1);
       if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
         if (tid == 0) {
-          const int row0 = static_cast<int>(tile.place.start + kt_first * BN), g = static_cast<int>(tile.g);
-          for (int i = 0; i < tiles; ++i, ++sent) {
-            const int s = static_cast<int>(sent & 1), row = row0 + i * BN;
-            const std::uint32_t prior = ((sent >> 1) - 1) & 1;
-            if (sent >= 2) wgmma::mbarrier_wait(k_empty(s), prior);
-            wgmma::mbarrier_arrive_expect_bytes(k_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
-#pragma unroll 1
-            for (int c = 0; c < D / 64; ++c)
-              wgmma::tensor_load_3d(shared_address(ks + s * shape::kv_bytes + c * BN * 128), &keys.k_map, c * 64, g, row, k_full(s));
-            if (sent >= 2) wgmma::mbarrier_wait(v_empty(s), prior);
-            wgmma::mbarrier_arrive_expect_bytes(v_full(s), static_cast<std::uint32_t>(shape::kv_bytes));
-#pragma unroll 1
-            for (int c = 0; c < D / 64; ++c)
-              wgmma::tensor_load_3d(shared_address(vs + s * shape::kv_bytes + c * BN * 128), &keys.v_map, c * 64, g, row, v_full(s));
-          }
+          for (int i = 1; i < tiles; ++i) issue(i);
         } else {
           sent += static_cast<std::uint32_t>(tiles);
         }
@@ -394,22 +404,27 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
     }
 
     // The item's last tile: out = acc · (1 / l) (a row with a real query has seen itself: l >= 1;
-    // one division a row, not 128), an exact zero as +0. Staging the outputs in shared memory for
-    // 16-byte stores made ptxas keep the consumers at the launch's 168 registers and spill
-    // (docs/cuda-kernel-notes.md).
+    // one division a row, not 128), an exact zero as +0, stored 16 bytes a lane after a transpose
+    // within each quad (4-byte stores took 5-9 µs of an item's 30 on an H100; staging the outputs
+    // in shared memory instead made ptxas keep the consumers at 168 registers and spill).
     const std::int64_t qrow0 = qrow_s[slot * BM + row0], qrow1 = qrow_s[slot * BM + row0 + 8];
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(item_empty(slot));  // the slot's rows are read
     const float inv0 = row0_softmax.inverse(), inv1 = row1_softmax.inverse();
 #pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int col = sub * DW + i * 8 + 2 * t;
-      if (qrow0 >= 0)
-        *reinterpret_cast<std::uint32_t*>(a.out + qrow0 * D + col) =
-            pack_bf16(scaled_output(o[4 * i], inv0), scaled_output(o[4 * i + 1], inv0));
-      if (qrow1 >= 0)
-        *reinterpret_cast<std::uint32_t*>(a.out + qrow1 * D + col) =
-            pack_bf16(scaled_output(o[4 * i + 2], inv1), scaled_output(o[4 * i + 3], inv1));
+    for (int k = 0; k < 8; ++k) {  // column groups 4k .. 4k + 3 (8 columns each)
+      std::uint32_t w0[4], w1[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 4 * k + j;
+        w0[j] = pack_bf16(scaled_output(o[4 * i], inv0), scaled_output(o[4 * i + 1], inv0));
+        w1[j] = pack_bf16(scaled_output(o[4 * i + 2], inv1), scaled_output(o[4 * i + 3], inv1));
+      }
+      quad_transpose(w0, t);
+      quad_transpose(w1, t);
+      const int col = sub * DW + (4 * k + t) * 8;
+      if (qrow0 >= 0) *reinterpret_cast<uint4*>(a.out + qrow0 * D + col) = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+      if (qrow1 >= 0) *reinterpret_cast<uint4*>(a.out + qrow1 * D + col) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
     }
     if (sub == 0 && t == 0) {
       if (qrow0 >= 0) a.lse_out[qrow0] = row0_softmax.lse();
