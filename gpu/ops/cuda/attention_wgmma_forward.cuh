@@ -1,10 +1,12 @@
 // The forward of bfloat16 attention at head dims 256 and 512 on Hopper's warpgroup tensor cores
 // (wgmma, sm_90a; nvcc only; private to attention.cu and paged_attention.cu). Flash style: a block
-// of two warpgroups owns the query rows of one tile (the GQA heads of one kv head times
-// consecutive positions, attn::query_layout), streams key and value tiles through a two-stage
-// pipeline in shared memory (tile kt + 1 lands while tile kt is computed), and keeps an online
-// softmax in f32 registers. Q·Kᵀ takes both operands from shared memory; P·V takes P from
-// registers (the score accumulators, rounded to bf16) and V from shared memory, transposed.
+// of two warpgroups owns the query rows of one tile at a time (the GQA heads of one kv head times
+// consecutive positions, attn::query_layout; one tile a block, or a persistent grid whose blocks
+// take tiles in turn), streams key and value tiles through a two-stage pipeline in shared memory
+// (tile kt + 1 lands while tile kt is computed; the ring runs on from one query tile to the next),
+// and keeps an online softmax in f32 registers. Q·Kᵀ takes both operands from shared memory; P·V
+// takes P from registers (the score accumulators, rounded to bf16) and V from shared memory,
+// transposed.
 //
 //   d 256: each warpgroup owns 64 rows (block of 128 rows), key tiles of 64 positions; a thread
 //          holds 32 scores and 128 output accumulators.
@@ -26,15 +28,24 @@
 // Roles and pipeline of one block (three warpgroups; the consumers own the rows, the producer
 // only copies, with few registers, so the consumers can hold 128 accumulators and the scores):
 //
-//   producer (warpgroup 2):  cp.async Q, wait, -> q_full;  for tile i (stage s = i % 2, round r = i / 2):
-//                            [i >= 2: wait k_empty[s] of round r - 1] K_i -> k_full[s];
-//                            [i >= 2: wait v_empty[s] of round r - 1] V_i -> v_full[s];
-//                            then (copy engine) wait until the last two tiles are released
-//   consumer (warpgroups 0, 1), tile i:
+//   producer (warpgroup 2), item n (a query tile; slot = n % 2):
+//                            [n >= 2: wait item_empty[slot]] the item's rows and positions into the
+//                            slot, their range -> item_full[slot] (after the last item: "last");
+//                            K/V of its first key tile; [n >= 1: wait q_empty (item n - 1's last
+//                            Q·Kᵀ done)] cp.async Q, wait, -> q_full; K/V of its other key tiles.
+//                            Key tile j over all items (stage s = j % 2, round r = j / 2):
+//                            [j >= 2: wait k_empty[s] of round r - 1] K_j -> k_full[s];
+//                            [j >= 2: wait v_empty[s] of round r - 1] V_j -> v_full[s];
+//                            at the end (copy engine) wait until the last two tiles are released
+//   consumer (warpgroups 0, 1), item n: wait item_full[slot]; stop at "last"; wait q_full; then
+//                            per key tile j:
 //                            wait k_full[s] (round r); S = Q·Kᵀ (wgmma, wait); release k_empty[s]
+//                            (the item's last tile: and q_empty)
 //                            [d 512: partials through shared memory (two buffers), barrier, add]
 //                            mask, online softmax, rescale acc
 //                            wait v_full[s] (round r); acc += P·V (wgmma, wait); release v_empty[s]
+//                            after the item's last tile: read its row indices, release
+//                            item_empty[slot], store out (16 bytes a lane) and lse
 //
 // Packed keys (tma_keys) are copied by the bulk tensor copy engine: one producer thread issues a
 // copy per 64 columns of a tile, and the full barrier completes when the tile's bytes have landed
