@@ -10,6 +10,7 @@
 // whatever the query tile: a row's arithmetic is then the same in the packed and the paged kernel.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "gpu/ops/cuda/device_math.cuh"
@@ -161,15 +162,16 @@ __device__ __forceinline__ query_tile find_query_tile(const query_layout& q) {
   return find_query_tile_at(q, static_cast<std::int64_t>(gridDim.x) - 1 - blockIdx.x, blockIdx.y);
 }
 
-/// The least and greatest position among the `rows` entries of pos_s (-1: no row); pmax < 0 when
-/// there is no row at all. Every lane of the calling warp must call it (each reads every 32nd
-/// entry and the warp combines them; a thread walking all the entries alone took 4 µs of a
-/// forward block's 35).
-__device__ __forceinline__ void position_range(const std::int64_t* pos_s, int rows, std::int64_t& pmin, std::int64_t& pmax) {
-  pmin = INT64_MAX;
+/// The least and greatest position among the `rows` entries of pos_s (I32 or I64; -1: no row);
+/// pmax < 0 when there is no row at all. Every lane of the calling warp must call it (each reads
+/// every 32nd entry and the warp combines them; a thread walking all the entries alone took 4 µs
+/// of a forward block's 35).
+template <class T>
+__device__ __forceinline__ void position_range(const T* pos_s, int rows, T& pmin, T& pmax) {
+  pmin = sizeof(T) == 8 ? static_cast<T>(INT64_MAX) : static_cast<T>(INT_MAX);
   pmax = -1;
   for (int l = static_cast<int>(threadIdx.x) & 31; l < rows; l += 32) {
-    const std::int64_t p = pos_s[l];
+    const T p = pos_s[l];
     if (p >= 0) {
       pmin = p < pmin ? p : pmin;
       pmax = p > pmax ? p : pmax;
@@ -177,7 +179,7 @@ __device__ __forceinline__ void position_range(const std::int64_t* pos_s, int ro
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) {
-    const std::int64_t lo = __shfl_xor_sync(0xffffffffu, pmin, offset), hi = __shfl_xor_sync(0xffffffffu, pmax, offset);
+    const T lo = __shfl_xor_sync(0xffffffffu, pmin, offset), hi = __shfl_xor_sync(0xffffffffu, pmax, offset);
     pmin = lo < pmin ? lo : pmin;
     pmax = hi > pmax ? hi : pmax;
   }

@@ -52,7 +52,6 @@
 //                                                       k_empty[2], v_empty
 #pragma once
 
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -126,19 +125,8 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
     wgmma::mbarrier_init_fence();
   }
   __syncthreads();
-  int pmin = INT_MAX, pmax = -1;  // the least and greatest position of a row (every warp the same)
-  for (int l = static_cast<int>(threadIdx.x) & 31; l < BM; l += 32) {
-    const int p = pos_s[l];
-    if (p >= 0) {
-      pmin = p < pmin ? p : pmin;
-      pmax = p > pmax ? p : pmax;
-    }
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    pmin = min(pmin, __shfl_xor_sync(0xffffffffu, pmin, offset));
-    pmax = max(pmax, __shfl_xor_sync(0xffffffffu, pmax, offset));
-  }
+  std::int32_t pmin, pmax;  // the least and greatest position of a row (every warp the same)
+  position_range(pos_s, BM, pmin, pmax);
   if (pmax < 0) return;  // no row (uniform over the block)
   const int kmin = static_cast<int>(first_visible(pmin, a.window));
   const int kt_first = kmin / BN, kt_last = pmax / BN, tiles = kt_last - kt_first + 1;

@@ -63,7 +63,6 @@
 #include <cudaTypedefs.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -214,19 +213,8 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
         pos_s[slot * BM + l] = static_cast<std::int32_t>(pos);  // positions fit 32 bits (cu_seqlens is I32)
       }
       named_barrier(2, 128);
-      int pmin = INT_MAX, pmax = -1;  // over the item's rows (every warp finds the same)
-      for (int l = tid & 31; l < BM; l += 32) {
-        const int p = pos_s[slot * BM + l];
-        if (p >= 0) {
-          pmin = p < pmin ? p : pmin;
-          pmax = p > pmax ? p : pmax;
-        }
-      }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset >>= 1) {
-        pmin = min(pmin, __shfl_xor_sync(0xffffffffu, pmin, offset));
-        pmax = max(pmax, __shfl_xor_sync(0xffffffffu, pmax, offset));
-      }
+      std::int32_t pmin, pmax;  // over the item's rows (every warp finds the same)
+      position_range(pos_s + slot * BM, BM, pmin, pmax);
       if (!last && pmax < 0) {  // no row: not handed over (the slot is rewritten by the next item)
         named_barrier(2, 128);
         continue;
@@ -272,11 +260,8 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       wgmma::fence_proxy_async();
       wgmma::mbarrier_arrive(q_full);
       if constexpr (has_tensor_maps<Keys>) {  // one thread drives the copy engine
-        if (tid == 0) {
-          for (int i = 1; i < tiles; ++i) issue(i);
-        } else {
-          sent += static_cast<std::uint32_t>(tiles);
-        }
+        if (tid == 0)
+          for (int i = 1; i < tiles; ++i) issue(i);  // (only this thread counts `sent` on this path)
       } else {
         const std::int64_t kmin = first_visible(pmin, a.window), kmax = pmax;
         for (int i = 0; i < tiles; ++i, ++sent) {
