@@ -292,6 +292,26 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
     }
     return pack_bf16(x0, x1);
   };
+  if (!a.accumulate_dq) {  // one rounding of scaling · acc: packed, a quad transposes the words, 16-byte stores
+    bf16* const out0 = a.dq + (qrow0 >= 0 ? qrow0 : 0) * D;
+    bf16* const out1 = a.dq + (qrow1 >= 0 ? qrow1 : 0) * D;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      std::uint32_t w0[4], w1[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int i = 4 * k + j;
+        w0[j] = pack_bf16(__fmul_rn(a.scale, acc[4 * i]), __fmul_rn(a.scale, acc[4 * i + 1]));
+        w1[j] = pack_bf16(__fmul_rn(a.scale, acc[4 * i + 2]), __fmul_rn(a.scale, acc[4 * i + 3]));
+      }
+      quad_transpose(w0, t);
+      quad_transpose(w1, t);
+      const int col = (4 * k + t) * 8;
+      if (qrow0 >= 0) *reinterpret_cast<uint4*>(out0 + col) = make_uint4(w0[0], w0[1], w0[2], w0[3]);
+      if (qrow1 >= 0) *reinterpret_cast<uint4*>(out1 + col) = make_uint4(w1[0], w1[1], w1[2], w1[3]);
+    }
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < 32; ++i) {
     const std::uint32_t v0 = value(dq0 + 8 * i, acc[4 * i], acc[4 * i + 1]);
