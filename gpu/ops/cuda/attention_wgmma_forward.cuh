@@ -39,13 +39,17 @@
 //                            at the end (copy engine) wait until the last two tiles are released
 //   consumer (warpgroups 0, 1), item n: wait item_full[slot]; stop at "last"; wait q_full; then
 //                            per key tile j:
-//                            wait k_full[s] (round r); S = Q·Kᵀ (wgmma, wait); release k_empty[s]
-//                            (the item's last tile: and q_empty)
+//                            wait k_full[s] (round r); issue S = Q·Kᵀ (wgmma)
+//                            [j > first: wait v_full of tile j - 1; issue acc += P_{j-1}·V_{j-1}]
+//                            wait for S only (P·V runs on); release k_empty[s] (the item's last
+//                            tile: and q_empty)
 //                            [d 512: partials through shared memory (two buffers), barrier, add]
-//                            mask, online softmax, rescale acc
-//                            wait v_full[s] (round r); acc += P·V (wgmma, wait); release v_empty[s]
-//                            after the item's last tile: read its row indices, release
-//                            item_empty[slot], store out (16 bytes a lane) and lse
+//                            mask, online softmax on a copy of S
+//                            [j > first: wait for P·V; release v_empty of tile j - 1]
+//                            rescale acc; P_j = the copy as bf16 A fragments
+//                            after the item's last tile: acc += P_j·V_j (wait; release v_empty),
+//                            read its row indices, release item_empty[slot], store out (16 bytes
+//                            a lane) and lse
 //
 // Packed keys (tma_keys) are copied by the bulk tensor copy engine: one producer thread issues a
 // copy per 64 columns of a tile, and the full barrier completes when the tile's bytes have landed
@@ -323,14 +327,35 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
   online_row<SR, 1> row1_softmax;
   wgmma::mbarrier_wait(q_full, 0);
 
+  // Q·Kᵀ of tile i is issued before P·V of tile i - 1, so the tensor cores run the product while
+  // this warpgroup's softmax of tile i waits only for Q·Kᵀ (FlashAttention 3's overlap within a
+  // warpgroup). o is rescaled by tile i's alpha once P·V of tile i - 1 has landed: the same
+  // operations in the same order as one tile at a time (o·alpha_i + P_i·V_i), so the same bits.
+  std::uint32_t pa[BN / 16][4];  // P of the previous tile (A operand of its P·V), when `pending`
+  bool pending = false;
+  std::uint32_t pending_stage = 0, pending_round = 0;
+  const auto issue_pv = [&](std::uint32_t stage, std::uint32_t round) {  // o += P·V of a stage
+    const std::uint32_t v_addr = v_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes) + (sub * DW >> 6) * BN * 128;
+    wgmma::mbarrier_wait(v_full(static_cast<int>(stage)), round);
+    wgmma::fence_proxy_async();
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma::mma_rs_m64n256k16_tn(o, pa[kk], wgmma::sw128_desc(v_addr + kk * 16 * 128, BN * 128, 1024));
+    wgmma::commit();
+  };
+  const auto finish_pv = [&](std::uint32_t stage) {  // after wait: release the V stage
+    wgmma::fence_registers(o);
+    __syncwarp();
+    if (lane == 0) wgmma::mbarrier_arrive(v_empty(static_cast<int>(stage)));
+  };
+
   for (std::int64_t kt = item.kt_first;; ++taken) {
     const int stage = static_cast<int>(taken & 1);
     const std::uint32_t round = (taken >> 1) & 1;
 
     // s = Q·Kᵀ over this warpgroup's columns [sub·DW, (sub+1)·DW)
-    float s[SR];
-#pragma unroll
-    for (int e = 0; e < SR; ++e) s[e] = 0.f;
+    float s[SR];  // written by the first product (no accumulate): zeroing it first made ptxas serialise
     const std::uint32_t k_addr = k_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes);
     wgmma::mbarrier_wait(k_full(stage), round);
     wgmma::fence_proxy_async();
@@ -340,37 +365,61 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       const int c0 = sub * DW + kk * 16;
       const std::uint64_t da = wgmma::sw128_desc(q_addr + (c0 >> 6) * BM * 128 + (c0 & 63) * 2, 16, 1024);
       const std::uint64_t db = wgmma::sw128_desc(k_addr + (c0 >> 6) * BN * 128 + (c0 & 63) * 2, 16, 1024);
-      if constexpr (BN == 64) wgmma::mma_ss_m64n64k16(s, da, db, true);
-      else wgmma::mma_ss_m64n32k16(s, da, db, true);
+      if constexpr (BN == 64) wgmma::mma_ss_m64n64k16(s, da, db, kk > 0);
+      else wgmma::mma_ss_m64n32k16(s, da, db, kk > 0);
     }
     wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(s);
-    __syncwarp();
     const bool item_done = kt == item.kt_last;
-    if (lane == 0) {
-      wgmma::mbarrier_arrive(k_empty(stage));
-      if (item_done) wgmma::mbarrier_arrive(q_empty);  // the producer may load the next item's Q
-    }
-    if constexpr (NS > 1) {  // the row group's partial sums, added in warpgroup order by both
-      float* const buffer = exch + static_cast<std::size_t>(stage) * CONSUMER_THREADS * SR;
-#pragma unroll
-      for (int e = 0; e < SR; ++e) buffer[(wg * SR + e) * 128 + tid] = s[e];
-      named_barrier(1, CONSUMER_THREADS);
-#pragma unroll
-      for (int e = 0; e < SR; ++e) {
-        float sum = buffer[(rg * NS * SR + e) * 128 + tid];
-#pragma unroll
-        for (int w = 1; w < NS; ++w) sum = __fadd_rn(sum, buffer[((rg * NS + w) * SR + e) * 128 + tid]);
-        s[e] = sum;
+    float alpha0, alpha1;
+    // The softmax works on a copy of the scores: ptxas lets an instruction write a register of
+    // Q·Kᵀ's accumulators only after wait_group 0, so with the scores updated in place it waited
+    // for P·V before the exponentials. s stays live (untouched) until that wait.
+    float p[SR];
+    // The scores of this tile once Q·Kᵀ has landed: mask, scale, online softmax (rows row0: e = 0,
+    // 1; row0 + 8: e = 2, 3; s[4i + e], n-tile i), P as the next A operand.
+    const auto score = [&] {
+      wgmma::fence_registers(s);
+      __syncwarp();
+      if (lane == 0) {
+        wgmma::mbarrier_arrive(k_empty(stage));
+        if (item_done) wgmma::mbarrier_arrive(q_empty);  // the producer may load the next item's Q
       }
+      if constexpr (NS > 1) {  // the row group's partial sums, added in warpgroup order by both
+        float* const buffer = exch + static_cast<std::size_t>(stage) * CONSUMER_THREADS * SR;
+#pragma unroll
+        for (int e = 0; e < SR; ++e) buffer[(wg * SR + e) * 128 + tid] = s[e];
+        named_barrier(1, CONSUMER_THREADS);
+#pragma unroll
+        for (int e = 0; e < SR; ++e) {
+          float sum = buffer[(rg * NS * SR + e) * 128 + tid];
+#pragma unroll
+          for (int w = 1; w < NS; ++w) sum = __fadd_rn(sum, buffer[((rg * NS + w) * SR + e) * 128 + tid]);
+          p[e] = sum;
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < SR; ++e) p[e] = s[e];
+      }
+      const int j0 = static_cast<int>(kt * BN);
+      const bool whole = kt * BN + BN - 1 <= item.pmin && kt * BN >= full_first;  // uniform over the block
+      const float mx0 = row0_softmax.scale_mask_max(p, j0, t, pos0, first0, whole, scale2);
+      const float mx1 = row1_softmax.scale_mask_max(p, j0, t, pos1, first1, whole, scale2);
+      alpha0 = row0_softmax.update(p, mx0);
+      alpha1 = row1_softmax.update(p, mx1);
+    };
+    // Each path waits for every product it issued before o is touched again (a wait behind a
+    // separate test of `pending` made ptxas serialise the products: it cannot pair the branches).
+    if (pending) {
+      issue_pv(pending_stage, pending_round);
+      wgmma::wait<1>();  // Q·Kᵀ has landed (groups complete in order); P·V runs on
+      score();
+      wgmma::wait<0>();
+      wgmma::fence_registers(s);  // (s live until here)
+      finish_pv(pending_stage);
+    } else {
+      wgmma::wait<0>();
+      score();
     }
-    // mask, scale, online softmax (rows row0: e = 0, 1; row0 + 8: e = 2, 3; s[4i + e], n-tile i)
-    const int j0 = static_cast<int>(kt * BN);
-    const bool whole = kt * BN + BN - 1 <= item.pmin && kt * BN >= full_first;  // uniform over the block
-    const float mx0 = row0_softmax.scale_mask_max(s, j0, t, pos0, first0, whole, scale2);
-    const float mx1 = row1_softmax.scale_mask_max(s, j0, t, pos1, first1, whole, scale2);
-    const float alpha0 = row0_softmax.update(s, mx0), alpha1 = row1_softmax.update(s, mx1);
 #pragma unroll
     for (int i = 0; i < 128; i += 4) {
       o[i] = __fmul_rn(o[i], alpha0);
@@ -378,26 +427,21 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       o[i + 2] = __fmul_rn(o[i + 2], alpha1);
       o[i + 3] = __fmul_rn(o[i + 3], alpha1);
     }
-    std::uint32_t pa[BN / 16][4];  // P as the A operand of P·V (C -> A: n-tiles 2kk, 2kk + 1)
-    accumulators_as_a<BN / 16>(s, pa);
-
-    // o += P·V over this warpgroup's columns: V rows kk·16.. of the stage, N-major
-    const std::uint32_t v_addr = v_addr0 + stage * static_cast<std::uint32_t>(shape::kv_bytes) + (sub * DW >> 6) * BN * 128;
-    wgmma::mbarrier_wait(v_full(stage), round);
-    wgmma::fence_proxy_async();
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma::mma_rs_m64n256k16_tn(o, pa[kk], wgmma::sw128_desc(v_addr + kk * 16 * 128, BN * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(o);
-    __syncwarp();
-    if (lane == 0) wgmma::mbarrier_arrive(v_empty(stage));
+    // P as the next A operand only now: pa is read by the P·V just waited for (converting into
+    // other registers first let ptxas coalesce them with pa and wait before the exponentials).
+    accumulators_as_a<BN / 16>(p, pa);
+    pending = true;
+    pending_stage = static_cast<std::uint32_t>(stage);
+    pending_round = round;
     if (!item_done) {
       ++kt;
       continue;
     }
+    // The item's last P·V.
+    issue_pv(pending_stage, pending_round);
+    wgmma::wait<0>();
+    finish_pv(pending_stage);
+    pending = false;
 
     // The item's last tile: out = acc · (1 / l) (a row with a real query has seen itself: l >= 1;
     // one division a row, not 128), an exact zero as +0, stored 16 bytes a lane after a transpose
