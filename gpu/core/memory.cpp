@@ -9,8 +9,9 @@
 
 namespace tandem::gpu {
 namespace internal {
-// as cuda/memory.cpp has it; staged_to_device: from host staging memory, enqueued without waiting
-enum class copy_kind { device_to_device, device_to_host, host_to_device, staged_to_device };
+// as cuda/memory.cpp has it; staged_to_device / device_to_staged: from / into host staging
+// memory, enqueued without waiting
+enum class copy_kind { device_to_device, device_to_host, host_to_device, staged_to_device, device_to_staged };
 #if TANDEM_HAVE_CUDA
 result<void*> cuda_allocate(int index, std::int64_t bytes);
 void cuda_free(int index, void* p);
@@ -169,6 +170,11 @@ status copy_to_device(const exec_context& ctx, void* device_dst, const void* hos
 status enqueue_copy_to_device(const exec_context& ctx, void* device_dst, const void* staging_src, std::int64_t bytes) {
   op_profile_mark(ctx, "(copy from host staging, enqueued)");
   return ordered_copy(ctx, device_dst, staging_src, bytes, internal::copy_kind::staged_to_device);
+}
+
+status enqueue_copy_to_host(const exec_context& ctx, void* staging_dst, const void* device_src, std::int64_t bytes) {
+  op_profile_mark(ctx, "(copy to host staging, enqueued)");
+  return ordered_copy(ctx, staging_dst, device_src, bytes, internal::copy_kind::device_to_staged);
 }
 
 status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes) {

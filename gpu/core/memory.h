@@ -41,6 +41,11 @@ status copy_to_device(const exec_context& ctx, void* device_dst, const void* hos
 /// bytes must stay unchanged until the stream has passed the copy (a later synchronisation with
 /// it: a copy to the host, wait_for_device). On the CPU a memcpy.
 status enqueue_copy_to_device(const exec_context& ctx, void* device_dst, const void* staging_src, std::int64_t bytes);
+/// Enqueues a copy of `bytes` of ctx.dev's memory into host staging memory on ctx.stream and
+/// returns at once: the staging bytes are the copy's only once the host has waited for a point of
+/// the stream after it (a stream_marker placed after it, a synchronous copy, wait_for_device).
+/// On the CPU a memcpy.
+status enqueue_copy_to_host(const exec_context& ctx, void* staging_dst, const void* device_src, std::int64_t bytes);
 /// Zeroes `bytes` at `p` in ctx.dev's memory, ordered on ctx.stream.
 status fill_zero(const exec_context& ctx, void* p, std::int64_t bytes);
 

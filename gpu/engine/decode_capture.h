@@ -7,10 +7,19 @@
 // in buffers sized for the largest bucket, the logits in one of head_rows rows (the head runs
 // and samples that many rows at a time, as the engine's uncaptured steps do).
 //
-//   bucket B, parameters P not captured --run()--> the step at B rows run op by op (plans,
+//   bucket B, parameters P not captured --launch()--> the step at B rows run op by op (plans,
 //     scratch and library probes made; its results are the step's), then captured --> captured
-//   captured --run()--> inputs sent, replayed, tokens read back --> captured
+//   captured --launch()--> inputs sent, replayed, tokens' copy to the host enqueued --> captured
 //   any --clear()--> none captured (the weights' or the cache's storage moved)
+//
+// Steps in flight (launch() enqueues, collect() waits for the oldest; run() is both):
+//
+//   idle --launch--> one --launch--> two (the most) --collect--> one --collect--> idle
+//
+// A step may take its tokens from the one launched before it (`from_last`): row i's token is what
+// that step drew for one of its rows, copied on the device, so it can be enqueued before the host
+// has read those draws. Inputs and read-backs alternate between two host staging buffers, so the
+// host fills one step's while the device still reads the other's.
 //
 // A step run op by op that grows the shared workspace moves it: the other buckets' captures are
 // dropped then (they read the old one) and made again when next used.
@@ -20,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -31,6 +41,7 @@
 #include "gpu/core/exec_context.h"
 #include "gpu/core/philox.h"
 #include "gpu/core/status.h"
+#include "gpu/core/stream_marker.h"
 #include "gpu/model/config.h"
 #include "gpu/model/kv_cache.h"
 #include "gpu/model/model_weights.h"
@@ -72,7 +83,22 @@ class decode_capture {
   result<decode_draws> run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
                            std::span<const decode_row> rows, const ops::sampling_params& params);
 
-  /// Drops every capture and the buffers, once a step that a failure left in flight is done.
+  /// The same step enqueued, not waited for; its draws come from collect(), in launch order. At
+  /// most two steps are in flight (invalid_argument beyond). from_last, when given (one index a
+  /// row): row i's token is the one drawn for row from_last[i] of the step launched last
+  /// (rows[i].token is not read). On CUDA such a step must replay a capture (has_capture;
+  /// invalid_argument otherwise): a step run op by op checks its tokens on the host.
+  status launch(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
+                std::span<const decode_row> rows, const ops::sampling_params& params,
+                std::span<const std::int64_t> from_last = {});
+  /// Waits for the oldest step in flight and returns its draws; invalid_argument when none is.
+  result<decode_draws> collect();
+  std::int64_t in_flight() const { return static_cast<std::int64_t>(pending_.size()); }
+  /// Whether a step of `rows` rows drawn with `params` replays a capture (launch() runs it op by op,
+  /// then captures it, otherwise).
+  bool has_capture(std::int64_t rows, const ops::sampling_params& params) const;
+
+  /// Drops every capture and the buffers, once the steps in flight are done.
   void clear();
 
   /// Captures made and replays run since creation.
@@ -86,21 +112,37 @@ class decode_capture {
   };
   layout layout_of(std::int64_t bucket) const;
   status ensure_buffers(const exec_context& ctx, const model_config& c, dtype type);
-  status fill(const kv_cache& cache, std::span<const decode_row> rows, std::int64_t bucket);
-  /// The step at `bucket` rows over the buffers as fill() left them: what is captured, and what
-  /// the CPU runs again on each replay (so it reads the rows from the buffers, never from a call).
+  /// Fills staging_[slot] with the rows (from_last: tokens left to the device copies, but on the
+  /// CPU, whose drawn tokens are host memory, copied there too).
+  status fill(const kv_cache& cache, std::span<const decode_row> rows, std::int64_t bucket, int slot,
+              std::span<const std::int64_t> from_last);
+  /// The step at `bucket` rows over the buffers as fill() left them (the host mirror: mirror_):
+  /// what is captured, and what the CPU runs again on each replay (so it reads the rows from the
+  /// buffers, never from a call).
   status step_work(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache, std::int64_t bucket,
                    const ops::sampling_params& params) const;
 
   using key = std::tuple<std::int64_t, double, std::int32_t, double>;  // bucket, temperature, top_k, top_p
+  struct pending {                                  // a launched step, not yet collected
+    int slot;                                       // its staging and read-back buffers
+    std::int64_t rows;
+    stream_marker done;                             // after its read-back's copy
+  };
   std::int64_t max_bucket_, table_width_, head_rows_;
   std::map<key, captured_work> captured_;
   std::unique_ptr<workspace> scratch_;
   device_buffer inputs_, hidden_, drawn_;  // for max_bucket_ rows
   device_buffer logits_;                   // for head_rows_ rows
-  std::int32_t* staging_ = nullptr;                 // host staging of inputs_ (pinned on CUDA)
+  // Host staging (pinned on CUDA), two of each: a step's inputs (the host mirror step_work reads)
+  // and its read-back, tokens [max_bucket_] then logprobs [max_bucket_].
+  std::int32_t* staging_[2] = {nullptr, nullptr};
+  std::int32_t* back_[2] = {nullptr, nullptr};
+  int slot_ = 0;                                    // the next launch's
+  const std::int32_t* mirror_ = nullptr;            // staging of the step being enqueued
   exec_context ctx_;                                // the buffers' device and stream
-  bool in_flight_ = false;                          // inputs sent, not yet waited for
+  std::deque<pending> pending_;
+  bool unsettled_ = false;                          // a launch failed midway: wait for the device first
+  std::int64_t last_rows_ = 0;                      // rows of the step launched last (0: none since clear)
   std::vector<kv_cache::sequence_id> sequences_;    // the step's, for forward_cached's checks
   std::int64_t captures_ = 0, replays_ = 0;
 };

@@ -307,6 +307,16 @@ bool gemma4_generate_engine::preempt_one() {
 
 result<std::int64_t> gemma4_generate_engine::step() {
   const auto work = [this] { return static_cast<std::int64_t>(waiting_.size() + running_.size()); };
+  if (!in_flight_.empty()) {  // a captured step enqueued by the last call: follow it, take its draws
+    const auto started = clock_type::now();
+    if (auto s = advance(); !s) {
+      reset_after_failure();
+      return s;
+    }
+    ++profile_.steps;
+    profile_.step_seconds += seconds_since(started);
+    return work();
+  }
   if (!cache_) {
     if (!waiting_.empty())
       return fail(status_code::invalid_argument, "step: the KV cache is released (restore_cache() first); " +
@@ -339,13 +349,18 @@ result<std::int64_t> gemma4_generate_engine::step() {
     reset_after_failure();
     return s;
   }
+  if (!in_flight_.empty())  // run() enqueued a captured step
+    if (auto s = advance(); !s) {
+      reset_after_failure();
+      return s;
+    }
   ++profile_.steps;
   profile_.step_seconds += seconds_since(started);
   return work();
 }
 
 status gemma4_generate_engine::run(const std::vector<planned>& plan) {
-  if (capturable(plan)) return run_captured(plan);
+  if (capturable(plan)) return launch_captured(plan);
   const model_config& c = source_.config;
   std::vector<std::int32_t> tokens, positions, cu{0};
   std::vector<kv_cache::sequence_id> ids;
@@ -483,9 +498,11 @@ bool gemma4_generate_engine::capturable(const std::vector<planned>& plan) const 
   return !plan.empty();
 }
 
-status gemma4_generate_engine::run_captured(const std::vector<planned>& plan) {
+status gemma4_generate_engine::launch_captured(const std::vector<planned>& plan) {
   std::vector<decode_row> rows;
   rows.reserve(plan.size());
+  launched l;
+  l.params = plan.front().seq->request.sampling;
   for (const planned& p : plan) {
     sequence& s = *p.seq;
     if (!s.cache) s.cache = cache_->add_sequence();
@@ -498,22 +515,95 @@ status gemma4_generate_engine::run_captured(const std::vector<planned>& plan) {
     r.rng = s.request.rng;
     r.rng.position = static_cast<std::uint32_t>(s.tokens.size());
     rows.push_back(r);
+    l.rows.push_back(&s);
   }
   const auto started = clock_type::now();
-  auto draws = captured_->run(ctx_, source_.config, w_, *cache_, rows, plan.front().seq->request.sampling);
+  if (auto st = captured_->launch(ctx_, source_.config, w_, *cache_, rows, l.params); !st)
+    return fail(st.code(), "step: " + st.message());
+  profile_.model_seconds += seconds_since(started);
+  in_flight_.push_back(std::move(l));
+  return status::ok();
+}
+
+std::optional<std::vector<std::int64_t>> gemma4_generate_engine::follow_up(const launched& last) const {
+  if (!options_.overlap_decode || in_flight_.size() != 1 || !cache_) return std::nullopt;
+  // Nothing else could run next: every running sequence is in the step, none waits for admission.
+  if (last.rows.size() != running_.size()) return std::nullopt;
+  if (!waiting_.empty() && static_cast<std::int64_t>(running_.size()) < options_.max_num_sequences) return std::nullopt;
+  std::vector<std::int64_t> next;
+  for (std::size_t i = 0; i < last.rows.size(); ++i) {
+    const sequence* s = last.rows[i];
+    if (!s) return std::nullopt;
+    // Its draw in `last` is its generated token logprobs.size() + 1: the last one at max_new_tokens.
+    if (static_cast<std::int64_t>(s->logprobs.size()) + 1 < s->request.max_new_tokens) next.push_back(static_cast<std::int64_t>(i));
+  }
+  if (next.empty()) return std::nullopt;
+  // On CUDA the step must replay a capture (its tokens stay on the device).
+  if (!ctx_.dev.is_cpu() && !captured_->has_capture(static_cast<std::int64_t>(next.size()), last.params)) return std::nullopt;
+  for (const layer_type t : both_types) {  // one more row each, before `last` settles (conservative)
+    std::int64_t need = 0;
+    for (const std::int64_t i : next) need += cache_->blocks_to_reserve(*last.rows[static_cast<std::size_t>(i)]->cache, 1, t);
+    if (need > cache_->free_blocks(t)) return std::nullopt;
+  }
+  return next;
+}
+
+status gemma4_generate_engine::advance() {
+  if (auto next = follow_up(in_flight_.back())) {
+    const launched& last = in_flight_.back();
+    launched l;
+    l.params = last.params;
+    std::vector<decode_row> rows;
+    rows.reserve(next->size());
+    for (const std::int64_t i : *next) {
+      sequence& s = *last.rows[static_cast<std::size_t>(i)];
+      decode_row r;
+      r.sequence = *s.cache;
+      r.position = static_cast<std::int32_t>(cache_->length(*s.cache));
+      if (auto st = cache_->reserve(*s.cache, 1); !st) return fail(st.code(), "step: " + st.message());
+      r.rng = s.request.rng;
+      r.rng.position = static_cast<std::uint32_t>(s.tokens.size() + 1);  // after the token `last` draws
+      rows.push_back(r);
+      l.rows.push_back(&s);
+    }
+    const auto started = clock_type::now();
+    if (auto st = captured_->launch(ctx_, source_.config, w_, *cache_, rows, l.params, *next); !st)
+      return fail(st.code(), "step: " + st.message());
+    profile_.model_seconds += seconds_since(started);
+    in_flight_.push_back(std::move(l));
+    ++profile_.overlapped_steps;
+  }
+  return absorb();
+}
+
+status gemma4_generate_engine::absorb() {
+  launched l = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const auto started = clock_type::now();
+  auto draws = captured_->collect();
   if (!draws) return fail(draws.error().code(), "step: " + draws.error().message());
   profile_.model_seconds += seconds_since(started);
-  profile_.rows += static_cast<std::int64_t>(rows.size());
-  profile_.tokens += static_cast<std::int64_t>(rows.size());
+  profile_.rows += static_cast<std::int64_t>(l.rows.size());
   ++profile_.captured_steps;
   profile_.captures = captured_->captures();
-  for (std::size_t i = 0; i < plan.size(); ++i) {
-    sequence& s = *plan[i].seq;
-    s.computed += 1;
-    s.tokens.push_back(draws->tokens[i]);
-    s.logprobs.push_back(draws->logprobs[i]);
+  for (std::size_t i = 0; i < l.rows.size(); ++i) {
+    sequence* s = l.rows[i];
+    if (!s) continue;  // finished at the step before: this row is dropped
+    s->computed += 1;
+    s->tokens.push_back(draws->tokens[i]);
+    s->logprobs.push_back(draws->logprobs[i]);
+    ++profile_.tokens;
   }
   settle();
+  return status::ok();
+}
+
+status gemma4_generate_engine::drain() {
+  while (!in_flight_.empty())
+    if (status s = absorb(); !s) {
+      reset_after_failure();
+      return s;
+    }
   return status::ok();
 }
 
@@ -536,6 +626,8 @@ void gemma4_generate_engine::settle() {
 
 void gemma4_generate_engine::finish(std::size_t running_index, finish_reason why) {
   std::unique_ptr<sequence> s = std::move(running_[running_index]);
+  for (launched& l : in_flight_)  // its row of a step in flight is dropped
+    std::replace(l.rows.begin(), l.rows.end(), s.get(), static_cast<sequence*>(nullptr));
   running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(running_index));
   if (s->cache) cache_->release(*s->cache);
   finished_sequence f;
@@ -548,6 +640,7 @@ void gemma4_generate_engine::finish(std::size_t running_index, finish_reason why
 }
 
 void gemma4_generate_engine::reset_after_failure() {
+  in_flight_.clear();  // captured_->clear() below waits for the device
   for (auto& s : running_) {
     detach_prefix(*s);
     ids_.erase(s->request.id);
@@ -566,6 +659,7 @@ void gemma4_generate_engine::reset_after_failure() {
 // --- weights ---------------------------------------------------------------------------------------
 
 status gemma4_generate_engine::begin_weight_update(std::uint64_t version) {
+  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
   const std::string which = "begin_weight_update(" + std::to_string(version) + "): ";
   if (pending_)
     return fail(status_code::invalid_argument, which + "the update to version " + std::to_string(*pending_) +
@@ -611,6 +705,7 @@ status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const 
 }
 
 status gemma4_generate_engine::commit_weight_update() {
+  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
   if (!pending_) return fail(status_code::invalid_argument, "commit_weight_update: no weight update in progress");
   if (received_count_ != received_.size()) {
     const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
@@ -644,6 +739,7 @@ void gemma4_generate_engine::abort_weight_update() {
 }
 
 status gemma4_generate_engine::share_weights(const weight_source& source) {
+  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
   if (pending_) return fail(status_code::invalid_argument, "share_weights: refused while an update is staged");
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "share_weights: refused while sequences wait or run");
@@ -659,6 +755,7 @@ status gemma4_generate_engine::share_weights(const weight_source& source) {
 }
 
 status gemma4_generate_engine::bump_weight_version(std::uint64_t version) {
+  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
   const std::string which = "bump_weight_version(" + std::to_string(version) + "): ";
   if (!shared_)
     return fail(status_code::invalid_argument, which + "the weights are the engine's own copy: a refit is begin_weight_update, "
@@ -676,6 +773,7 @@ status gemma4_generate_engine::bump_weight_version(std::uint64_t version) {
 // --- memory ----------------------------------------------------------------------------------------
 
 status gemma4_generate_engine::release_cache() {
+  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
   if (!cache_) return status::ok();
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +

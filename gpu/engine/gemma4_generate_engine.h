@@ -35,6 +35,21 @@
 // the bucket write the cache's spare blocks, so every real row keeps its bits. Prefill steps,
 // mixed parameters, a trace hook or an armed op profile run op by op.
 //
+// Overlapped decode steps: while a captured step runs, the host enqueues the next one before it
+// reads this one's tokens, when nothing could change its rows (no admission pending, every running
+// sequence in the step). That step takes its tokens from the device's draws; the host appends this
+// step's, settles it, and returns from step() with the next in flight, so the host's scheduling
+// runs beside the device's work instead of between steps:
+//
+//   step k in flight --step()--> [nothing else could run: step k + 1 enqueued (its rows: k's, less
+//     those that reach max_new_tokens at k; one more cache row each)] wait for k's tokens, append,
+//     settle (a sequence finished at k has its row of k + 1 dropped) --> step k + 1 in flight, or
+//     none
+//
+// A request's tokens and logprobs are the same bits either way (rows are independent); a row of a
+// sequence that stopped at k is computed once more and dropped. Whatever changes the weights or
+// the cache (a refit, release_cache) first waits for the step in flight and takes its tokens.
+//
 // Weights: the engine's own slab on its device, replaced by begin / import_bucket / commit (a
 // staging slab, swapped in at commit), or a train engine's weights read in place on the same
 // device (share_weights; a refit is then bump_weight_version).
@@ -77,6 +92,8 @@ struct gemma4_generate_options {
   /// Decode steps (every row a decoding sequence's, one set of sampling parameters, no trace hook,
   /// no op profile armed, a model without MoE blocks, whose router reads back) are captured.
   decode_capture_mode capture_decode = decode_capture_mode::on_cuda;
+  /// A captured decode step enqueued before the last one's tokens are read (see above).
+  bool overlap_decode = true;
   tracer trace;                              ///< forward_cached's trace hook of every step (tests)
 };
 
@@ -89,6 +106,7 @@ struct generate_profile {
   double model_seconds = 0;    ///< inside the model's ops (forward_cached, the head, sampling)
   std::int64_t captured_steps = 0;  ///< decode steps replayed from a capture, or captured
   std::int64_t captures = 0;        ///< captures made (one per bucket and sampling parameters, again after a move)
+  std::int64_t overlapped_steps = 0;  ///< captured steps enqueued before the one before them was read back
 };
 
 class gemma4_generate_engine final : public generate_engine {
@@ -136,6 +154,8 @@ class gemma4_generate_engine final : public generate_engine {
   std::int64_t preemptions() const { return preemptions_; }
   std::int64_t shared_prefills() const { return shared_prefills_; }
   const generate_profile& profile() const { return profile_; }
+  /// Whether a captured step is in flight (step() returned with it enqueued; see above).
+  bool step_in_flight() const { return !in_flight_.empty(); }
 
  private:
   struct prefix {                            // a prompt minus its last token, shared by requests
@@ -159,6 +179,10 @@ class gemma4_generate_engine final : public generate_engine {
     prefix* pre = nullptr;
     std::int64_t rows = 0;
   };
+  struct launched {                          // a captured decode step in flight
+    std::vector<sequence*> rows;             // a row's sequence; null once it finished
+    ops::sampling_params params;
+  };
 
   gemma4_generate_engine() = default;
   static status check_create(const exec_context& ctx, const checkpoint& source, const gemma4_generate_options& options);
@@ -177,9 +201,18 @@ class gemma4_generate_engine final : public generate_engine {
   /// left, the prefix holders go); false when nothing can be freed.
   bool preempt_one();
   status run(const std::vector<planned>& plan);
-  /// Whether `plan` runs as a captured decode step, and runs it so.
+  /// Whether `plan` runs as a captured decode step, and enqueues it so (in_flight_).
   bool capturable(const std::vector<planned>& plan) const;
-  status run_captured(const std::vector<planned>& plan);
+  status launch_captured(const std::vector<planned>& plan);
+  /// With a captured step in flight: the next one enqueued when nothing else could run (see
+  /// above), then the oldest one's draws taken.
+  status advance();
+  /// Indices of the rows of `last` that continue after it, when the next step may follow it now.
+  std::optional<std::vector<std::int64_t>> follow_up(const launched& last) const;
+  /// Waits for the oldest step in flight, appends its draws, settles.
+  status absorb();
+  /// absorb() until nothing is in flight (reset_after_failure() when one fails).
+  status drain();
   /// After a step's draws: finished sequences leave, windows are trimmed.
   void settle();
   void finish(std::size_t running_index, finish_reason why);
@@ -205,6 +238,7 @@ class gemma4_generate_engine final : public generate_engine {
   std::size_t received_count_ = 0;
   std::optional<kv_cache> cache_;
   std::unique_ptr<decode_capture> captured_;  // cleared whenever the weights or the cache move
+  std::deque<launched> in_flight_;            // at most two, oldest first
   std::deque<sequence> waiting_;
   std::vector<std::unique_ptr<sequence>> running_;
   std::map<std::vector<std::int32_t>, prefix> prefixes_;

@@ -1,4 +1,5 @@
-// CUDA timing events for the op profile (host compiler; the runtime API needs no nvcc).
+// CUDA events for the op profile's timing and for stream markers (host compiler; the runtime API
+// needs no nvcc).
 #include <cuda_runtime_api.h>
 
 #include "gpu/core/cuda/check.h"
@@ -26,6 +27,12 @@ result<double> cuda_event_ms(void* from, void* to) {
   float ms = 0;
   TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
   return static_cast<double>(ms);
+}
+
+status cuda_wait_event(void* event) {
+  const host_wait waiting;
+  TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+  return status::ok();
 }
 
 void cuda_destroy_event(void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }

@@ -96,7 +96,7 @@ status cuda_copy(int index, void* dst, const void* src, std::int64_t bytes, bool
   return status::ok();
 }
 
-enum class copy_kind { device_to_device, device_to_host, host_to_device, staged_to_device };
+enum class copy_kind { device_to_device, device_to_host, host_to_device, staged_to_device, device_to_staged };
 
 result<void*> cuda_allocate_ordered(int index, void* stream, std::int64_t bytes, bool zero) {
   void* p = nullptr;
@@ -122,11 +122,11 @@ void cuda_free_ordered(int index, void* stream, void* p) {
 
 status cuda_copy_ordered(int index, void* stream, void* dst, const void* src, std::int64_t bytes, copy_kind kind) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const cudaMemcpyKind how = kind == copy_kind::device_to_device ? cudaMemcpyDeviceToDevice
-                             : kind == copy_kind::device_to_host ? cudaMemcpyDeviceToHost
-                                                                 : cudaMemcpyHostToDevice;
+  const cudaMemcpyKind how = kind == copy_kind::device_to_device                                     ? cudaMemcpyDeviceToDevice
+                             : kind == copy_kind::device_to_host || kind == copy_kind::device_to_staged ? cudaMemcpyDeviceToHost
+                                                                                                        : cudaMemcpyHostToDevice;
   TANDEM_CUDA_CHECK(cudaSetDevice(index));
-  if (kind == copy_kind::device_to_device || kind == copy_kind::staged_to_device) {
+  if (kind == copy_kind::device_to_device || kind == copy_kind::staged_to_device || kind == copy_kind::device_to_staged) {
     TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), how, s));
     return status::ok();
   }

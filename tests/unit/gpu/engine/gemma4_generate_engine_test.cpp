@@ -259,10 +259,12 @@ BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alo
   BOOST_TEST(differ == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_give_the_bits_of_steps_run_op_by_op) {
+BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_and_overlapped_give_the_bits_of_steps_run_op_by_op) {
   // Mostly one set of sampling parameters (captured steps), some of another (steps run op by op),
   // a running limit that is no power of two (padded buckets) and a pool that forces preemption,
   // on a dense model (a MoE block's router reads its counts back: such steps are not captured).
+  // Captured steps run one at a time, and overlapped (the next enqueued before the last one's
+  // tokens are read: stop tokens drop rows, max_new_tokens and admissions stop the overlap).
   const fs::path dir = fixtures / "e2b_like";
   std::mt19937 rng(5);
   const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -290,37 +292,72 @@ BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_give_the_bits_of_steps_
     o.max_num_sequences = running;
     if (running > 13)
       for (auto& r : requests) r.sampling = {0.7, 20, 0.9};
-    std::map<std::uint64_t, tg::finished_sequence> done[2];
-    std::int64_t captured_steps[2] = {0, 0}, captures[2] = {0, 0}, preempted[2] = {0, 0};
-    for (const int captured : {0, 1}) {
-      o.capture_decode = captured ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
+    // 0: op by op; 1: captured, one step at a time; 2: captured and overlapped
+    std::map<std::uint64_t, tg::finished_sequence> done[3];
+    std::int64_t captured_steps[3] = {}, captures[3] = {}, preempted[3] = {}, overlapped[3] = {}, extra[3] = {};
+    for (const int mode : {0, 1, 2}) {
+      o.capture_decode = mode > 0 ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
+      o.overlap_decode = mode == 2;
       if (running > 13) o.kv_cache_bytes = 64 << 20;
       auto e = engine(dir, o);
       BOOST_REQUIRE(e->submit(requests).is_ok());
-      done[captured] = run_all(*e);
-      captured_steps[captured] = e->profile().captured_steps;
-      captures[captured] = e->profile().captures;
-      preempted[captured] = e->preemptions();
+      done[mode] = run_all(*e);
+      captured_steps[mode] = e->profile().captured_steps;
+      captures[mode] = e->profile().captures;
+      preempted[mode] = e->preemptions();
+      overlapped[mode] = e->profile().overlapped_steps;
+      // A step left in flight (its rows all stopped) is waited for by whatever moves the cache.
+      BOOST_TEST(e->release_cache().is_ok());
+      BOOST_TEST(!e->step_in_flight());
+      BOOST_REQUIRE(e->restore_cache().is_ok());
+      extra[mode] = e->profile().rows - e->profile().tokens;  // prompt rows, recomputed ones, dropped ones
       BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
       BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
     }
     BOOST_TEST_CONTEXT("at most " << running << " running") {
       BOOST_TEST(captured_steps[0] == 0);
+      BOOST_TEST(overlapped[0] == 0);
+      BOOST_TEST(overlapped[1] == 0);
+      BOOST_TEST(extra[1] == extra[0]);
+      BOOST_TEST(extra[2] >= extra[0]);
       BOOST_TEST(captured_steps[1] > 30, captured_steps[1] << " captured steps");
+      BOOST_TEST(overlapped[2] > 20, overlapped[2] << " overlapped steps");
       BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
       if (running == 13) BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
-      BOOST_REQUIRE(done[1].size() == requests.size());
-      std::size_t differ = 0;
-      for (const auto& r : requests) {
-        const auto& got = done[1].at(r.id);
-        const auto& want = done[0].at(r.id);
-        const bool same = got.tokens == want.tokens && got.reason == want.reason &&
-                          std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
-        if (!same && ++differ <= 5) BOOST_ERROR("request " << r.id << " differs between captured and op-by-op steps");
+      for (const int mode : {1, 2}) {
+        BOOST_REQUIRE(done[mode].size() == requests.size());
+        std::size_t differ = 0;
+        for (const auto& r : requests) {
+          const auto& got = done[mode].at(r.id);
+          const auto& want = done[0].at(r.id);
+          const bool same = got.tokens == want.tokens && got.reason == want.reason &&
+                            std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
+          if (!same && ++differ <= 5)
+            BOOST_ERROR("request " << r.id << " differs between " << (mode == 1 ? "captured" : "overlapped") << " and op-by-op steps");
+        }
+        BOOST_TEST(differ == 0u);
       }
-      BOOST_TEST(differ == 0u);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(overlapped_decode_steps_of_sequences_that_end_together_by_length_compute_no_row_in_vain) {
+  const fs::path dir = fixtures / "e2b_like";
+  tg::gemma4_generate_options o;
+  o.max_num_sequences = 6;
+  o.capture_decode = tg::decode_capture_mode::always;
+  auto e = engine(dir, o);
+  std::vector<tg::generation_request> requests;
+  for (std::uint64_t i = 0; i < 6; ++i)
+    requests.push_back(request(i, {static_cast<std::int32_t>(5 + i), 40, 41}, 9, {0.7, 20, 0.9}));
+  BOOST_REQUIRE(e->submit(requests).is_ok());
+  const auto done = run_all(*e);
+  BOOST_TEST(done.size() == requests.size());
+  BOOST_TEST(!e->step_in_flight(), "the last step should not be followed");
+  BOOST_TEST(e->profile().overlapped_steps >= 6, e->profile().overlapped_steps << " overlapped steps");
+  BOOST_TEST(e->profile().tokens == 6 * 9);
+  // Rows: 3 prompt rows and 8 decode rows a sequence (its last token is not fed back), none dropped.
+  BOOST_TEST(e->profile().rows == 6 * (3 + 8));
 }
 
 BOOST_AUTO_TEST_CASE(a_decode_step_computes_one_row_per_running_sequence_and_sliding_blocks_stay_in_the_window) {
