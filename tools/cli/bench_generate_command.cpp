@@ -1,12 +1,13 @@
 // `tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda]
 //  [--dtype fp32|bf16] [--temperature T --top-k K --top-p P] [--prefill-budget R] [--seed N] [--profile] [--profiler-range]
-//  [--agreement] [--json FILE]`:
+//  [--agreement] [--overlap on|off] [--json FILE]`:
 // one batch of sampled generations by the Gemma 4 generate engine over random initial weights,
 // beside the decode step's GEMM-only ceiling and memory roofline measured in the same run
 // (generate_bench.h); --profile adds the decode steps' time op by op (gpu/core/op_profile.h);
 // --profiler-range brackets one replayed decode step for `ncu --profile-from-start off`;
 // --agreement how closely a train engine scores a batch sampled at temperature 0.7, top-k 20,
-// top-p 0.9 (generate_agreement.h).
+// top-p 0.9 (generate_agreement.h); --overlap off runs decode steps one at a time (the engine
+// otherwise enqueues the next before it reads the last one's tokens).
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -25,7 +26,8 @@ namespace {
 constexpr const char* usage =
     "usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]\n"
     "                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]\n"
-    "                             [--prefill-budget R] [--seed N] [--profile] [--profiler-range] [--agreement] [--json FILE]\n";
+    "                             [--prefill-budget R] [--seed N] [--profile] [--profiler-range] [--agreement]\n"
+    "                             [--overlap on|off] [--json FILE]\n";
 
 std::string fixed(double v, int digits) {
   char b[64];
@@ -40,7 +42,7 @@ double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast
 int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) {
   const parsed_options p = parse_options(a,
                                          {"--model", "--batch", "--prompt-len", "--new-tokens", "--backend", "--dtype", "--temperature",
-                                          "--top-k", "--top-p", "--prefill-budget", "--seed", "--json"},
+                                          "--top-k", "--top-p", "--prefill-budget", "--seed", "--overlap", "--json"},
                                          {"--profile", "--agreement", "--profiler-range"});
   if (!p.problem.empty()) {
     err << "tandem bench generate: " << p.problem << "\n" << usage;
@@ -55,6 +57,13 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
   s.profile = p.flags.count("--profile") > 0;
   s.profiler_range = p.flags.count("--profiler-range") > 0;
   if (p.flags.count("--agreement") > 0) s.agreement = gpu::ops::sampling_params{0.7, 20, 0.9};
+  if (const auto it = p.values.find("--overlap"); it != p.values.end()) {
+    if (it->second != "on" && it->second != "off") {
+      err << "tandem bench generate: --overlap '" << it->second << "': expected on or off\n" << usage;
+      return exit_usage;
+    }
+    s.overlap = it->second == "on";
+  }
   const struct {
     const char* name;
     long long min, max;
@@ -115,7 +124,8 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
       << fixed(f->prefill_ms, 1) << " ms, " << f->decode_steps << " decode steps of " << fixed(f->decode_step_ms_median, 3)
       << " ms median (" << fixed(f->decode_step_ms_mean, 3) << " mean, " << fixed(f->host_waits_per_decode_step, 2)
       << " host waits for the device each, " << fixed(f->decode_host_ms_mean, 3)
-      << " ms outside them, enqueueing); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
+      << " ms outside them, enqueueing; " << f->overlapped_steps
+      << " enqueued before the last one's tokens were read); mean logprob of a sampled token " << fixed(f->mean_logprob, 3)
       << "\n"
       << "  decode GEMM-only ceiling (a decode step's matrix products at " << s.batch
       << " rows through the linear op, same device and dtype, this run): " << fixed(f->decode_gemm_ceiling_ms, 3)
@@ -170,6 +180,7 @@ int bench_generate_command(const args& a, std::ostream& out, std::ostream& err) 
                               {"decode_step_ms_median", f->decode_step_ms_median},
                               {"decode_step_ms_mean", f->decode_step_ms_mean},
                               {"host_waits_per_decode_step", f->host_waits_per_decode_step},
+                              {"overlapped_steps", f->overlapped_steps},
                               {"decode_host_ms_mean", f->decode_host_ms_mean},
                               {"decode_gemm_ceiling_ms", f->decode_gemm_ceiling_ms},
                               {"ceiling_fraction", f->ceiling_fraction},

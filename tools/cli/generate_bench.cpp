@@ -92,6 +92,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   o.max_sequence_length = s.prompt_len + s.new_tokens;
   o.prefill_token_budget = s.prefill_token_budget;
   o.kv_block_size = s.kv_block_size;
+  o.overlap_decode = s.overlap;
   // Every sequence at its full length at once, plus a partial block each: no preemption.
   const std::int64_t blocks = s.batch * ((o.max_sequence_length + s.kv_block_size - 1) / s.kv_block_size + 2);
   o.kv_cache_bytes = blocks * gpu::kv_block_bytes(c, s.weights, s.kv_block_size);
@@ -112,6 +113,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     std::int64_t sampled = 0;
     bool profiling = false;  // armed after the timed run's first decode step: later ones are decode steps too
     const auto start = clock_type::now();
+    const std::int64_t overlapped_before = e.profile().overlapped_steps;
     if (auto st = e.submit(requests); !st) return fail("submit", st);
     for (std::int64_t step = 0;; ++step) {
       const gpu::generate_profile before = e.profile();
@@ -161,6 +163,7 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
     f.tokens_per_s = static_cast<double>(sampled) / (f.total_ms / 1e3);
     f.mean_logprob = logprob_sum / static_cast<double>(sampled);
     f.decode_steps = static_cast<std::int64_t>(decode_times.size());
+    f.overlapped_steps = e.profile().overlapped_steps - overlapped_before;
     if (f.decode_steps > 0) f.host_waits_per_decode_step = static_cast<double>(decode_waits) / static_cast<double>(f.decode_steps);
     if (!decode_times.empty()) {
       f.decode_step_ms_mean = std::accumulate(decode_times.begin(), decode_times.end(), 0.0) / static_cast<double>(decode_times.size()) * 1e3;

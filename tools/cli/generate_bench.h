@@ -33,6 +33,9 @@ struct generate_bench_settings {
   std::int64_t kv_block_size = 16;
   std::uint64_t seed = 1;
   bool profile = false;  ///< time the ops of the timed run's decode steps (gpu/core/op_profile.h)
+  /// Enqueue a decode step before the last one's tokens are read (the engine's default); off: one
+  /// step at a time, to measure what the overlap gives.
+  bool overlap = true;
   /// Bracket the timed run's third decode step (the warm-up has captured its bucket, so a replayed
   /// one) with the CUDA profiler's collection range (gpu/core/profiler_range.h): `ncu
   /// --profile-from-start off` then times that step's kernels alone.
@@ -51,6 +54,7 @@ struct generate_bench_figures {
   std::int64_t decode_steps = 0;   ///< steps of one row per running sequence
   double decode_step_ms_median = 0, decode_step_ms_mean = 0;
   double host_waits_per_decode_step = 0;  ///< the host's waits for the device (gpu/core/host_waits.h), mean
+  std::int64_t overlapped_steps = 0;      ///< decode steps enqueued before the step before them was read back
   /// A decode step's time outside those waits, mean: the host enqueueing, including any time a
   /// launch stalls on the device's full launch queue (so not the host's own work alone).
   double decode_host_ms_mean = 0;

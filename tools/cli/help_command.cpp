@@ -282,7 +282,8 @@ cuda runs on cuda:0. --json FILE writes every figure.
 
 usage: tandem bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N]
                              [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]
-                             [--prefill-budget R] [--seed N] [--json FILE]
+                             [--prefill-budget R] [--seed N] [--profile] [--profiler-range] [--agreement]
+                             [--overlap on|off] [--json FILE]
 
 Times one batch of sampled generations by the Gemma 4 generate engine on the model of DIR's
 config.json with the random initial weights of `tandem init`: B prompts (default 256) of P random
@@ -295,7 +296,11 @@ GEMM-only ceiling (its matrix products at B rows alone through the same linear o
 and dtype) and the memory roofline (the bytes it must read, every weight once and each
 sequence's visible K/V, at the device's copy bandwidth), with the decode step as a fraction of
 each. Weights, activations and the KV cache are stored in --dtype (fp32, or bf16 on CUDA);
---backend cuda runs on cuda:0. --json FILE writes every figure.
+--backend cuda runs on cuda:0. Captured decode steps are overlapped: the engine enqueues the next
+step before it reads the last one's tokens, so its scheduling runs beside the device; --overlap
+off runs them one at a time. --profile times the decode steps op by op, --profiler-range brackets
+one replayed decode step for `ncu --profile-from-start off`, --agreement scores a batch sampled at
+temperature 0.7, top-k 20, top-p 0.9 with a train engine. --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
 )";
