@@ -155,16 +155,21 @@ status copy_on_device(const exec_context& ctx, void* dst, const void* src, std::
   return ordered_copy(ctx, dst, src, bytes, internal::copy_kind::device_to_device);
 }
 
-// A copy across the host boundary returns once complete: its mark is charged with the copy and
-// with whatever the host does before it enqueues the next work (the device waits meanwhile).
+// A copy across the host boundary returns once complete: its mark is charged with the copy, and
+// the mark after it with whatever the host does before it enqueues the next work (the device
+// waits meanwhile).
 status copy_to_host(const exec_context& ctx, void* host, const void* device_src, std::int64_t bytes) {
-  op_profile_mark(ctx, "(copy to the host, then host work)");
-  return ordered_copy(ctx, host, device_src, bytes, internal::copy_kind::device_to_host);
+  op_profile_mark(ctx, "(copy to the host)");
+  const status s = ordered_copy(ctx, host, device_src, bytes, internal::copy_kind::device_to_host);
+  op_profile_mark(ctx, "(host work after a copy to the host)");
+  return s;
 }
 
 status copy_to_device(const exec_context& ctx, void* device_dst, const void* host, std::int64_t bytes) {
-  op_profile_mark(ctx, "(copy from the host, then host work)");
-  return ordered_copy(ctx, device_dst, host, bytes, internal::copy_kind::host_to_device);
+  op_profile_mark(ctx, "(copy from the host)");
+  const status s = ordered_copy(ctx, device_dst, host, bytes, internal::copy_kind::host_to_device);
+  op_profile_mark(ctx, "(host work after a copy from the host)");
+  return s;
 }
 
 status enqueue_copy_to_device(const exec_context& ctx, void* device_dst, const void* staging_src, std::int64_t bytes) {
