@@ -659,7 +659,10 @@ void gemma4_generate_engine::reset_after_failure() {
 // --- weights ---------------------------------------------------------------------------------------
 
 status gemma4_generate_engine::begin_weight_update(std::uint64_t version) {
-  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
+  // A step in flight reads the weights and the cache. With nothing running its rows are all
+  // dropped ones, so waiting for it changes no sequence; otherwise the call refuses below.
+  if (running_.empty())
+    if (status s = drain(); !s) return s;
   const std::string which = "begin_weight_update(" + std::to_string(version) + "): ";
   if (pending_)
     return fail(status_code::invalid_argument, which + "the update to version " + std::to_string(*pending_) +
@@ -705,7 +708,9 @@ status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const 
 }
 
 status gemma4_generate_engine::commit_weight_update() {
-  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
+  // Nothing runs while an update is staged (submit refuses, begin needs an idle engine), but a
+  // step whose rows all stopped may still be in flight, reading the live weights.
+  if (status s = drain(); !s) return s;
   if (!pending_) return fail(status_code::invalid_argument, "commit_weight_update: no weight update in progress");
   if (received_count_ != received_.size()) {
     const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
@@ -739,7 +744,10 @@ void gemma4_generate_engine::abort_weight_update() {
 }
 
 status gemma4_generate_engine::share_weights(const weight_source& source) {
-  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
+  // A step in flight reads the weights and the cache. With nothing running its rows are all
+  // dropped ones, so waiting for it changes no sequence; otherwise the call refuses below.
+  if (running_.empty())
+    if (status s = drain(); !s) return s;
   if (pending_) return fail(status_code::invalid_argument, "share_weights: refused while an update is staged");
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "share_weights: refused while sequences wait or run");
@@ -755,7 +763,10 @@ status gemma4_generate_engine::share_weights(const weight_source& source) {
 }
 
 status gemma4_generate_engine::bump_weight_version(std::uint64_t version) {
-  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
+  // A step in flight reads the weights and the cache. With nothing running its rows are all
+  // dropped ones, so waiting for it changes no sequence; otherwise the call refuses below.
+  if (running_.empty())
+    if (status s = drain(); !s) return s;
   const std::string which = "bump_weight_version(" + std::to_string(version) + "): ";
   if (!shared_)
     return fail(status_code::invalid_argument, which + "the weights are the engine's own copy: a refit is begin_weight_update, "
@@ -773,7 +784,10 @@ status gemma4_generate_engine::bump_weight_version(std::uint64_t version) {
 // --- memory ----------------------------------------------------------------------------------------
 
 status gemma4_generate_engine::release_cache() {
-  if (status s = drain(); !s) return s;  // a step in flight reads the weights and the cache
+  // A step in flight reads the weights and the cache. With nothing running its rows are all
+  // dropped ones, so waiting for it changes no sequence; otherwise the call refuses below.
+  if (running_.empty())
+    if (status s = drain(); !s) return s;
   if (!cache_) return status::ok();
   if (!waiting_.empty() || !running_.empty())
     return fail(status_code::invalid_argument, "release_cache: refused while " + std::to_string(waiting_.size()) +

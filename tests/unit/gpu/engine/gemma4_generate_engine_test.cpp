@@ -436,6 +436,44 @@ BOOST_AUTO_TEST_CASE(a_refit_that_fails_midway_leaves_the_old_version_generating
   BOOST_TEST(gen->weights_digest() == trainer->weights_digest());
 }
 
+BOOST_AUTO_TEST_CASE(a_stop_token_met_while_the_next_step_runs_drops_its_row_and_a_refit_waits_for_that_step) {
+  // One sampled request, overlapped: when the step that draws its stop token is read back, the next
+  // step is already in flight; step() returns 0 with it running, its one row dropped. A refit (or
+  // release_cache) then waits for it first.
+  const fs::path dir = fixtures / "e2b_like";
+  tg::gemma4_generate_options o;
+  o.capture_decode = tg::decode_capture_mode::always;
+  auto r = request(3, {9, 30, 31}, 12, {1.0, 0, 1.0});
+  const auto free_run = [&] {
+    auto e = engine(dir, o);
+    BOOST_REQUIRE(e->submit(std::span(&r, 1)).is_ok());
+    return run_all(*e).at(r.id);
+  }();
+  BOOST_REQUIRE(free_run.tokens.size() == 12u);
+  // The first token from the fourth on that the request has not drawn before: its stop token.
+  std::size_t j = 3;
+  while (j < 11 && std::find(free_run.tokens.begin(), free_run.tokens.begin() + static_cast<std::ptrdiff_t>(j),
+                             free_run.tokens[j]) != free_run.tokens.begin() + static_cast<std::ptrdiff_t>(j))
+    ++j;
+  BOOST_REQUIRE_MESSAGE(j < 11, "the sampled continuation repeats itself: no stop token to choose");
+  r.stop_tokens = {free_run.tokens[j]};
+  auto e = engine(dir, o);
+  BOOST_REQUIRE(e->submit(std::span(&r, 1)).is_ok());
+  const auto done = run_all(*e);
+  const auto& f = done.at(r.id);
+  BOOST_TEST((f.reason == tg::finish_reason::stop_token));
+  BOOST_TEST((f.tokens == std::vector<std::int32_t>(free_run.tokens.begin(), free_run.tokens.begin() + static_cast<std::ptrdiff_t>(j) + 1)));
+  BOOST_TEST(std::memcmp(f.logprobs.data(), free_run.logprobs.data(), 4 * (j + 1)) == 0);
+  BOOST_TEST(e->step_in_flight(), "the step after the stop token should have been enqueued");
+  // Rows are counted once read back: 3 prompt rows, j decode rows (the last token is not fed back).
+  BOOST_TEST(e->profile().rows - e->profile().tokens == 2);
+  BOOST_REQUIRE(e->begin_weight_update(1).is_ok());
+  BOOST_TEST(!e->step_in_flight());
+  BOOST_TEST(e->profile().rows - e->profile().tokens == 3, "the step in flight's one row, dropped");
+  e->abort_weight_update();
+  BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_colocated_generator_reads_the_trainers_weights_in_place_and_a_refit_is_a_bump) {
   const fs::path dir = fixtures / "sliding_only";
   auto gen = engine(dir);
