@@ -1,5 +1,5 @@
 // A decode step captured per batch bucket (decode_capture.h): the inputs' layout and fill, the
-// step's work, and the capture-or-replay of run().
+// step's work, and the capture-or-replay of launch() and collect().
 #include "gpu/engine/decode_capture.h"
 
 #include <algorithm>
@@ -136,7 +136,7 @@ status decode_capture::step_work(const exec_context& ctx, const model_config& c,
     return tensor::contiguous(on_device + at, dtype::int32, shape, inputs_.view().dev());
   };
   const auto host = [&](std::int64_t at, std::vector<std::int64_t> shape) {
-    return tensor::contiguous(const_cast<std::int32_t*>(mirror_) + at, dtype::int32, shape, device::cpu());
+    return tensor::contiguous(mirror_ + at, dtype::int32, shape, device::cpu());
   };
   cached_batch batch;
   batch.sequences = sequences_;
@@ -170,12 +170,6 @@ status decode_capture::step_work(const exec_context& ctx, const model_config& c,
 
 bool decode_capture::has_capture(std::int64_t rows, const ops::sampling_params& params) const {
   return captured_.count(key{bucket_of(std::max<std::int64_t>(rows, 1)), params.temperature, params.top_k, params.top_p}) > 0;
-}
-
-result<decode_draws> decode_capture::run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
-                                         std::span<const decode_row> rows, const ops::sampling_params& params) {
-  TANDEM_RETURN_IF_ERROR(launch(ctx, c, w, cache, rows, params));
-  return collect();
 }
 
 status decode_capture::launch(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,

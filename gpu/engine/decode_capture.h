@@ -12,7 +12,7 @@
 //   captured --launch()--> inputs sent, replayed, tokens' copy to the host enqueued --> captured
 //   any --clear()--> none captured (the weights' or the cache's storage moved)
 //
-// Steps in flight (launch() enqueues, collect() waits for the oldest; run() is both):
+// Steps in flight (launch() enqueues, collect() waits for the oldest):
 //
 //   idle --launch--> one --launch--> two (the most) --collect--> one --collect--> idle
 //
@@ -76,18 +76,15 @@ class decode_capture {
   decode_capture& operator=(const decode_capture&) = delete;
   ~decode_capture();
 
-  /// One decode step of `rows` (1 to max_rows; every sequence's last token reserved in `cache`),
-  /// all drawn with `params`: forward_cached, the head and sampling_forward, as the engine's step
-  /// runs them. invalid_argument naming the row or sequence that does not fit; the ops' or the
-  /// device's error otherwise (the cache's slots of these rows are then unspecified).
-  result<decode_draws> run(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
-                           std::span<const decode_row> rows, const ops::sampling_params& params);
-
-  /// The same step enqueued, not waited for; its draws come from collect(), in launch order. At
-  /// most two steps are in flight (invalid_argument beyond). from_last, when given (one index a
-  /// row): row i's token is the one drawn for row from_last[i] of the step launched last
-  /// (rows[i].token is not read). On CUDA such a step must replay a capture (has_capture;
-  /// invalid_argument otherwise): a step run op by op checks its tokens on the host.
+  /// Enqueues one decode step of `rows` (1 to max_rows; every sequence's last token reserved in
+  /// `cache`), all drawn with `params`: forward_cached, the head and sampling_forward, as the
+  /// engine's step runs them; its draws come from collect(), in launch order. At most two steps
+  /// are in flight (invalid_argument beyond). from_last, when given (one index a row): row i's
+  /// token is the one drawn for row from_last[i] of the step launched last (rows[i].token is not
+  /// read); on CUDA such a step must replay a capture (has_capture; invalid_argument otherwise): a
+  /// step run op by op checks its tokens on the host. invalid_argument naming the row or sequence
+  /// that does not fit; the ops' or the device's error otherwise (the cache's slots of these rows
+  /// are then unspecified).
   status launch(const exec_context& ctx, const model_config& c, const model_weights& w, kv_cache& cache,
                 std::span<const decode_row> rows, const ops::sampling_params& params,
                 std::span<const std::int64_t> from_last = {});
@@ -138,7 +135,7 @@ class decode_capture {
   std::int32_t* staging_[2] = {nullptr, nullptr};
   std::int32_t* back_[2] = {nullptr, nullptr};
   int slot_ = 0;                                    // the next launch's
-  const std::int32_t* mirror_ = nullptr;            // staging of the step being enqueued
+  std::int32_t* mirror_ = nullptr;                  // staging of the step being enqueued
   exec_context ctx_;                                // the buffers' device and stream
   std::deque<pending> pending_;
   bool unsettled_ = false;                          // a launch failed midway: wait for the device first
