@@ -307,21 +307,28 @@ bool gemma4_generate_engine::preempt_one() {
 
 result<std::int64_t> gemma4_generate_engine::step() {
   const auto work = [this] { return static_cast<std::int64_t>(waiting_.size() + running_.size()); };
-  if (!in_flight_.empty()) {  // a captured step enqueued by the last call: follow it, take its draws
-    const auto started = clock_type::now();
+  const auto started = clock_type::now();
+  if (in_flight_.empty()) {  // else the last call enqueued a captured step: follow it, take its draws
+    auto began = start_step();
+    if (!began) return began.error();
+    if (!*began) return work();
+  }
+  if (!in_flight_.empty())
     if (auto s = advance(); !s) {
       reset_after_failure();
       return s;
     }
-    ++profile_.steps;
-    profile_.step_seconds += seconds_since(started);
-    return work();
-  }
+  ++profile_.steps;
+  profile_.step_seconds += seconds_since(started);
+  return work();
+}
+
+result<bool> gemma4_generate_engine::start_step() {
   if (!cache_) {
     if (!waiting_.empty())
       return fail(status_code::invalid_argument, "step: the KV cache is released (restore_cache() first); " +
                                                      std::to_string(waiting_.size()) + " sequences stay queued");
-    return work();
+    return false;
   }
   while (static_cast<std::int64_t>(running_.size()) < options_.max_num_sequences && !waiting_.empty()) {
     if (!running_.empty() && !room_for(waiting_.front())) break;  // admitting it would only preempt someone
@@ -330,8 +337,7 @@ result<std::int64_t> gemma4_generate_engine::step() {
     s->admitted = ++admissions_;
     running_.push_back(std::move(s));
   }
-  if (running_.empty()) return work();
-  const auto started = clock_type::now();
+  if (running_.empty()) return false;
   std::vector<planned> plan;
   for (;;) {
     for (auto& s : running_)
@@ -349,14 +355,7 @@ result<std::int64_t> gemma4_generate_engine::step() {
     reset_after_failure();
     return s;
   }
-  if (!in_flight_.empty())  // run() enqueued a captured step
-    if (auto s = advance(); !s) {
-      reset_after_failure();
-      return s;
-    }
-  ++profile_.steps;
-  profile_.step_seconds += seconds_since(started);
-  return work();
+  return true;
 }
 
 status gemma4_generate_engine::run(const std::vector<planned>& plan) {
@@ -498,6 +497,16 @@ bool gemma4_generate_engine::capturable(const std::vector<planned>& plan) const 
   return !plan.empty();
 }
 
+result<decode_row> gemma4_generate_engine::reserve_row(sequence& s, std::size_t draw) {
+  decode_row r;
+  r.sequence = *s.cache;
+  r.position = static_cast<std::int32_t>(cache_->length(*s.cache));
+  if (auto st = cache_->reserve(*s.cache, 1); !st) return fail(st.code(), "step: " + st.message());
+  r.rng = s.request.rng;
+  r.rng.position = static_cast<std::uint32_t>(draw);
+  return r;
+}
+
 status gemma4_generate_engine::launch_captured(const std::vector<planned>& plan) {
   std::vector<decode_row> rows;
   rows.reserve(plan.size());
@@ -506,15 +515,10 @@ status gemma4_generate_engine::launch_captured(const std::vector<planned>& plan)
   for (const planned& p : plan) {
     sequence& s = *p.seq;
     if (!s.cache) s.cache = cache_->add_sequence();
-    const std::int64_t at = cache_->length(*s.cache);
-    if (auto st = cache_->reserve(*s.cache, 1); !st) return fail(st.code(), "step: " + st.message());
-    decode_row r;
-    r.sequence = *s.cache;
-    r.token = s.tokens[static_cast<std::size_t>(at)];
-    r.position = static_cast<std::int32_t>(at);
-    r.rng = s.request.rng;
-    r.rng.position = static_cast<std::uint32_t>(s.tokens.size());
-    rows.push_back(r);
+    auto r = reserve_row(s, s.tokens.size());
+    if (!r) return r.error();
+    r->token = s.tokens[static_cast<std::size_t>(r->position)];
+    rows.push_back(*r);
     l.rows.push_back(&s);
   }
   const auto started = clock_type::now();
@@ -557,13 +561,9 @@ status gemma4_generate_engine::advance() {
     rows.reserve(next->size());
     for (const std::int64_t i : *next) {
       sequence& s = *last.rows[static_cast<std::size_t>(i)];
-      decode_row r;
-      r.sequence = *s.cache;
-      r.position = static_cast<std::int32_t>(cache_->length(*s.cache));
-      if (auto st = cache_->reserve(*s.cache, 1); !st) return fail(st.code(), "step: " + st.message());
-      r.rng = s.request.rng;
-      r.rng.position = static_cast<std::uint32_t>(s.tokens.size() + 1);  // after the token `last` draws
-      rows.push_back(r);
+      auto r = reserve_row(s, s.tokens.size() + 1);  // after the token `last` draws; its token from the device
+      if (!r) return r.error();
+      rows.push_back(*r);
       l.rows.push_back(&s);
     }
     const auto started = clock_type::now();

@@ -201,6 +201,12 @@ class gemma4_generate_engine final : public generate_engine {
   /// left, the prefix holders go); false when nothing can be freed.
   bool preempt_one();
   status run(const std::vector<planned>& plan);
+  /// Admits, plans and runs a step (a captured one is only enqueued: in_flight_); false when
+  /// nothing runs. Resets the engine after a failed step.
+  result<bool> start_step();
+  /// s's decode row at its cache's next position, reserved there, drawing the sequence's token
+  /// `draw` (its token left to the caller).
+  result<decode_row> reserve_row(sequence& s, std::size_t draw);
   /// Whether `plan` runs as a captured decode step, and enqueues it so (in_flight_).
   bool capturable(const std::vector<planned>& plan) const;
   status launch_captured(const std::vector<planned>& plan);
