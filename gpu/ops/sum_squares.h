@@ -22,8 +22,9 @@ struct element_range {
 /// stored value, the sum in float64. Ranges lie inside x, in any order, may overlap or be empty.
 ///
 /// Order of the sums: on the CPU, element by element in index order; on CUDA, in chunks of
-/// 16384 elements, each chunk a fixed tree over its block's threads, a range's chunks added in
-/// order. Both are deterministic (the same bits run after run); they are not the same order.
+/// 16384 elements, each chunk a fixed tree over its block's threads, a range's chunk sums added
+/// in a fixed tree of the same shape (each of 256 threads adds every 256th chunk in order). Both
+/// are deterministic (the same bits run after run); they are not the same order.
 ///
 ///   x       F32 | BF16 on CUDA, F32 | F64 on the CPU [n], contiguous
 ///   ranges  host memory

@@ -39,6 +39,7 @@
 #include "gpu/ops/rmsnorm.h"
 #include "gpu/ops/rope.h"
 #include "gpu/ops/softcap.h"
+#include "gpu/ops/sum_squares.h"
 
 using namespace tandem::gpu;
 
@@ -265,6 +266,16 @@ int main(int argc, char** argv) {
     ops::adamw_hyper h;
     bandwidth("adamw_step", "2^28, fp32 master+moments, bf16 copy", n * (4.0 * 4 + 3 * 4 + 2),
               [&] { return ops::adamw_step(ctx, p.t, g.t, m.t, v.t, h, copy.t); });
+  }
+  if (wanted({"sum_squares"})) {
+    // The gradient norm over E2B's per-layer embedding (262144 x 8960, one range of 2.35e9
+    // elements) and 256 ranges of 65536 after it; each call waits for its sums on the host.
+    const std::int64_t big = std::int64_t{262144} * 8960, small = 65536, count = 256, n = big + count * small;
+    buffer x(bf, {n});
+    std::vector<ops::element_range> ranges{{0, big}};
+    for (std::int64_t r = 0; r < count; ++r) ranges.push_back({big + r * small, small});
+    std::vector<double> sums(ranges.size());
+    bandwidth("sum_squares", "[2.35e9] + 256 x [65536]", n * 2.0, [&] { return ops::sum_squares(ctx, x.t, ranges, sums); });
   }
   if (wanted({"logprobs_forward", "logprobs_backward"})) {
     const std::int64_t rows = quick ? 256 : 1024, vocab = 262144;

@@ -186,11 +186,11 @@ __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.w
 /// e_j = token_weight (the gradient's own formula): per thread in float32 in chunk order, per
 /// block in double by the fixed tree, then the blocks' sums in rank order, which every block
 /// reads alike. A NaN logit makes S NaN, +-infinity fail the range test: the row is bad.
-template <class S, class G>
+template <class S, class G, bool Accumulate>
 __global__ void __cluster_dims__(cluster_ctas, 1, 1) __launch_bounds__(cluster_threads, 2)
     logprobs_backward_cluster_kernel(const S* __restrict__ logits, const std::int32_t* __restrict__ targets,
                                      const G* __restrict__ dlogprobs, std::int64_t v, filter::params p,
-                                     S* __restrict__ dlogits, bool accumulate) {
+                                     S* __restrict__ dlogits) {
   constexpr int n = 16 / sizeof(S), K = cluster_k;
   __shared__ double red_d[32];
   __shared__ float block_max_value;
@@ -268,7 +268,10 @@ __global__ void __cluster_dims__(cluster_ctas, 1, 1) __launch_bounds__(cluster_t
   for (unsigned q = 0; q < cluster_ctas; ++q) sum += *cluster.map_shared_rank(&block_sum_value, q);
   cluster_arrive();  // done with the other blocks' shared memory; they may leave once all arrive
 
-  // 3. The gradient from the registers.
+  // 3. The gradient from the registers. Every chunk but the target's, in a row that is not bad,
+  // takes the general formula with its constant parts hoisted: g = (0 - e_j / S) * scale, the
+  // same operations in the same order (the same bits), without the per-token tests of the
+  // target, the kept set and the bad row.
   const std::int64_t t = targets[r];
   const bool bad = !row_finite || isnan(sum) || t < 0 || t >= v;
   const double scale = static_cast<double>(to_float(dlogprobs[r])) / p.temperature_d;
@@ -276,18 +279,33 @@ __global__ void __cluster_dims__(cluster_ctas, 1, 1) __launch_bounds__(cluster_t
   using real = typename gradient<S>::real;
   const gradient<S> grad{x_max, p.exp2_scale, true, 0u, 0, t, bad, !bad, static_cast<real>(inv_sum),
                          static_cast<real>(scale)};
+  const std::int64_t general_chunk = bad ? -2 : t / n;  // -2: every chunk (c >= 0 > -2 is never equal)
+  const real r_inv_sum = static_cast<real>(inv_sum), r_scale = static_cast<real>(scale);
+  const float exp2_scale = p.exp2_scale;
 #pragma unroll
   for (int i = 0; i < K; ++i) {
     const std::int64_t c = first + i * cluster_threads;
     if (c >= chunks) continue;
     S ex[n], eo[n], out[n];
     memcpy(ex, &raw[i], sizeof ex);
-    if (accumulate) {
+    if constexpr (Accumulate) {
       const uint4 old = load(dx, c, true);
       memcpy(eo, &old, sizeof eo);
     }
+    if (bad || c == general_chunk) {
 #pragma unroll
-    for (int k = 0; k < n; ++k) out[k] = grad(to_float(ex[k]), c * n + k, accumulate ? to_float(eo[k]) : 0.f, accumulate);
+      for (int k = 0; k < n; ++k) out[k] = grad(to_float(ex[k]), c * n + k, Accumulate ? to_float(eo[k]) : 0.f, Accumulate);
+    } else {
+#pragma unroll
+      for (int k = 0; k < n; ++k) {
+        const real prob = static_cast<real>(filter::weight_of(to_float(ex[k]), x_max, exp2_scale)) * r_inv_sum;
+        const real g = (real(0) - prob) * r_scale;
+        if constexpr (std::is_same_v<real, double>)
+          out[k] = filter::from_double<S>(Accumulate ? static_cast<double>(to_float(eo[k])) + g : g);
+        else
+          out[k] = from_float<S>(Accumulate ? to_float(eo[k]) + g : g);
+      }
+    }
     if (vec) {
       uint4 raw_out;
       memcpy(&raw_out, out, sizeof raw_out);
@@ -353,10 +371,9 @@ status logprobs_backward(const exec_context& ctx, dtype storage, const tensor& l
     auto launch = [&](auto grad_zero) -> status {
       using G = decltype(grad_zero);
       if (cluster_backward_fits<S>(rows, v, p)) {
-        logprobs_backward_cluster_kernel<S, G>
-            <<<static_cast<unsigned>(rows * cluster_ctas), cluster_threads, 0, stream_of(ctx)>>>(
-                logits.as<const S>(), targets.as<const std::int32_t>(), dlogprobs.as<const G>(), v, p, dlogits.as<S>(),
-                accumulate);
+        auto* kernel = accumulate ? &logprobs_backward_cluster_kernel<S, G, true> : &logprobs_backward_cluster_kernel<S, G, false>;
+        kernel<<<static_cast<unsigned>(rows * cluster_ctas), cluster_threads, 0, stream_of(ctx)>>>(
+            logits.as<const S>(), targets.as<const std::int32_t>(), dlogprobs.as<const G>(), v, p, dlogits.as<S>());
         return launch_status(op, "logprobs_backward_cluster_kernel");
       }
       auto* kernel = &logprobs_backward_kernel<S, G>;

@@ -4,7 +4,10 @@
 //                          chunks of every range): each thread sums its strided elements' squares
 //                          in float64, the block adds the threads' sums in a fixed tree
 //                          (warp shuffles, then the warps' sums in order) -> partial[chunk];
-//   range_totals_kernel    one thread per range adds its chunks' partials in chunk order.
+//   range_totals_kernel    one block per range: each thread adds its strided chunks' partials in
+//                          chunk order, the block adds the threads' sums in the same fixed tree.
+//                          (One thread per range, as before, left a range of 143k chunks, the
+//                          per-layer embedding of E2B, to one thread for milliseconds.)
 //
 // A range's chunks are numbered consecutively (first_chunk); a block finds its range by binary
 // search over first_chunk, so the host uploads one entry per range, not one per chunk.
@@ -40,11 +43,24 @@ __device__ int range_of_chunk(const range_entry* ranges, int count, std::int64_t
   return lo;
 }
 
+/// The sum of every thread's `value` over the block, in a fixed tree: warp shuffles, then the
+/// warps' sums in warp order. Valid in thread 0; `warp_sums` is free again on return.
+__device__ double block_sum(double value, double* warp_sums) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int o = 16; o > 0; o /= 2) value += __shfl_down_sync(0xffffffffu, value, o);
+  if (lane == 0) warp_sums[warp] = value;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < threads / 32; ++w) total += warp_sums[w];
+  __syncthreads();  // warp_sums may be rewritten by the next call
+  return total;
+}
+
 template <class S>
 __global__ void __launch_bounds__(threads) chunk_sums_kernel(const S* __restrict__ x, const range_entry* __restrict__ ranges,
                                                              int range_count, std::int64_t chunks, double* __restrict__ partial) {
   __shared__ double warp_sums[threads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (std::int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
     const range_entry r = ranges[range_of_chunk(ranges, range_count, c)];
     const std::int64_t begin = r.offset + (c - r.first_chunk) * chunk;
@@ -54,26 +70,22 @@ __global__ void __launch_bounds__(threads) chunk_sums_kernel(const S* __restrict
       const double v = static_cast<double>(to_float(x[k]));
       acc = fma(v, v, acc);
     }
-    for (int o = 16; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o);
-    if (lane == 0) warp_sums[warp] = acc;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double total = 0;
-      for (int w = 0; w < threads / 32; ++w) total += warp_sums[w];
-      partial[c] = total;
-    }
-    __syncthreads();  // warp_sums is rewritten by the next chunk
+    const double total = block_sum(acc, warp_sums);
+    if (threadIdx.x == 0) partial[c] = total;
   }
 }
 
-__global__ void range_totals_kernel(const range_entry* __restrict__ ranges, int range_count, std::int64_t chunks,
-                                    const double* __restrict__ partial, double* __restrict__ sums) {
-  const int r = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (r >= range_count) return;
+/// One block per range (grid = range count).
+__global__ void __launch_bounds__(threads) range_totals_kernel(const range_entry* __restrict__ ranges, int range_count,
+                                                               std::int64_t chunks, const double* __restrict__ partial,
+                                                               double* __restrict__ sums) {
+  __shared__ double warp_sums[threads / 32];
+  const int r = static_cast<int>(blockIdx.x);
   const std::int64_t end = r + 1 < range_count ? ranges[r + 1].first_chunk : chunks;
-  double total = 0;
-  for (std::int64_t c = ranges[r].first_chunk; c < end; ++c) total += partial[c];
-  sums[r] = total;
+  double acc = 0;
+  for (std::int64_t c = ranges[r].first_chunk + threadIdx.x; c < end; c += threads) acc += partial[c];
+  const double total = block_sum(acc, warp_sums);
+  if (threadIdx.x == 0) sums[r] = total;
 }
 
 }  // namespace
@@ -106,7 +118,7 @@ status sum_squares(const exec_context& ctx, dtype storage, const tensor& x, std:
       return launch_status(op, "chunk_sums_kernel");
     }));
   }
-  range_totals_kernel<<<blocks_for(count, 128), 128, 0, stream>>>(entries, static_cast<int>(count), chunks, partial.data<double>(),
+  range_totals_kernel<<<static_cast<unsigned>(count), threads, 0, stream>>>(entries, static_cast<int>(count), chunks, partial.data<double>(),
                                                                   totals.data<double>());
   TANDEM_RETURN_IF_ERROR(launch_status(op, "range_totals_kernel"));
   return copy_to_host(ctx, sums.data(), totals.data<double>(), count * 8);

@@ -1561,13 +1561,16 @@ void elementwise_cases(case_table& t) {
 
 void sum_squares_cases(case_table& t) {
   // Lengths across the CUDA kernel's 16384-element chunks; ranges empty, overlapping, out of
-  // order, one element, a whole tensor, and ones that start and end inside a chunk.
+  // order, one element, a whole tensor, and ones that start and end inside a chunk; ranges of
+  // more chunks than the totals' block has threads (258 chunks, and 256 chunks' elements over 257).
+  constexpr std::int64_t chunk = 16384, many = 257 * chunk + 5;
   struct dims {
     std::int64_t n;
     std::vector<ops::element_range> ranges;
   };
   for (const dims& d : {dims{1, {{0, 1}}}, dims{7, {{0, 7}, {3, 0}, {2, 3}, {0, 7}}},
-                        dims{40000, {{0, 40000}, {16383, 2}, {100, 16384}, {39999, 1}, {5, 0}, {20000, 20000}, {0, 16384}}}}) {
+                        dims{40000, {{0, 40000}, {16383, 2}, {100, 16384}, {39999, 1}, {5, 0}, {20000, 20000}, {0, 16384}}},
+                        dims{many, {{0, many}, {7, 256 * chunk}}}}) {
     const std::uint64_t s = t.seed();
     const auto S = static_cast<std::int64_t>(d.ranges.size());
     t.add("sum_squares", cat("n ", d.n, ", ", S, " ranges"), [=](const backend& b) {
