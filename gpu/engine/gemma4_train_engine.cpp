@@ -159,12 +159,18 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
   auto step = [op](const char* what, status s) { return s ? s : fail(s.code(), std::string(op) + ": " + what + ": " + s.message()); };
   auto b = pack_tokens(ctx_, batch.tokens, batch.offsets);
   if (!b) return step("forward", b.error());
-  micro_batch_forward f{std::move(*b), {}, {}, {}};
+  micro_batch_forward f{std::move(*b), {}, {}, {}, {}};
   device_buffer rows;
   if (auto s = step("forward", allocate_unfilled_buffers(ctx_, weight_type(), {{&f.hidden, {T, c.hidden_size}}})); !s) return s;
   if (auto s = step("forward", allocate_unfilled_buffers(ctx_, dtype::float32, {{&rows, {T}}})); !s) return s;
   if (auto s = step("forward", forward_for_backward(ctx_, c, w_, f.batch.view(), f.hidden, f.act, options_.recompute)); !s) return s;
-  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows)); !s)
+  // Without recompute the head's logits are kept like every other activation, so the backward
+  // skips the head's product (about 5 ms of E2B's step at 4096 tokens, for 2 GiB).
+  if (options_.recompute == recompute_mode::none)
+    if (auto s = step("forward", allocate_unfilled_buffers(ctx_, weight_type(), {{&f.logits, {T, c.vocab_size}}})); !s) return s;
+  if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows,
+                                              f.logits.empty() ? tensor{} : f.logits.view()));
+      !s)
     return s;
   auto host = rows.read<float>(ctx_);
   if (!host) return step("logprobs", host.error());
@@ -183,7 +189,7 @@ status gemma4_train_engine::backward_micro_batch(const char* op, const micro_bat
   if (auto s = step("head backward", copy_to_device(ctx_, d_rows_dev.data<float>(), d_rows.data(), T * 4)); !s) return s;
   ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
   if (auto s = step("head backward", head_backward(ctx_, c, w_, f.hidden, f.batch.targets, params, d_rows_dev, d_hidden, g_,
-                                                   options_.logprob_chunk_rows));
+                                                   options_.logprob_chunk_rows, f.logits.empty() ? tensor{} : f.logits.view()));
       !s)
     return s;
   return step("backward", model_backward(ctx_, c, w_, f.batch.view(), f.act, d_hidden, g_));

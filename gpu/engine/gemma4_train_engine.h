@@ -110,6 +110,8 @@ class gemma4_train_engine final : public train_engine {
     model_activations act;
     device_buffer hidden;     // F32 [T, H] on the engine's device
     std::vector<float> rows;  // [T] on the host: row r, the logprob of token r + 1 of its sequence
+    device_buffer logits;     // [T, V] of the weights' dtype: the head's product before the softcap,
+                              // kept when recompute is none (else empty: the backward recomputes it)
   };
   /// The forward and the head's logprobs of `batch`; errors start with `op`.
   result<micro_batch_forward> forward_micro_batch(const char* op, const packed_sequences& batch, const ops::sampling_params& params);

@@ -36,7 +36,7 @@ std::optional<std::int32_t> padding(const model_config& c) {
 
 status head_backward(const exec_context& ctx, const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const sampling_params& params, const tensor& dlogprobs, const tensor& d_hidden,
-                     const model_weights& grads, std::int64_t chunk_rows) {
+                     const model_weights& grads, std::int64_t chunk_rows, const tensor& raw_logits) {
   constexpr const char* op = "head_backward";
   const std::int64_t T = hidden.dim(0), V = c.vocab_size;
   TANDEM_RETURN_IF_ERROR(expect_shape(targets, op, "targets", {T}));
@@ -44,14 +44,21 @@ status head_backward(const exec_context& ctx, const model_config& c, const model
   TANDEM_RETURN_IF_ERROR(expect_shape(d_hidden, op, "d_hidden", {T, c.hidden_size}));
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   const dtype type = hidden.type();
+  const bool kept = !raw_logits.empty();
+  if (kept) {
+    TANDEM_RETURN_IF_ERROR(expect_shape(raw_logits, op, "raw_logits", {T, V}));
+    TANDEM_RETURN_IF_ERROR(expect_type(raw_logits, op, "raw_logits", type));
+  }
   const std::int64_t rows = std::min(chunk_rows, std::max<std::int64_t>(T, 1));
   device_buffer raw, logits, dlogits;
-  TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&raw, {rows, V}}, {&logits, {rows, V}}, {&dlogits, {rows, V}}}));
+  if (!kept) TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&raw, {rows, V}}}));
+  TANDEM_RETURN_IF_ERROR(allocate_unfilled_buffers(ctx, type, {{&logits, {rows, V}}, {&dlogits, {rows, V}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows), n = end - begin;
-    const tensor x = raw.view().rows(0, n), y = logits.view().rows(0, n), dy = dlogits.view().rows(0, n);
+    const tensor x = kept ? raw_logits.rows(begin, end) : raw.view().rows(0, n), y = logits.view().rows(0, n),
+                 dy = dlogits.view().rows(0, n);
     const tensor h = hidden.rows(begin, end);
-    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.lm_head, x));
+    if (!kept) TANDEM_RETURN_IF_ERROR(linear_forward(ctx, h, w.lm_head, x));
     if (c.final_logit_softcapping) {
       TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, x, *c.final_logit_softcapping, y));
       TANDEM_RETURN_IF_ERROR(logprobs_backward(ctx, y, targets.rows(begin, end), params, dlogprobs.rows(begin, end), dy));

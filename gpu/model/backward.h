@@ -25,9 +25,11 @@ status model_backward(const exec_context& ctx, const model_config& config, const
 
 /// The head's part of a loss Σ_t dlogprobs[t] · logprob(targets[t]) under `params`: from the
 /// final normed hidden states [T, H], `chunk_rows` rows of logits at a time, writes d_hidden
-/// [T, H] and accumulates the head's weight gradient into grads.lm_head.
+/// [T, H] and accumulates the head's weight gradient into grads.lm_head. raw_logits: empty (the
+/// head's product is computed again), or what head_logprobs kept for the same hidden states and
+/// weights, [T, V] (the same bits, one product fewer).
 status head_backward(const exec_context& ctx, const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
                      const ops::sampling_params& params, const tensor& dlogprobs, const tensor& d_hidden,
-                     const model_weights& grads, std::int64_t chunk_rows = 256);
+                     const model_weights& grads, std::int64_t chunk_rows = 256, const tensor& raw_logits = {});
 
 }  // namespace tandem::gpu

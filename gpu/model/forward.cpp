@@ -197,20 +197,37 @@ status head_logits(const exec_context& ctx, const model_config& c, const model_w
 }
 
 status head_logprobs(const exec_context& ctx, const model_config& c, const model_weights& w, const tensor& hidden, const tensor& targets,
-                     const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows) {
+                     const sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows, const tensor& raw_logits) {
   constexpr const char* op = "head_logprobs";
   const std::int64_t T = hidden.dim(0);
   TANDEM_RETURN_IF_ERROR(expect_shape(targets, op, "targets", {T}));
   TANDEM_RETURN_IF_ERROR(expect_shape(logprobs, op, "logprobs", {T}));
   TANDEM_RETURN_IF_ERROR(require(chunk_rows > 0, op, "chunk_rows must be positive"));
   TANDEM_RETURN_IF_ERROR(check_sampling_params(op, params, false));
+  const bool keep = !raw_logits.empty();
+  if (keep) {
+    TANDEM_RETURN_IF_ERROR(expect_shape(raw_logits, op, "raw_logits", {T, c.vocab_size}));
+    TANDEM_RETURN_IF_ERROR(expect_type(raw_logits, op, "raw_logits", hidden.type()));
+  }
+  // Kept logits softcapped into the chunk buffer (the raw ones stay); otherwise the chunk buffer
+  // takes the product and is softcapped in place: the same values either way.
   device_buffer logits;
-  TANDEM_RETURN_IF_ERROR(
-      allocate_unfilled_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
+  if (!keep || c.final_logit_softcapping)
+    TANDEM_RETURN_IF_ERROR(
+        allocate_unfilled_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
-    const tensor rows = logits.view().rows(0, end - begin);
-    TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden.rows(begin, end), rows));
+    tensor rows = keep ? raw_logits.rows(begin, end) : logits.view().rows(0, end - begin);
+    if (!keep) {
+      TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden.rows(begin, end), rows));
+    } else {
+      TANDEM_RETURN_IF_ERROR(linear_forward(ctx, hidden.rows(begin, end), w.lm_head, rows));
+      if (c.final_logit_softcapping) {
+        const tensor capped = logits.view().rows(0, end - begin);
+        TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, rows, *c.final_logit_softcapping, capped));
+        rows = capped;
+      }
+    }
     TANDEM_RETURN_IF_ERROR(logprobs_forward(ctx, rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
   }
   return status::ok();

@@ -104,8 +104,12 @@ status head_logits(const exec_context& ctx, const model_config& config, const mo
 
 /// logprobs[t] = the logprob of targets[t] under the head's distribution of hidden row t [T, H]
 /// (the final normed hidden states) and `params`, `chunk_rows` rows of logits at a time.
+/// raw_logits: empty, or [T, V] of hidden's dtype, written with the head's product before the
+/// softcap (kept for head_backward, which then skips that product; the logprobs are the same
+/// bits either way).
 status head_logprobs(const exec_context& ctx, const model_config& config, const model_weights& w, const tensor& hidden, const tensor& targets,
-                     const ops::sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows = 256);
+                     const ops::sampling_params& params, const tensor& logprobs, std::int64_t chunk_rows = 256,
+                     const tensor& raw_logits = {});
 
 /// logprobs[t] = the logprob of targets[t] given tokens up to t of its sequence, under `params`
 /// (ops/logprobs.h), computed `chunk_rows` rows at a time so the [T, V] logits never exist.

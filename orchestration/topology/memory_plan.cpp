@@ -66,6 +66,12 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
                           train_tokens * saved * cb},
                          {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
                           2.0 * chunk * V * 4.0}};
+  // Without recompute the Gemma 4 engines keep the head's logits of the whole micro-batch for the
+  // backward, which then skips the head's product.
+  if (c.policy.recompute == recompute_granularity::none)
+    plan.training.items.push_back({"head logits kept for the backward (" + std::to_string(static_cast<long long>(train_tokens)) +
+                                       " tokens, recompute none)",
+                                   train_tokens * V * cb});
 
   // null: each rank scores its whole share of the step's rollouts in one pass.
   const double rollouts = static_cast<double>(c.grpo.num_prompts_per_step * c.grpo.num_generations_per_prompt);

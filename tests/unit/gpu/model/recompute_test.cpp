@@ -1,10 +1,13 @@
 // Recompute none | selective | full (gpu/model/activations.h): the loss and every gradient are
 // bitwise equal across the three modes on the CPU, on the all-features, sliding-only and
 // full-only configs, and on a layer whose keys get a rotary table but whose queries get none;
-// that last case really differs from giving both tables, so the test checks something.
+// that last case really differs from giving both tables, so the test checks something. The
+// head's logits kept from the forward (what recompute none does in the engines) give the
+// recomputed head's bits.
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <string>
 
 #include "gpu/model/backward.h"
 #include "support/random_model.h"
@@ -85,6 +88,60 @@ BOOST_AUTO_TEST_CASE(a_layer_with_a_key_table_but_no_query_table_keeps_it_so_thr
   check_modes(c, no_query_rope);
   BOOST_TEST((gradients(c, tg::recompute_mode::full, no_query_rope) != gradients(c, tg::recompute_mode::full)),
              "dropping the query table changed nothing: the case checks nothing");
+}
+
+namespace {
+
+std::vector<std::byte> bytes_of(const tg::tensor& t) {
+  const auto* p = static_cast<const std::byte*>(t.data());
+  return {p, p + t.numel() * static_cast<std::int64_t>(tg::size_of(t.type()))};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(logits_kept_from_the_forward_give_the_recomputed_logprobs_and_head_gradients_bit_for_bit) {
+  random_model m(with_layer_types("sliding_attention", 0), tg::dtype::float32, 17);  // softcap 3
+  const test_batch b = make_test_batch(m.config.vocab_size, {11, 1, 7}, tg::dtype::float32);
+  const std::int64_t T = b.tokens.numel(), H = m.config.hidden_size, V = m.config.vocab_size;
+  tg::model_activations act;
+  tg::host_buffer hidden(tg::dtype::float32, {T, H});
+  BOOST_REQUIRE(tg::forward_for_backward(ctx, m.config, m.w, b.view(), hidden, act, tg::recompute_mode::none).is_ok());
+
+  // The logprobs, 6 rows of logits at a time (4 chunks, the last short): recomputed and kept.
+  tg::host_buffer lp(tg::dtype::float32, {T}), lp_kept(tg::dtype::float32, {T}), raw(tg::dtype::float32, {T, V});
+  BOOST_REQUIRE(tg::head_logprobs(ctx, m.config, m.w, hidden, b.targets, {}, lp, 6).is_ok());
+  BOOST_REQUIRE(tg::head_logprobs(ctx, m.config, m.w, hidden, b.targets, {}, lp_kept, 6, raw).is_ok());
+  BOOST_TEST((bytes_of(lp_kept) == bytes_of(lp)), "kept logits changed the logprobs");
+
+  // The head's backward: d_hidden and the head's gradient.
+  const auto head = [&](const tg::tensor& kept) {
+    std::memset(tg::view_in(m.grads, m.layout.tensors[0], tg::dtype::float32)->data(), 0, static_cast<std::size_t>(m.grads.bytes()));
+    tg::host_buffer d_hidden(tg::dtype::float32, {T, H});
+    const tg::status s = tg::head_backward(ctx, m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 6, kept);
+    BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message());
+    std::vector<std::byte> out = bytes_of(d_hidden), g = bytes_of(m.g.lm_head);
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  const auto recomputed = head({});
+  BOOST_TEST((head(raw) == recomputed), "kept logits changed the head's gradients");
+  // The kept logits are what the backward reads: other logits give other gradients.
+  for (float& x : raw.span<float>()) x *= 0.5f;
+  BOOST_TEST((head(raw) != recomputed), "the kept logits were not read");
+}
+
+BOOST_AUTO_TEST_CASE(kept_logits_of_the_wrong_shape_are_refused_naming_them) {
+  random_model m(with_layer_types("sliding_attention", 0), tg::dtype::float32, 17);
+  const test_batch b = make_test_batch(m.config.vocab_size, {5}, tg::dtype::float32);
+  const std::int64_t T = b.tokens.numel(), H = m.config.hidden_size, V = m.config.vocab_size;
+  tg::host_buffer hidden(tg::dtype::float32, {T, H}), d_hidden(tg::dtype::float32, {T, H}), lp(tg::dtype::float32, {T});
+  tg::host_buffer short_raw(tg::dtype::float32, {T - 1, V});
+  const tg::status f = tg::head_logprobs(ctx, m.config, m.w, hidden, b.targets, {}, lp, 4, short_raw);
+  BOOST_TEST(!f.is_ok());
+  BOOST_TEST(f.message().find("raw_logits") != std::string::npos, f.message());
+  const tg::status g = tg::head_backward(ctx, m.config, m.w, hidden, b.targets, {}, b.weights, d_hidden, m.g, 4, short_raw);
+  BOOST_TEST(!g.is_ok());
+  BOOST_TEST(g.message().find("raw_logits") != std::string::npos, g.message());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

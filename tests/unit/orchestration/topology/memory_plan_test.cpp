@@ -97,11 +97,13 @@ BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
                                              "master weights, 1/4 shard",
                                              "AdamW moments, 1/4 shard",
                                              "activations (200 tokens per micro-batch)",
-                                             "logits and their gradient (chunk of 10 tokens, float32)"};
+                                             "logits and their gradient (chunk of 10 tokens, float32)",
+                                             "head logits kept for the backward (200 tokens, recompute none)"};
   BOOST_TEST(names(p.training) == expected, boost::test_tools::per_element());
   BOOST_TEST(bytes(p.training, "activations (200 tokens per micro-batch)") == 200.0 * 50 * 2);
   BOOST_TEST(bytes(p.training, "logits and their gradient (chunk of 10 tokens, float32)") == 2.0 * 10 * 100 * 4);
-  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 1'000'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000);
+  BOOST_TEST(bytes(p.training, "head logits kept for the backward (200 tokens, recompute none)") == 200.0 * 100 * 2);
+  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 1'000'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000 + 40'000);
 }
 
 BOOST_AUTO_TEST_CASE(the_moments_take_the_bytes_of_their_dtypes) {
@@ -229,9 +231,12 @@ BOOST_AUTO_TEST_CASE(recompute_keeps_fewer_activations_per_token) {
   tc::recipe_config c = recipe();
   c.policy.recompute = tc::recompute_granularity::selective;
   const std::string item = "activations (200 tokens per micro-batch)";
+  const std::string logits = "head logits kept for the backward (200 tokens, recompute none)";
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, item) == 200.0 * 20 * 2);
+  BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, logits) == -1.0);  // recomputed instead
   c.policy.recompute = tc::recompute_granularity::full;  // layer inputs plus one layer's working set
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, item) == 200.0 * (5 + 30) * 2);
+  BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, logits) == -1.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
