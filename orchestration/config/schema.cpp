@@ -167,7 +167,7 @@ void declare_policy(schema& s) {
   key(s, "policy.max_total_sequence_length", "Longest prompt + response in tokens").integer(4096)
       .at_least(2).to([](R& r) -> auto& { return r.policy.max_total_sequence_length; })
       .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: the_fake_model_follows_fake_weight_mb_the_seed_and_the_sequence_length; tests/unit/actors/runtime/engine_factory_test.cpp: the_kv_cache_holds_max_num_sequences_full_length_sequences_within_what_gpu_memory_utilization_leaves; tests/unit/actors/runtime/recipe_settings_test.cpp: the_micro_batch_token_budget_is_train_micro_batch_size_full_length_samples").at_most(1 << 24);
-  key(s, "policy.logprob_chunk_size", "Tokens whose vocabulary logits exist at once when scoring")
+  key(s, "policy.logprob_chunk_size", "Tokens whose vocabulary logits are computed at once when scoring and in the train head (with recompute none the train head also keeps the raw logits of its whole micro-batch for the backward)")
       .integer(1024).at_least(1).to([](R& r) -> auto& { return r.policy.logprob_chunk_size; })
       .fake_ignores().shown_by("tests/unit/actors/runtime/recipe_settings_test.cpp: the_optimizer_scheduler_and_recompute_keys_reach_every_train_engine").at_most(1 << 24);
   key(s, "policy.max_grad_norm", "Clip the global gradient norm to this (null: no clipping)").real(1.0)
@@ -179,7 +179,7 @@ void declare_policy(schema& s) {
   key(s, "policy.offload_optimizer_for_generation", "Colocated: move optimizer state to host memory while generating")
       .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_generation; })
       .not_built_unless([](const R& r) { return r.policy.offload_optimizer_for_generation; }, false, "true", "offloading the optimizer state while generating is not built yet");
-  key(s, "policy.recompute_granularity", "Activation recompute in backward: none, selective (attention and MLP insides), full (whole layers)")
+  key(s, "policy.recompute_granularity", "Activation recompute in backward: none (every activation and the head's logits kept), selective (attention and MLP insides), full (whole layers)")
       .choice<recompute_granularity>({{"none", recompute_granularity::none},
                                       {"selective", recompute_granularity::selective},
                                       {"full", recompute_granularity::full}},
