@@ -22,6 +22,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cudnn_attention.h"
@@ -231,6 +232,17 @@ int main(int argc, char** argv) {
     bandwidth("softcap_forward", shape, 2 * e, [&] { return ops::softcap_forward(ctx, x.t, 30.0, y.t); });
     buffer s(bf, {1}, 0.5, 1);
     bandwidth("scale_by_forward", shape, 2 * e, [&] { return ops::scale_by_forward(ctx, x.t, s.t, y.t); });
+  }
+  if (wanted({"rmsnorm_backward"})) {
+    // The norms of the E2B train step at 4096 tokens: the residual stream (H 1536), the q norm
+    // (8 heads of 256), the per-layer inputs' norm (35 layers of 256).
+    for (const auto& [rows, width] : {std::pair<std::int64_t, std::int64_t>{4096, 1536}, {4096 * 8, 256}, {4096 * 35, 256}}) {
+      buffer x(bf, {rows, width}), w(bf, {width}, 0.5, 1.5), dy(bf, {rows, width}), dx(bf, {rows, width}), dw(bf, {width});
+      buffer inv(dtype::float32, {rows});
+      const double e = static_cast<double>(rows * width) * 2;
+      bandwidth("rmsnorm_backward", "[" + std::to_string(rows) + ", " + std::to_string(width) + "]", 3 * e,
+                [&] { return ops::rmsnorm_backward(ctx, x.t, w.t, inv.t, dy.t, dx.t, dw.t); });
+    }
   }
   if (wanted({"gated_gelu_forward", "gated_gelu_backward"})) {
     const std::int64_t n = quick ? 4096 : tokens;

@@ -395,31 +395,35 @@ template <int N>
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 /// Stages of the backward's copy pipeline: while the block computes one iteration (R rows), the
-/// x and dy of the next stages - 1 are on their way into shared memory.
+/// x and dy of the next stages - 1 are on their way into shared memory. Rows of at most 32
+/// vectors (one a thread) take more stages in the same shared memory: their iterations are short
+/// and a block runs many of them, so three stages left the copies' latency exposed (44-57% of
+/// copy at E2B's rows of 256 on an H100).
 constexpr int backward_stages = 3;
+constexpr int narrow_backward_stages = 8;
 
 /// Shared memory of rmsnorm_backward_vec_kernel: the stages, each x and dy of R rows of K · G
 /// vectors (reused for the groups' dw sums, K · G · V floats, after the rows).
-template <class S, int K>
-constexpr std::size_t backward_shared_bytes = std::size_t{backward_stages} * 2 * K * vec_threads * 16;
+template <class S, int K, int STAGES>
+constexpr std::size_t backward_shared_bytes = std::size_t{STAGES} * 2 * K * vec_threads * 16;
 
 /// Block b of B takes rows_per_block rows, interleaved with the other blocks': its i-th row is
 /// b + i · B (so the blocks stream neighbouring rows together, which measured 75% of the copy
 /// bandwidth against 71% for contiguous chunks of rows on an H100), group g its rows i = g, g + R,
 /// ...; thread t of a group holds vectors t, t + G, ... (at most K) of each. Each thread copies its own
-/// vectors of the rows backward_stages - 1 iterations ahead into its own slots of shared memory
+/// vectors of the rows STAGES - 1 iterations ahead into its own slots of shared memory
 /// (cp.async; no other thread reads them, so no barrier guards them) and reads them back when
 /// their iteration comes. dx (when given) as in rmsnorm_dx_kernel; partial[b, j] (when given) =
 /// Σ over the block's rows of dy · x · inv: each thread sums its rows in order, then the groups in
 /// group order.
-template <class S, int G, int K>
+template <class S, int G, int K, int STAGES>
 __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     const S* __restrict__ x, const S* __restrict__ w, const float* __restrict__ inv_rms, const S* __restrict__ dy,
     std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
     float* __restrict__ partial) {
   constexpr int V = width<S>, R = vec_threads / G, slots = K * G;
   __shared__ float shared[vec_threads / 32];
-  extern __shared__ __align__(16) uint4 stage[];  // [backward_stages][R][x, dy][K · G]
+  extern __shared__ __align__(16) uint4 stage[];  // [STAGES][R][x, dy][K · G]
   float* combine = reinterpret_cast<float*>(stage);  // K · G · V floats when R > 1 and partial
   const int t = threadIdx.x % G, g = threadIdx.x / G;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V;
@@ -436,7 +440,7 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     for (int e = 0; e < V; ++e) acc[k][e] = 0.f;
 
   // This thread's slots of stage i: x at [k], dy at [slots + k].
-  auto slot = [&](std::int64_t i, int k) { return stage + ((i % backward_stages) * R + g) * 2 * slots + k * G + t; };
+  auto slot = [&](std::int64_t i, int k) { return stage + ((i % STAGES) * R + g) * 2 * slots + k * G + t; };
   // Copies of iteration i's row (nothing past the block's rows), one group per iteration.
   auto copy_row = [&](std::int64_t i) {
     const std::int64_t ri = i * R + g, r = row_of(ri);
@@ -452,14 +456,14 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     commit_copies();
   };
 #pragma unroll
-  for (int i = 0; i < backward_stages - 1; ++i) copy_row(i);
+  for (int i = 0; i < STAGES - 1; ++i) copy_row(i);
   std::int64_t it = 0;
 #pragma unroll 1
   for (std::int64_t r0 = 0; r0 < rows_per_block; r0 += R, ++it) {  // the same trip count in every group
     const std::int64_t r = row_of(r0 + g);
     const bool live = row_live(r0 + g);
-    copy_row(it + backward_stages - 1);  // into the stage iteration it - 1 has read
-    wait_copies<backward_stages - 1>();  // iteration it's copies have landed
+    copy_row(it + STAGES - 1);  // into the stage iteration it - 1 has read
+    wait_copies<STAGES - 1>();  // iteration it's copies have landed
     uint4 xc[K], gc[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -732,13 +736,26 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           if (!scratch) return scratch.error();
           partial = reinterpret_cast<float*>(scratch->data());
         }
-        constexpr std::size_t bytes = backward_shared_bytes<S, backward_k<S>>;
-        static_assert(bytes >= std::size_t{backward_k<S>} * G * V * sizeof(float), "the dw sums fit in the stages");
-        auto* kernel = &rmsnorm_backward_vec_kernel<S, G, backward_k<S>>;
-        TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-        kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
-            x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), inv_rms.as<const float>(), dy.as<const S>(), rows,
-            static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
+        // One vector a thread (rows of at most 32 vectors): one slot, more stages.
+        const auto launch = [&](auto k_constant, auto stages_constant) {
+          constexpr int K = decltype(k_constant)::value, STAGES = decltype(stages_constant)::value;
+          constexpr std::size_t bytes = backward_shared_bytes<S, K, STAGES>;
+          static_assert(bytes >= std::size_t{K} * G * V * sizeof(float), "the dw sums fit in the stages");
+          auto* kernel = &rmsnorm_backward_vec_kernel<S, G, K, STAGES>;
+          TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+          kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
+              x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), inv_rms.as<const float>(), dy.as<const S>(), rows,
+              static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
+          return status::ok();
+        };
+        bool narrow = false;
+        if constexpr (G == 32) narrow = d / V <= 32;
+        if (narrow) {
+          if constexpr (G == 32)
+            TANDEM_RETURN_IF_ERROR(launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{}));
+        } else {
+          TANDEM_RETURN_IF_ERROR(launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{}));
+        }
         TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
         if (partial) {
           rmsnorm_dw_finish_vec_kernel<S><<<static_cast<unsigned>((d + 31) / 32), 256, 0, stream>>>(partial, blocks, d,
