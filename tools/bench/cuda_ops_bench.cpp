@@ -264,6 +264,20 @@ int main(int argc, char** argv) {
     bandwidth("rope_forward", "[16384, 8, 256]", 2 * e + 2.0 * tokens * d * 2,
               [&] { return ops::rope_forward(ctx, x.t, c.t, s.t, y.t); });
   }
+  if (wanted({"rmsnorm_rope_forward"})) {
+    // The q norm and rotation of E2B's train step at 4096 tokens: 8 heads of 256 (sliding
+    // layers) and of 512 (full layers).
+    for (const std::int64_t d : {256, 512}) {
+      const std::int64_t t = 4096, heads = 8;
+      buffer x(bf, {t, heads, d}), y(bf, {t, heads, d}), w(bf, {d}, 0.5, 1.5), pos(dtype::int32, {t}, 0, 8192);
+      buffer inv(dtype::float32, {d / 2}), c(bf, {t, d}), s(bf, {t, d}), stat(dtype::float32, {t * heads});
+      check(ops::rope_inv_freq(ctx, {}, d, inv.t), "rope_inv_freq");
+      check(ops::rope_tables(ctx, pos.t, inv.t, c.t, s.t), "rope_tables");
+      const double e = static_cast<double>(t * heads * d) * 2;
+      bandwidth("rmsnorm_rope_forward", "[4096, 8, " + std::to_string(d) + "]", 2 * e + 2.0 * t * d * 2,
+                [&] { return ops::rmsnorm_rope_forward(ctx, x.t, w.t, 1e-6, c.t, s.t, y.t, stat.t); });
+    }
+  }
   if (wanted({"embedding_forward"})) {
     // The per-layer embedding lookup: 16384 tokens x 35 layers x 256 of a 262144-row table.
     const std::int64_t width = 35 * 256, vocab = 262144;
