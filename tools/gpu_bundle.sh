@@ -7,6 +7,9 @@
 # (tools/bundle.sh packs the tandem binary itself, with the configs and launchers, to run it.)
 #
 #   tools/gpu_bundle.sh BUNDLE_DIR [BUILD_DIR]
+#
+# It refuses a build whose op benchmark has no cuDNN attention to compare with (run
+# tools/fetch_cudnn_frontend.sh and configure again first), unless TANDEM_BUNDLE_WITHOUT_CUDNN=1.
 set -euo pipefail
 out=${1:?usage: tools/gpu_bundle.sh BUNDLE_DIR [BUILD_DIR]}
 build=${2:-build}
@@ -18,6 +21,14 @@ programs=("$build/tests/tandem_gpu_device_tests" "$build/tests/tandem_gpu_cuda_t
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "tools/gpu_bundle.sh: $p is missing: build with CUDA first (tools/build.sh)" >&2; exit 1; }
 done
+# The op benchmark measures cuDNN's attention beside ours only when it was built with the cudnn
+# frontend's headers; a bundle without them would print no peer for the attention rows.
+if grep -Eq '^TANDEM_CUDNN_(FRONTEND_INCLUDE|INCLUDE|LIBRARY):[A-Z]+=.*NOTFOUND' "$build/CMakeCache.txt" 2>/dev/null &&
+   [ "${TANDEM_BUNDLE_WITHOUT_CUDNN:-0}" != 1 ]; then
+  echo "tools/gpu_bundle.sh: $build/tools/bench/cuda_ops_bench was built without cuDNN's attention (its peer):" \
+       "run tools/fetch_cudnn_frontend.sh and configure again (cmake -S . -B $build), or set TANDEM_BUNDLE_WITHOUT_CUDNN=1" >&2
+  exit 1
+fi
 rm -rf "$out.partial"
 trap 'rm -rf "$out.partial" "$out.tar.xz.partial"' EXIT
 mkdir -p "$out.partial/bin" "$out.partial/lib"
