@@ -269,7 +269,7 @@ __global__ void __cluster_dims__(cluster_ctas, 1, 1) __launch_bounds__(cluster_t
   cluster_arrive();  // done with the other blocks' shared memory; they may leave once all arrive
 
   // 3. The gradient from the registers. Every chunk but the target's, in a row that is not bad,
-  // takes the general formula with its constant parts hoisted: g = (0 - e_j / S) * scale, the
+  // takes the general formula with its constant parts hoisted: g = (0 - e_j · (1/S)) · scale, the
   // same operations in the same order (the same bits), without the per-token tests of the
   // target, the kept set and the bad row.
   const std::int64_t t = targets[r];

@@ -6,8 +6,8 @@
 //                          (warp shuffles, then the warps' sums in order) -> partial[chunk];
 //   range_totals_kernel    one block per range: each thread adds its strided chunks' partials in
 //                          chunk order, the block adds the threads' sums in the same fixed tree.
-//                          (One thread per range, as before, left a range of 143k chunks, the
-//                          per-layer embedding of E2B, to one thread for milliseconds.)
+//                          (A thread per range would leave E2B's per-layer embedding, 143,000
+//                          chunks, to one thread for milliseconds.)
 //
 // A range's chunks are numbered consecutively (first_chunk); a block finds its range by binary
 // search over first_chunk, so the host uploads one entry per range, not one per chunk.
