@@ -167,7 +167,10 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
   // Without recompute the head's logits are kept like every other activation, so the backward
   // skips the head's product (about 5 ms of E2B's step at 4096 tokens, for 2 GiB).
   if (options_.recompute == recompute_mode::none)
-    if (auto s = step("forward", allocate_unfilled_buffers(ctx_, weight_type(), {{&f.logits, {T, c.vocab_size}}})); !s) return s;
+    if (auto s = step("the head's logits kept for the backward (recompute none; selective and full recompute them)",
+                      allocate_unfilled_buffers(ctx_, weight_type(), {{&f.logits, {T, c.vocab_size}}}));
+        !s)
+      return s;
   if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows,
                                               f.logits.empty() ? tensor{} : f.logits.view()));
       !s)
