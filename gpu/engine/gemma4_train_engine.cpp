@@ -172,7 +172,7 @@ result<gemma4_train_engine::micro_batch_forward> gemma4_train_engine::forward_mi
         !s)
       return s;
   if (auto s = step("logprobs", head_logprobs(ctx_, c, w_, f.hidden, f.batch.targets, params, rows, options_.logprob_chunk_rows,
-                                              f.logits.empty() ? tensor{} : f.logits.view()));
+                                              f.logits.view()));
       !s)
     return s;
   auto host = rows.read<float>(ctx_);
@@ -192,7 +192,7 @@ status gemma4_train_engine::backward_micro_batch(const char* op, const micro_bat
   if (auto s = step("head backward", copy_to_device(ctx_, d_rows_dev.data<float>(), d_rows.data(), T * 4)); !s) return s;
   ++pending_micro_batches_;  // from here on the gradients may hold part of this micro-batch
   if (auto s = step("head backward", head_backward(ctx_, c, w_, f.hidden, f.batch.targets, params, d_rows_dev, d_hidden, g_,
-                                                   options_.logprob_chunk_rows, f.logits.empty() ? tensor{} : f.logits.view()));
+                                                   options_.logprob_chunk_rows, f.logits.view()));
       !s)
     return s;
   return step("backward", model_backward(ctx_, c, w_, f.batch.view(), f.act, d_hidden, g_));

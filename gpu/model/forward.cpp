@@ -209,26 +209,20 @@ status head_logprobs(const exec_context& ctx, const model_config& c, const model
     TANDEM_RETURN_IF_ERROR(expect_shape(raw_logits, op, "raw_logits", {T, c.vocab_size}));
     TANDEM_RETURN_IF_ERROR(expect_type(raw_logits, op, "raw_logits", hidden.type()));
   }
-  // Kept logits softcapped into the chunk buffer (the raw ones stay); otherwise the chunk buffer
-  // takes the product and is softcapped in place: the same values either way.
+  // The chunk buffer takes the product and is softcapped in place; kept logits take the product
+  // and the chunk buffer their softcap (the raw ones stay): the same values either way.
+  const auto cap = c.final_logit_softcapping;
   device_buffer logits;
-  if (!keep || c.final_logit_softcapping)
+  if (!keep || cap)
     TANDEM_RETURN_IF_ERROR(
         allocate_unfilled_buffers(ctx, hidden.type(), {{&logits, {std::min(chunk_rows, std::max<std::int64_t>(T, 1)), c.vocab_size}}}));
   for (std::int64_t begin = 0; begin < T; begin += chunk_rows) {
     const std::int64_t end = std::min(T, begin + chunk_rows);
-    tensor rows = keep ? raw_logits.rows(begin, end) : logits.view().rows(0, end - begin);
-    if (!keep) {
-      TANDEM_RETURN_IF_ERROR(head_logits(ctx, c, w, hidden.rows(begin, end), rows));
-    } else {
-      TANDEM_RETURN_IF_ERROR(linear_forward(ctx, hidden.rows(begin, end), w.lm_head, rows));
-      if (c.final_logit_softcapping) {
-        const tensor capped = logits.view().rows(0, end - begin);
-        TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, rows, *c.final_logit_softcapping, capped));
-        rows = capped;
-      }
-    }
-    TANDEM_RETURN_IF_ERROR(logprobs_forward(ctx, rows, targets.rows(begin, end), params, logprobs.rows(begin, end)));
+    const tensor raw = keep ? raw_logits.rows(begin, end) : logits.view().rows(0, end - begin);
+    const tensor y = keep && cap ? logits.view().rows(0, end - begin) : raw;
+    TANDEM_RETURN_IF_ERROR(linear_forward(ctx, hidden.rows(begin, end), w.lm_head, raw));
+    if (cap) TANDEM_RETURN_IF_ERROR(softcap_forward(ctx, raw, *cap, y));
+    TANDEM_RETURN_IF_ERROR(logprobs_forward(ctx, y, targets.rows(begin, end), params, logprobs.rows(begin, end)));
   }
   return status::ok();
 }

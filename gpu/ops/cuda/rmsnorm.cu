@@ -748,14 +748,12 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
               static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
           return status::ok();
         };
-        bool narrow = false;
-        if constexpr (G == 32) narrow = d / V <= 32;
-        if (narrow) {
+        const status launched = [&] {
           if constexpr (G == 32)
-            TANDEM_RETURN_IF_ERROR(launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{}));
-        } else {
-          TANDEM_RETURN_IF_ERROR(launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{}));
-        }
+            if (d / V <= 32) return launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{});
+          return launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{});
+        }();
+        TANDEM_RETURN_IF_ERROR(launched);
         TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
         if (partial) {
           rmsnorm_dw_finish_vec_kernel<S><<<static_cast<unsigned>((d + 31) / 32), 256, 0, stream>>>(partial, blocks, d,
