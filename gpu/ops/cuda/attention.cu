@@ -4,9 +4,10 @@
 // element is written by one thread in a fixed order: deterministic, no atomics. bfloat16 at head
 // dims 256 and 512 (16-byte aligned tensors) takes the tensor-core kernels instead
 // (the forward on Hopper's warpgroup products, attention_wgmma_forward.cuh; the backward's dK/dV
-// and dQ passes on them at d 256, attention_wgmma_dkdv.cuh and attention_wgmma_dq.cuh, and on
-// mma.sync at d 512, attention_mma_backward.cuh; the same tile-numbering scheme with larger tiles;
-// D from the forward's out when the caller passes it).
+// and dQ passes on them too: at d 256 a block a unit, attention_wgmma_dkdv.cuh and
+// attention_wgmma_dq.cuh, at d 512 a cluster of two blocks a unit, each block a column half,
+// attention_wgmma_dkdv_cluster.cuh and attention_wgmma_dq_cluster.cuh; the same tile-numbering
+// scheme with larger tiles; D from the forward's out when the caller passes it).
 #include "gpu/ops/cuda/attention.h"
 
 #include <cstddef>
@@ -18,6 +19,8 @@
 #include "gpu/ops/cuda/attention_dkdv.cuh"
 #include "gpu/ops/cuda/attention_mma_backward.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dkdv.cuh"
+#include "gpu/ops/cuda/attention_wgmma_dkdv_cluster.cuh"
+#include "gpu/ops/cuda/attention_wgmma_dq_cluster.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dq.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 #include "gpu/ops/cuda/attention_query.cuh"
@@ -155,7 +158,7 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
   const cudaStream_t stream = stream_of(ctx);
   const bool mma = use_mma(storage, c.d, {&q, &k, &v, &dout, &dq, &dk, &dv});
   const bool delta_from_out = mma && !out.empty() && attn::mma::aligned16(out.data());
-  const std::int64_t key_rows = mma ? attn::mma::dkdv_block_keys(c.d) : attn::tile_rows;
+  const std::int64_t key_rows = mma ? attn::mma::dkdv_wg_shape::keys : attn::tile_rows;
   const std::int64_t key_tiles = (c.tokens + key_rows - 1) / key_rows + c.num_seqs;
   // The mma dkdv kernel splits a key tile's work over blocks when the grid is small (float32
   // partials, added in split order by a reduction kernel).
@@ -163,7 +166,8 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
   if (mma) {
     int sms = 0;
     TANDEM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx.dev.index));
-    splits = attn::mma::dkdv_splits(c.d, key_tiles, c.tokens, c.kv_heads, c.tiling.group, sms);
+    // d 512: a cluster of two blocks (two SMs) takes a key tile
+    splits = attn::mma::dkdv_splits(c.d, key_tiles, c.tokens, c.kv_heads, c.tiling.group, c.d == 512 ? sms / 2 : sms);
   }
   // Scratch: query-tile offsets of the FFMA tiling, key-tile offsets, query-tile offsets of the
   // mma dq kernel (I64 [S + 1] each), D (F32 [T, H]), the dkdv partials of dK and of dV
@@ -218,14 +222,15 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
                                static_cast<float>(options.scaling), options.sliding_window};
     if constexpr (std::is_same_v<S, bf16>) {
       if (mma) {  // tensor cores: bf16 at d 256 / 512
-        // d 256: the warpgroup kernels (64 keys a dK/dV block and 128 rows a dQ block, as the
-        // tilings here: dkdv_block_keys, dq_block_rows); d 512: mma.sync
-        static_assert(attn::mma::dkdv_wg_shape::keys == attn::mma::dkdv_shape<256>::keys &&
+        // The warpgroup kernels: one block a unit at d 256, a cluster of two blocks (a column half
+        // each) at d 512. dK/dV: 64 keys a unit (key_rows); dQ: 128 rows a unit at d 256, 64 at
+        // d 512 (dq_block_rows).
+        static_assert(attn::mma::dkdv_cluster_shape::keys == attn::mma::dkdv_wg_shape::keys &&
                       attn::mma::dq_wg_shape::block_rows == attn::mma::dq_shape<256>::block_rows);
         attn::mma::tma_keys maps{};  // d 256: the copy engine's maps of k and v, for both passes
         if (c.d == 256) TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(op, keys, maps));
         TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part, maps)
-                                          : attn::mma::launch_dkdv(stream, op, key_tiles, b, part));
+                                          : attn::mma::launch_wgmma_dkdv_cluster(stream, op, key_tiles, b, part));
         const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
         dim3 grid;
         TANDEM_RETURN_IF_ERROR(mma_grid(op, c, tiling, grid));
@@ -234,7 +239,7 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
                                            c.tokens, c.heads, tiling.group, tiling.rows_per_tile,
                                            tiling.heads_per_tile, tiling.head_chunks};
         return c.d == 256 ? attn::mma::launch_wgmma_dq(stream, op, grid, a, dq_layout, maps)
-                          : attn::mma::launch_dq(stream, op, grid, a, dq_layout, keys);
+                          : attn::mma::launch_wgmma_dq_cluster(stream, op, grid, a, dq_layout, keys);
       }
     }
     TANDEM_RETURN_IF_ERROR(attn::launch_dkdv(stream, op, c.slots, key_grid, b));

@@ -78,12 +78,13 @@ struct dkdv_work {
   int qt_begin, h_begin;
 };
 
-/// The block's work.
-__device__ __forceinline__ dkdv_work find_dkdv_work(const dkdv_args<bf16>& a, const dkdv_partials& part) {
+/// The work of unit `unit` = (key tile · G + kv head) · splits + split (64-key tiles, numbering
+/// a.offsets): a block of wgmma_dkdv_kernel, a cluster of the head-dim-512 kernel.
+__device__ __forceinline__ dkdv_work find_dkdv_work(const dkdv_args<bf16>& a, const dkdv_partials& part, std::int64_t unit) {
   constexpr int KEYS = dkdv_wg_shape::keys, BQ = dkdv_wg_shape::query_tile;
   dkdv_work w{};
-  w.split = static_cast<std::int64_t>(blockIdx.x) % part.splits;
-  const std::int64_t tile_head = static_cast<std::int64_t>(blockIdx.x) / part.splits;
+  w.split = unit % part.splits;
+  const std::int64_t tile_head = unit / part.splits;
   const tile_place place = find_tile(a.offsets, a.cu, a.num_seqs, tile_head / a.kv_heads, KEYS);
   w.g = tile_head % a.kv_heads;
   const std::int64_t j0 = place.first;
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
   const int wg = static_cast<int>(threadIdx.x) >> 7, tid = static_cast<int>(threadIdx.x) & 127;
   const int lane = tid & 31;
 
-  const dkdv_work w = find_dkdv_work(a, part);
+  const dkdv_work w = find_dkdv_work(a, part, blockIdx.x);
   // Warp 0 of warpgroup 1 fills stage i % 2 with item i: the copy engine's bytes (lane 0) and
   // log2(e)·lse and D of its 64 queries (two per lane). Warpgroup 1 finishes an item last (it
   // waits for Pᵀ), so by then warpgroup 0 has usually released the stage too.
@@ -308,12 +309,11 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
 // ---------------------------------------------------------------------------------------------
 // launcher
 
-/// The maps of q and dout [T, H, 256] (bf16) for wgmma_dkdv_kernel.
+/// The maps of q and dout [T, H, d] (bf16, d 256 or 512) for the wgmma dK / dV passes.
 inline status make_tma_queries(const char* op, const bf16* q, const bf16* dout, std::int64_t tokens, std::int64_t heads,
-                               tma_queries& out) {
-  TANDEM_RETURN_IF_ERROR(encode_rows_map(op, "queries", q, tokens, heads, dkdv_wg_shape::d, dkdv_wg_shape::query_tile, out.q_map));
-  return encode_rows_map(op, "output gradients", dout, tokens, heads, dkdv_wg_shape::d, dkdv_wg_shape::query_tile,
-                         out.dout_map);
+                               std::int64_t d, tma_queries& out) {
+  TANDEM_RETURN_IF_ERROR(encode_rows_map(op, "queries", q, tokens, heads, d, dkdv_wg_shape::query_tile, out.q_map));
+  return encode_rows_map(op, "output gradients", dout, tokens, heads, d, dkdv_wg_shape::query_tile, out.dout_map);
 }
 
 /// key_tiles tiles of 64 positions (numbering a.offsets) x kv heads x part.splits blocks, then
@@ -326,7 +326,7 @@ inline status launch_wgmma_dkdv(cudaStream_t stream, const char* op, std::int64_
   if (blocks > 0x7fffffffLL || key_tiles * a.kv_heads > 0x7fffffffLL)
     return {status_code::unsupported, std::string(op) + ": too many tokens or kv heads for one CUDA grid"};
   tma_queries queries{};
-  TANDEM_RETURN_IF_ERROR(make_tma_queries(op, a.q, a.dout, a.tokens, a.heads, queries));
+  TANDEM_RETURN_IF_ERROR(make_tma_queries(op, a.q, a.dout, a.tokens, a.heads, a.d, queries));
   constexpr auto kernel = &wgmma_dkdv_kernel;
   TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(shape::smem_bytes));
   kernel<<<static_cast<unsigned>(blocks), shape::threads, shape::smem_bytes, stream>>>(a, part, keys, queries);

@@ -1,12 +1,14 @@
 // The CUDA attention backward on a batch large enough that its tensor-core dK/dV pass runs one
-// block per key tile (no split of a tile's work, so the blocks add their bf16 results straight into
-// dk and dv, a path the op table's small shapes never reach: they always split), checked against a
+// block (d 256) or one cluster of two blocks (d 512) per key tile (no split of a tile's work, so the
+// blocks add their bf16 results straight into dk and dv, a path the op table's small shapes never
+// reach: they always split), checked against a
 // float64 reference computed on the host at sampled positions: the first, second, last and middle
 // keys of each sequence and those around the 64-key tiles' edges, for every kv head, and the same
 // positions as queries for dq, for every query head.
 //
-// 8192 tokens in three sequences, 8 query heads on 4 kv heads, head dim 256, bf16: 131 key tiles x
-// 4 kv heads = 524 blocks, more than three per SM on an H200 (132 SMs), so one split. The
+// 8192 tokens in three sequences, 8 query heads on 4 kv heads, head dims 256 and 512, bf16: 131 key
+// tiles x 4 kv heads = 524 units, more than three per SM (d 256) or per pair of SMs (d 512) on an
+// H200 (132 SMs), so one split. The
 // reference takes q, k, v, dout and the forward's out and lse from the device (the forward is
 // checked by the op table), so it checks the backward alone.
 #include <boost/test/data/test_case.hpp>
@@ -40,19 +42,19 @@ exec_context cuda_context() {
   return ctx;
 }
 
-constexpr std::int64_t H = 8, G = 4, D = 256;
+constexpr std::int64_t H = 8, G = 4;
 const std::vector<std::int32_t> lengths{4999, 64, 3129};
 
-/// A [tokens, heads, D] tensor read back as float64, row (t, h) at (t · heads + h) · D.
+/// A [tokens, heads, d] tensor read back as float64, row (t, h) at (t · heads + h) · d.
 struct rows {
   std::vector<double> v;
-  std::int64_t heads;
-  const double* at(std::int64_t t, std::int64_t h) const { return v.data() + (t * heads + h) * D; }
+  std::int64_t heads, d;
+  const double* at(std::int64_t t, std::int64_t h) const { return v.data() + (t * heads + h) * d; }
 };
 
-double dot(const double* a, const double* b) {
+double dot(const double* a, const double* b, std::int64_t d) {
   double s = 0;
-  for (std::int64_t c = 0; c < D; ++c) s += a[c] * b[c];
+  for (std::int64_t c = 0; c < d; ++c) s += a[c] * b[c];
   return s;
 }
 
@@ -68,8 +70,8 @@ std::vector<std::int64_t> sampled_positions(std::int64_t n) {
 /// Sum of squared errors and of squared references, and the largest error and reference.
 struct error_sums {
   double err2 = 0, ref2 = 0, max_err = 0, max_ref = 0;
-  void add(const double* got, const double* want) {
-    for (std::int64_t c = 0; c < D; ++c) {
+  void add(const double* got, const double* want, std::int64_t d) {
+    for (std::int64_t c = 0; c < d; ++c) {
       const double e = got[c] - want[c];
       err2 += e * e;
       ref2 += want[c] * want[c];
@@ -93,12 +95,13 @@ using namespace attention_sampled;
 BOOST_AUTO_TEST_SUITE(cuda_attention_sampled)
 
 BOOST_DATA_TEST_CASE(a_backward_with_one_block_per_key_tile_matches_a_float64_reference_at_sampled_positions,
-                     bdata::make(std::vector<std::int64_t>{0, 1000}), window) {
+                     bdata::make(std::vector<std::int64_t>{0, 1000}) * bdata::make(std::vector<std::int64_t>{256, 512}),
+                     window, D) {
   const exec_context ctx = cuda_context();
   std::vector<std::int32_t> cu{0};
   for (auto n : lengths) cu.push_back(cu.back() + n);
   const std::int64_t T = cu.back();
-  const double scale = 1.0 / 16;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   device_buffer q(dtype::bfloat16, {T, H, D}), k(dtype::bfloat16, {T, G, D}), v(dtype::bfloat16, {T, G, D});
   device_buffer dout(dtype::bfloat16, {T, H, D}), out(dtype::bfloat16, {T, H, D}), lse(dtype::float32, {T, H});
   device_buffer dq(dtype::bfloat16, {T, H, D}), dk(dtype::bfloat16, {T, G, D}), dv(dtype::bfloat16, {T, G, D});
@@ -117,20 +120,21 @@ BOOST_DATA_TEST_CASE(a_backward_with_one_block_per_key_tile_matches_a_float64_re
   require_ok(ops::attention_backward(ctx, q.view(), k.view(), v.view(), cu_seqlens.view(), lse.view(), dout.view(),
                                      dq.view(), dk.view(), dv.view(), o, false, out.view()));
 
-  const rows hq{q.floats_at(0, T * H * D), H}, hk{k.floats_at(0, T * G * D), G}, hv{v.floats_at(0, T * G * D), G};
-  const rows hdo{dout.floats_at(0, T * H * D), H}, hout{out.floats_at(0, T * H * D), H};
-  const rows gdq{dq.floats_at(0, T * H * D), H}, gdk{dk.floats_at(0, T * G * D), G}, gdv{dv.floats_at(0, T * G * D), G};
+  const rows hq{q.floats_at(0, T * H * D), H, D}, hk{k.floats_at(0, T * G * D), G, D}, hv{v.floats_at(0, T * G * D), G, D};
+  const rows hdo{dout.floats_at(0, T * H * D), H, D}, hout{out.floats_at(0, T * H * D), H, D};
+  const rows gdq{dq.floats_at(0, T * H * D), H, D}, gdk{dk.floats_at(0, T * G * D), G, D};
+  const rows gdv{dv.floats_at(0, T * G * D), G, D};
   const std::vector<double> hlse = lse.floats_at(0, T * H);
   // whether query position i sees key position j of the same sequence
   const auto sees = [&](std::int64_t i, std::int64_t j) { return j <= i && (window <= 0 || j > i - window); };
   const auto p_ds = [&](std::int64_t ti, std::int64_t h, std::int64_t tj, double& p, double& ds) {
     const std::int64_t g = h / (H / G);
-    p = std::exp(scale * dot(hq.at(ti, h), hk.at(tj, g)) - hlse[static_cast<std::size_t>(ti * H + h)]);
-    ds = p * (dot(hdo.at(ti, h), hv.at(tj, g)) - dot(hdo.at(ti, h), hout.at(ti, h)));
+    p = std::exp(scale * dot(hq.at(ti, h), hk.at(tj, g), D) - hlse[static_cast<std::size_t>(ti * H + h)]);
+    ds = p * (dot(hdo.at(ti, h), hv.at(tj, g), D) - dot(hdo.at(ti, h), hout.at(ti, h), D));
   };
 
   error_sums edk, edv, edq;
-  std::vector<double> rk(D), rv(D), rq(D);
+  std::vector<double> rk(static_cast<std::size_t>(D)), rv(static_cast<std::size_t>(D)), rq(static_cast<std::size_t>(D));
   for (std::size_t s = 0; s + 1 < cu.size(); ++s) {
     const std::int64_t start = cu[s], n = cu[s + 1] - cu[s];
     for (const std::int64_t j : sampled_positions(n)) {
@@ -149,8 +153,8 @@ BOOST_DATA_TEST_CASE(a_backward_with_one_block_per_key_tile_matches_a_float64_re
               rk[c] += scale * ds * qi[c];
             }
           }
-        edk.add(gdk.at(start + j, g), rk.data());
-        edv.add(gdv.at(start + j, g), rv.data());
+        edk.add(gdk.at(start + j, g), rk.data(), D);
+        edv.add(gdv.at(start + j, g), rv.data(), D);
       }
       for (std::int64_t h = 0; h < H; ++h) {  // dq of query j
         std::fill(rq.begin(), rq.end(), 0.0);
@@ -161,7 +165,7 @@ BOOST_DATA_TEST_CASE(a_backward_with_one_block_per_key_tile_matches_a_float64_re
           const double* kj = hk.at(start + jj, h / (H / G));
           for (std::int64_t c = 0; c < D; ++c) rq[c] += scale * ds * kj[c];
         }
-        edq.add(gdq.at(start + j, h), rq.data());
+        edq.add(gdq.at(start + j, h), rq.data(), D);
       }
     }
   }
