@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "gpu/ops/cuda/attention_dkdv.cuh"
-#include "gpu/ops/cuda/attention_mma_backward.cuh"
+#include "gpu/ops/cuda/attention_backward_common.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dkdv.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dkdv_cluster.cuh"
 #include "gpu/ops/cuda/attention_wgmma_dq_cluster.cuh"
@@ -224,14 +224,14 @@ status attention_backward(const exec_context& ctx, dtype storage, const tensor& 
       if (mma) {  // tensor cores: bf16 at d 256 / 512
         // The warpgroup kernels: one block a unit at d 256, a cluster of two blocks (a column half
         // each) at d 512. dK/dV: 64 keys a unit (key_rows); dQ: 128 rows a unit at d 256, 64 at
-        // d 512 (dq_block_rows).
-        static_assert(attn::mma::dkdv_cluster_shape::keys == attn::mma::dkdv_wg_shape::keys &&
-                      attn::mma::dq_wg_shape::block_rows == attn::mma::dq_shape<256>::block_rows);
+        // d 512.
+        static_assert(attn::mma::dkdv_cluster_shape::keys == attn::mma::dkdv_wg_shape::keys);
         attn::mma::tma_keys maps{};  // d 256: the copy engine's maps of k and v, for both passes
         if (c.d == 256) TANDEM_RETURN_IF_ERROR(attn::mma::make_tma_keys(op, keys, maps));
         TANDEM_RETURN_IF_ERROR(c.d == 256 ? attn::mma::launch_wgmma_dkdv(stream, op, key_tiles, b, part, maps)
                                           : attn::mma::launch_wgmma_dkdv_cluster(stream, op, key_tiles, b, part));
-        const attn::query_tiling tiling = attn::mma::mma_tiling(c.heads, c.kv_heads, attn::mma::dq_block_rows(c.d));
+        const attn::query_tiling tiling = attn::mma::mma_tiling(
+            c.heads, c.kv_heads, c.d == 256 ? attn::mma::dq_wg_shape::block_rows : attn::mma::dq_cluster_shape::block_rows);
         dim3 grid;
         TANDEM_RETURN_IF_ERROR(mma_grid(op, c, tiling, grid));
         TANDEM_RETURN_IF_ERROR(tile_offsets(stream, op, cu_seqlens, c.num_seqs, tiling.rows_per_tile, mma_offsets));

@@ -13,8 +13,8 @@
 // Tensor cores: bfloat16 storage at head dim 256 or 512 with 16-byte aligned tensors runs
 // tensor-core kernels instead (bf16 operands, f32 accumulation): the forward on Hopper's
 // warpgroup instructions (attention_wgmma_forward.cuh: blocks of 128 rows at d 256, 64 at d 512,
-// key tiles at multiples of 64 or 32 positions), the backward on mma.sync
-// (attention_mma_backward.cuh); exp2 softmax, P and dS rounded to bfloat16 as operands; still
+// key tiles at multiples of 64 or 32 positions), the backward on them too (dK/dV and dQ passes: a
+// block a unit of work at d 256, a cluster of two blocks, a column half each, at d 512); exp2 softmax, P and dS rounded to bfloat16 as operands; still
 // deterministic (no atomics, fixed summation orders). The paged forward runs the same forward
 // kernel, so a paged row still gives the packed row's bits. Keys and values must be finite there
 // (a masked key's value meets a zero probability in the product). A forward kernel whose

@@ -18,7 +18,7 @@
 // product), handed over by two named barriers. Pᵀ and dSᵀ are rounded to bf16 only as operands.
 // Every (key, query) pair is summed in item order, then query order inside an item, so a result
 // is deterministic; splits and their reduction are those of the mma.sync backward
-// (attention_mma_backward.cuh: dkdv_partials, dkdv_reduce_kernel).
+// (attention_backward_common.cuh: dkdv_partials, dkdv_reduce_kernel).
 //
 // There is no producer warpgroup: with 256 threads a thread may hold 255 registers (a third
 // warpgroup would cap the launch at 168, and ptxas kept this kernel at that cap despite
@@ -41,7 +41,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gpu/ops/cuda/attention_mma_backward.cuh"
+#include "gpu/ops/cuda/attention_backward_common.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
@@ -105,8 +105,8 @@ __device__ __forceinline__ dkdv_work find_dkdv_work(const dkdv_args<bf16>& a, co
   return w;
 }
 
-/// Block x = (key tile · G + kv head) · splits + split, as mma_dkdv_kernel (dkdv_shape<256>::keys
-/// = 64 positions a tile, the same numbering). a.d must be 256; keys / queries: the maps of
+/// Block x = (key tile · G + kv head) · splits + split (tiles of dkdv_wg_shape::keys = 64
+/// positions, the numbering a.offsets). a.d must be 256; keys / queries: the maps of
 /// a.k / a.v and a.q / a.dout.
 __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
     wgmma_dkdv_kernel(dkdv_args<bf16> a, dkdv_partials part,

@@ -12,8 +12,8 @@
 //   dq  = scaling · dQ (+ the old dq when accumulating), rounded to bf16 once
 //
 // dS is rounded to bf16 only as the A operand of dS·K (the C -> A mapping of the forward's P); P,
-// S, dP and the accumulators are f32 (as mma_dq_kernel). A row's dQ sums its key tiles in position order, the tensor core's
-// order inside a tile: deterministic, no atomics. A key tile every row of the block sees whole
+// S, dP and the accumulators are f32. A row's dQ sums its key tiles in position order, the tensor
+// core's order inside a tile: deterministic, no atomics. A key tile every row of the block sees whole
 // skips the mask (the same bits). Keys and values must be finite: the rows of a tile outside a
 // row's range (neighbouring sequences, past the batch: zeros) meet a zero dS.
 //

@@ -58,7 +58,6 @@ struct dq_cluster_shape {
   static constexpr std::size_t barrier_bytes = 7 * sizeof(std::uint64_t);
   static constexpr std::size_t smem_bytes = 1024 /* alignment */ + 6 * tile_bytes + 2 * half_bytes +
                                             block_rows * (sizeof(std::int64_t) + sizeof(std::int32_t)) + barrier_bytes;
-  static_assert(block_rows == dq_shape<512>::block_rows, "the query tiling of the d 512 dq pass");
   static_assert(smem_bytes <= 232448, "the shared memory of one Hopper block");
 };
 

@@ -590,6 +590,22 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 
 constexpr int forward_k = 8;   // vectors per thread, forward
 
+/// f(std::integral_constant<int, G>{}, std::integral_constant<int, K>{}) for the forward vector
+/// kernels' rows of nv vectors over g threads: K, the vectors a thread holds, the fewest of 1, 2 and
+/// forward_k that cover the row. A thread's slots past the row hold zeros, which add nothing to the
+/// sum of squares (an FMA of zeros), so a row's bits depend on G alone; but every slot takes
+/// registers (three of them a vector in rmsnorm_rope_vec_kernel): rows of 32 vectors in 8 slots
+/// ran the q norm and rotation of E2B's step at 15% of copy on an H100.
+template <class F>
+status with_forward_shape(int g, std::int64_t nv, F&& f) {
+  return with_group(g, [&](auto group) -> status {
+    constexpr int G = decltype(group)::value;
+    if (nv <= G) return f(group, std::integral_constant<int, 1>{});
+    if (nv <= 2 * G) return f(group, std::integral_constant<int, 2>{});
+    return f(group, std::integral_constant<int, forward_k>{});
+  });
+}
+
 /// Rows per block of the forward vector kernels (blocks of R·G threads): 256 / G, halved while
 /// that leaves fewer than two blocks per SM of an H100 / H200, down to one. A decode step's 256
 /// rows of 1536 then run as 256 blocks of a warp instead of 32 blocks of 8 rows (32 of the 132
@@ -622,11 +638,11 @@ status rmsnorm_forward(const exec_context& ctx, dtype storage, const tensor& x, 
     constexpr int V = width<S>;
     const int g = d % V == 0 ? group_threads<forward_k>(d / V) : 0;
     if (g != 0 && aligned16(x.data()) && aligned16(y.data()) && (w.empty() || aligned16(w.data()))) {
-      return with_group(g, [&](auto group) -> status {
-        constexpr int G = decltype(group)::value;
+      return with_forward_shape(g, d / V, [&](auto group, auto vectors) -> status {
+        constexpr int G = decltype(group)::value, K = decltype(vectors)::value;
         const int R = forward_rows_per_block<G>(rows);
         const std::int64_t blocks = (rows + R - 1) / R;
-        rmsnorm_forward_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
+        rmsnorm_forward_vec_kernel<S, G, K><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
             x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), rows, static_cast<int>(d / V),
             static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
         return launch_status(op, "rmsnorm_forward_vec_kernel");
@@ -652,12 +668,12 @@ status rmsnorm_rope_forward(const exec_context& ctx, dtype storage, const tensor
     const std::size_t smem = static_cast<std::size_t>(g > 0 ? vec_threads / g : 0) * static_cast<std::size_t>(d) * sizeof(float);
     if (g != 0 && smem <= 48 * 1024 && aligned16(x.data()) && aligned16(w.data()) && aligned16(cos.data()) &&
         aligned16(sin.data()) && aligned16(y.data())) {
-      return with_group(g, [&](auto group) -> status {
-        constexpr int G = decltype(group)::value;
+      return with_forward_shape(g, d / V, [&](auto group, auto vectors) -> status {
+        constexpr int G = decltype(group)::value, K = decltype(vectors)::value;
         const int R = forward_rows_per_block<G>(rows);
         const std::int64_t blocks = (rows + R - 1) / R;
         const std::size_t row_bytes = static_cast<std::size_t>(R) * static_cast<std::size_t>(d) * sizeof(float);
-        rmsnorm_rope_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, row_bytes, stream_of(ctx)>>>(
+        rmsnorm_rope_vec_kernel<S, G, K><<<static_cast<unsigned>(blocks), R * G, row_bytes, stream_of(ctx)>>>(
             x.as<const S>(), w.as<const S>(), cos.as<const S>(), sin.as<const S>(), rows, heads, static_cast<int>(d / V),
             static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
         return launch_status(op, "rmsnorm_rope_vec_kernel");
@@ -685,11 +701,11 @@ status residual_norm_forward(const exec_context& ctx, dtype storage, const resid
       const auto stat = [](const tensor& t) { return t.empty() ? nullptr : t.as<float>(); };
       const residual_rows<S> a{ptr(io.x), ptr(io.w), ptr(io.residual), ptr(io.out), stat(io.inv_rms), ptr(io.branch),
                                ptr(io.scale), ptr(io.pre_scale), ptr(io.next_w), ptr(io.next), stat(io.next_inv_rms)};
-      return with_group(g, [&](auto group) -> status {
-        constexpr int G = decltype(group)::value;
+      return with_forward_shape(g, d / V, [&](auto group, auto vectors) -> status {
+        constexpr int G = decltype(group)::value, K = decltype(vectors)::value;
         const int R = forward_rows_per_block<G>(rows);
         const std::int64_t blocks = (rows + R - 1) / R;
-        residual_norm_vec_kernel<S, G, forward_k><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
+        residual_norm_vec_kernel<S, G, K><<<static_cast<unsigned>(blocks), R * G, 0, stream_of(ctx)>>>(
             a, rows, static_cast<int>(d / V), static_cast<float>(eps));
         return launch_status(op, "residual_norm_vec_kernel");
       });
