@@ -105,6 +105,64 @@ __device__ __forceinline__ dkdv_work find_dkdv_work(const dkdv_args<bf16>& a, co
   return w;
 }
 
+/// Pᵀ of item (queries q0 .., stage's log2(e)·lse `lse2`) in place of Sᵀ in x (x[4c + e]: key
+/// key0 (e < 2) or key0 + 8, query q0 + 8c + 2t + (e & 1)): exp2(scale2·Sᵀ - log2(e)·lse), 0 where
+/// the query does not see the key. An item whose every (key, query) is visible skips the mask (the
+/// same bits).
+__device__ __forceinline__ void dkdv_probabilities(float (&x)[32], const dkdv_work& w, int window, int q0, int key0,
+                                                   int t, float scale2, const float* lse2) {
+  constexpr int KEYS = dkdv_wg_shape::keys, BQ = dkdv_wg_shape::query_tile;
+  const int jl = w.j_last, ql = w.q_last, key1 = key0 + 8;
+  const bool whole = w.first_key + KEYS - 1 == jl && jl <= q0 && q0 + BQ - 1 <= ql &&
+                     (window <= 0 || w.first_key > q0 + BQ - 1 - window);
+  if (whole) {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) x[e] = exp2f(fmaf(x[e], scale2, -lse2[8 * (e >> 2) + 2 * t + (e & 1)]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const int il = 8 * (e >> 2) + 2 * t + (e & 1);
+      const int qp = q0 + il, j = (e & 2) == 0 ? key0 : key1;
+      const bool visible = qp <= ql && j <= jl && j <= qp && (window <= 0 || j > qp - window);
+      x[e] = visible ? exp2f(fmaf(x[e], scale2, -lse2[il])) : 0.f;
+    }
+  }
+}
+
+/// The end of a dK / dV unit: this thread's two key rows (key0, key0 + 8) of a 64 x 256 accumulator
+/// (acc[4c + e]: key key0 (e < 2) or key0 + 8, column col0 + 8c + 2t + (e & 1) of rows of D
+/// columns), dV (dv) or unscaled dK: with splits, float32 into the split's partials; without, added
+/// to dv or dk (dK times a.scale), one rounding to bf16. Rows outside the tile or the tensors are
+/// skipped.
+template <int D>
+__device__ __forceinline__ void store_dkdv_rows(const float (&acc)[128], bool dv, const dkdv_args<bf16>& a,
+                                                const dkdv_partials& part, const dkdv_work& w, int key0, int t, int col0) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int j = half == 0 ? key0 : key0 + 8;
+    const std::int64_t tok = static_cast<std::int64_t>(w.start) + j;
+    if (j > w.j_last || tok < 0 || tok >= a.tokens) continue;
+    if (part.splits > 1) {
+      float* const row = (dv ? part.dv : part.dk) + ((w.split * a.tokens + tok) * a.kv_heads + w.g) * D + col0;
+#pragma unroll
+      for (int c = 0; c < 32; ++c)
+        *reinterpret_cast<float2*>(row + 8 * c + 2 * t) = make_float2(acc[4 * c + 2 * half], acc[4 * c + 2 * half + 1]);
+    } else {
+      bf16* const row = (dv ? a.dv : a.dk) + (tok * a.kv_heads + w.g) * D + col0;
+      const float f = dv ? 1.f : a.scale;
+#pragma unroll
+      for (int c = 0; c < 32; ++c) {
+        const int col = 8 * c + 2 * t;
+        const __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162*>(row + col);
+        const float x0 = acc[4 * c + 2 * half], x1 = acc[4 * c + 2 * half + 1];
+        *reinterpret_cast<std::uint32_t*>(row + col) =
+            pack_bf16(__fadd_rn(__low2float(old), dv ? x0 : __fmul_rn(f, x0)),
+                      __fadd_rn(__high2float(old), dv ? x1 : __fmul_rn(f, x1)));
+      }
+    }
+  }
+}
+
 /// Block x = (key tile · G + kv head) · splits + split (tiles of dkdv_wg_shape::keys = 64
 /// positions, the numbering a.offsets). a.d must be 256; keys / queries: the maps of
 /// a.k / a.v and a.q / a.dout.
@@ -198,8 +256,8 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
   // this thread's keys: rows r0 (e = 0, 1) and r0 + 8 (e = 2, 3) of every product; positions fit
   // 32 bits (cu_seqlens is I32)
   const int r0 = (tid >> 5) * 16 + gq;
-  const int key0 = w.first_key + r0, key1 = key0 + 8;
-  const int jl = w.j_last, ql = w.q_last, window = static_cast<int>(a.window);
+  const int key0 = w.first_key + r0;
+  const int window = static_cast<int>(a.window);
   const float scale2 = a.scale * log2e;
   float acc[128];  // dV (warpgroup 0) or dK unscaled (warpgroup 1): [64 keys][256]
 #pragma unroll
@@ -234,21 +292,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
     const float* const lse2 = lse2_s + s * BQ;
     const float* const dl = delta_s + s * BQ;
     if (wg == 0) {
-      // every (key, query) of the item visible: the same bits without the per-element mask
-      const bool whole = w.first_key + KEYS - 1 == jl && jl <= q0 && q0 + BQ - 1 <= ql &&
-                         (window <= 0 || w.first_key > q0 + BQ - 1 - window);
-      if (whole) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) x[e] = exp2f(fmaf(x[e], scale2, -lse2[8 * (e >> 2) + 2 * t + (e & 1)]));
-      } else {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const int il = 8 * (e >> 2) + 2 * t + (e & 1);
-          const int qp = q0 + il, j = (e & 2) == 0 ? key0 : key1;
-          const bool visible = qp <= ql && j <= jl && j <= qp && (window <= 0 || j > qp - window);
-          x[e] = visible ? exp2f(fmaf(x[e], scale2, -lse2[il])) : 0.f;
-        }
-      }
+      dkdv_probabilities(x, w, window, q0, key0, t, scale2, lse2);
       if (i >= 1) named_barrier(p_free, 256);  // warpgroup 1 has read the previous Pᵀ
 #pragma unroll
       for (int e = 0; e < 32; ++e) pbuf[e * 128 + tid] = x[e];
@@ -276,34 +320,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
     }
   }
 
-  // acc[4c + e]: key r0 (e < 2) or r0 + 8, column 8c + 2t + (e & 1)
-  const auto token_of = [&](int j) {  // -1 outside the tile or the tensors
-    const std::int64_t tok = static_cast<std::int64_t>(w.start) + j;
-    return j <= jl && tok >= 0 && tok < a.tokens ? tok : std::int64_t{-1};
-  };
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const std::int64_t tok = token_of(half == 0 ? key0 : key1);
-    if (tok < 0) continue;
-    if (part.splits > 1) {
-      float* const row = (wg == 0 ? part.dv : part.dk) + ((w.split * a.tokens + tok) * a.kv_heads + w.g) * D;
-#pragma unroll
-      for (int c = 0; c < 32; ++c)
-        *reinterpret_cast<float2*>(row + 8 * c + 2 * t) = make_float2(acc[4 * c + 2 * half], acc[4 * c + 2 * half + 1]);
-    } else {
-      bf16* const row = (wg == 0 ? a.dv : a.dk) + (tok * a.kv_heads + w.g) * D;
-      const float f = wg == 0 ? 1.f : a.scale;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const int col = 8 * c + 2 * t;
-        const __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162*>(row + col);
-        const float x0 = acc[4 * c + 2 * half], x1 = acc[4 * c + 2 * half + 1];
-        *reinterpret_cast<std::uint32_t*>(row + col) =
-            pack_bf16(__fadd_rn(__low2float(old), wg == 0 ? x0 : __fmul_rn(f, x0)),
-                      __fadd_rn(__high2float(old), wg == 0 ? x1 : __fmul_rn(f, x1)));
-      }
-    }
-  }
+  store_dkdv_rows<D>(acc, wg == 0, a, part, w, key0, t, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

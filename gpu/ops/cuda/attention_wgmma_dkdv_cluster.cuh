@@ -69,6 +69,35 @@ struct dkdv_cluster_shape {
   static_assert(smem_bytes <= 232448, "the shared memory of one Hopper block");
 };
 
+/// The exchange of halves of the clustered passes, for item i of n: this thread's 32 floats x (its
+/// part of an m64n64 product over the block's column half) go to the peer's receiving buffer at
+/// `send_to` (float4 [8][128] in accumulator order: x[4c ..] of thread tid at [c][tid]), counted on
+/// the peer's barrier `send_bar`, once the peer has read the last item's (`recv_free`, phase
+/// i - 1); then, once the peer's half has landed in `recv` (counted on the local `recv_full`, phase
+/// i), x += it, element by element (x + r here, r + x in the peer: the same bits). Thread 0 of the
+/// warpgroup arms `recv_full` for item i + 1 (the peer sends that only after this block's reads of
+/// item i: see the kernels' protocol).
+__device__ __forceinline__ void exchange_halves(float (&x)[32], int i, int n, int tid, std::uint32_t send_to,
+                                                std::uint32_t send_bar, std::uint32_t recv_free, const float4* recv,
+                                                std::uint32_t recv_full) {
+  const std::uint32_t parity = static_cast<std::uint32_t>(i & 1);
+  if (i >= 1) cluster::wait(recv_free, parity ^ 1u);
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    cluster::store_counted(send_to + static_cast<std::uint32_t>((c * 128 + tid) * 16), x[4 * c], x[4 * c + 1], x[4 * c + 2],
+                           x[4 * c + 3], send_bar);
+  cluster::wait(recv_full, parity);
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const float4 r = recv[c * 128 + tid];
+    x[4 * c] = __fadd_rn(x[4 * c], r.x);
+    x[4 * c + 1] = __fadd_rn(x[4 * c + 1], r.y);
+    x[4 * c + 2] = __fadd_rn(x[4 * c + 2], r.z);
+    x[4 * c + 3] = __fadd_rn(x[4 * c + 3], r.w);
+  }
+  if (tid == 0 && i + 1 < n) cluster::arrive_expect_bytes(recv_full, static_cast<std::uint32_t>(dkdv_cluster_shape::half_bytes));
+}
+
 /// Cluster x / 2 = (key tile · G + kv head) · splits + split (64-key tiles, numbering a.offsets),
 /// block rank h its column half. a.d must be 512.
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::threads, 1)
@@ -167,8 +196,8 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
   // this thread's keys: rows r0 (e = 0, 1) and r0 + 8 (e = 2, 3) of every product; positions fit
   // 32 bits (cu_seqlens is I32)
   const int r0 = (tid >> 5) * 16 + gq;
-  const int key0 = w.first_key + r0, key1 = key0 + 8;
-  const int jl = w.j_last, ql = w.q_last, window = static_cast<int>(a.window);
+  const int key0 = w.first_key + r0;
+  const int window = static_cast<int>(a.window);
   const float scale2 = a.scale * log2e;
   float acc[128];  // dV[:, h] (warpgroup 0) or dK[:, h] unscaled (warpgroup 1): [64 keys][256]
 #pragma unroll
@@ -191,7 +220,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
   for (int i = 0, qt = w.qt_begin; i < w.n; ++i, qt = qt + 1 == w.tiles_per_head ? 0 : qt + 1) {
     const int s = i & 1;
     const std::uint32_t round = static_cast<std::uint32_t>((i >> 1) & 1);
-    const std::uint32_t parity = static_cast<std::uint32_t>(i & 1);
     const int q0 = w.first_key + qt * BQ;
     const std::uint32_t stage = static_cast<std::uint32_t>(s) * static_cast<std::uint32_t>(shape::tile_bytes);
 
@@ -209,41 +237,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
     wgmma::wait<0>();
     wgmma::fence_registers(x);
 
-    // exchange the halves: send ours once the peer has read the previous item's, add the peer's
-    if (i >= 1) cluster::wait(recv_free, parity ^ 1u);
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      cluster::store_counted(send_to + static_cast<std::uint32_t>((c * 128 + tid) * 16), x[4 * c], x[4 * c + 1],
-                             x[4 * c + 2], x[4 * c + 3], send_bar);
-    cluster::wait(recv_full, parity);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float4 r = recv4[c * 128 + tid];
-      x[4 * c] = __fadd_rn(x[4 * c], r.x);
-      x[4 * c + 1] = __fadd_rn(x[4 * c + 1], r.y);
-      x[4 * c + 2] = __fadd_rn(x[4 * c + 2], r.z);
-      x[4 * c + 3] = __fadd_rn(x[4 * c + 3], r.w);
-    }
-    if (tid == 0 && i + 1 < w.n) cluster::arrive_expect_bytes(recv_full, HALF_BYTES);  // item i + 1
+    exchange_halves(x, i, w.n, tid, send_to, send_bar, recv_free, recv4, recv_full);
 
     const float* const lse2 = lse2_s + s * BQ;
     const float* const dl = delta_s + s * BQ;
     if (wg == 0) {
-      // every (key, query) of the item visible: the same bits without the per-element mask
-      const bool whole = w.first_key + KEYS - 1 == jl && jl <= q0 && q0 + BQ - 1 <= ql &&
-                         (window <= 0 || w.first_key > q0 + BQ - 1 - window);
-      if (whole) {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) x[e] = exp2f(fmaf(x[e], scale2, -lse2[8 * (e >> 2) + 2 * t + (e & 1)]));
-      } else {
-#pragma unroll
-        for (int e = 0; e < 32; ++e) {
-          const int il = 8 * (e >> 2) + 2 * t + (e & 1);
-          const int qp = q0 + il, j = (e & 2) == 0 ? key0 : key1;
-          const bool visible = qp <= ql && j <= jl && j <= qp && (window <= 0 || j > qp - window);
-          x[e] = visible ? exp2f(fmaf(x[e], scale2, -lse2[il])) : 0.f;
-        }
-      }
+      dkdv_probabilities(x, w, window, q0, key0, t, scale2, lse2);
 #pragma unroll
       for (int c = 0; c < 8; ++c) recv4[c * 128 + tid] = make_float4(x[4 * c], x[4 * c + 1], x[4 * c + 2], x[4 * c + 3]);
       named_barrier_arrive(p_ready, 256);
@@ -279,34 +278,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
     }
   }
 
-  // acc[4c + e]: key r0 (e < 2) or r0 + 8, column col0 + 8c + 2t + (e & 1)
-  const auto token_of = [&](int j) {  // -1 outside the tile or the tensors
-    const std::int64_t tok = static_cast<std::int64_t>(w.start) + j;
-    return j <= jl && tok >= 0 && tok < a.tokens ? tok : std::int64_t{-1};
-  };
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const std::int64_t tok = token_of(r == 0 ? key0 : key1);
-    if (tok < 0) continue;
-    if (part.splits > 1) {
-      float* const row = (wg == 0 ? part.dv : part.dk) + ((w.split * a.tokens + tok) * a.kv_heads + w.g) * D + col0;
-#pragma unroll
-      for (int c = 0; c < 32; ++c)
-        *reinterpret_cast<float2*>(row + 8 * c + 2 * t) = make_float2(acc[4 * c + 2 * r], acc[4 * c + 2 * r + 1]);
-    } else {
-      bf16* const row = (wg == 0 ? a.dv : a.dk) + (tok * a.kv_heads + w.g) * D + col0;
-      const float f = wg == 0 ? 1.f : a.scale;
-#pragma unroll
-      for (int c = 0; c < 32; ++c) {
-        const int col = 8 * c + 2 * t;
-        const __nv_bfloat162 old = *reinterpret_cast<const __nv_bfloat162*>(row + col);
-        const float x0 = acc[4 * c + 2 * r], x1 = acc[4 * c + 2 * r + 1];
-        *reinterpret_cast<std::uint32_t*>(row + col) =
-            pack_bf16(__fadd_rn(__low2float(old), wg == 0 ? x0 : __fmul_rn(f, x0)),
-                      __fadd_rn(__high2float(old), wg == 0 ? x1 : __fmul_rn(f, x1)));
-      }
-    }
-  }
+  store_dkdv_rows<D>(acc, wg == 0, a, part, w, key0, t, col0);
   cluster::sync();  // the peer no longer touches this block's shared memory
 }
 

@@ -59,6 +59,7 @@ struct dq_cluster_shape {
   static constexpr std::size_t smem_bytes = 1024 /* alignment */ + 6 * tile_bytes + 2 * half_bytes +
                                             block_rows * (sizeof(std::int64_t) + sizeof(std::int32_t)) + barrier_bytes;
   static_assert(smem_bytes <= 232448, "the shared memory of one Hopper block");
+  static_assert(half_bytes == dkdv_cluster_shape::half_bytes, "the halves that exchange_halves sends");
 };
 
 /// Cluster (x / 2, y): the query tile numbered gridDim.x / 2 - 1 - x / 2 of layout (rows of
@@ -182,7 +183,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
 #pragma unroll 1
   for (int i = 0; i < tiles; ++i) {
     const int s = i & 1, j0 = (kt_first + i) * BN;
-    const std::uint32_t parity = static_cast<std::uint32_t>(i & 1);
     const std::uint32_t stage = static_cast<std::uint32_t>(s) * static_cast<std::uint32_t>(shape::tile_bytes);
 
     float x[32];  // S or dP: x[4c + e], row row0 (e < 2) or row0 + 8, key j0 + 8c + 2t + (e & 1)
@@ -199,22 +199,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
     wgmma::wait<0>();
     wgmma::fence_registers(x);
 
-    // exchange the halves: send ours once the peer has read the previous tile's, add the peer's
-    if (i >= 1) cluster::wait(recv_free, parity ^ 1u);
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      cluster::store_counted(send_to + static_cast<std::uint32_t>((c * 128 + tid) * 16), x[4 * c], x[4 * c + 1],
-                             x[4 * c + 2], x[4 * c + 3], send_bar);
-    cluster::wait(recv_full, parity);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float4 r = recv4[c * 128 + tid];
-      x[4 * c] = __fadd_rn(x[4 * c], r.x);
-      x[4 * c + 1] = __fadd_rn(x[4 * c + 1], r.y);
-      x[4 * c + 2] = __fadd_rn(x[4 * c + 2], r.z);
-      x[4 * c + 3] = __fadd_rn(x[4 * c + 3], r.w);
-    }
-    if (tid == 0 && i + 1 < tiles) cluster::arrive_expect_bytes(recv_full, HALF_BYTES);  // tile i + 1
+    exchange_halves(x, i, tiles, tid, send_to, send_bar, recv_free, recv4, recv_full);
 
     if (wg == 0) {  // P, over the received S half
       if (j0 + BN - 1 <= pmin && j0 >= full_first) {  // uniform over the cluster
