@@ -16,19 +16,8 @@ bundle=${1:?usage: tools/gpu_check.sh BUNDLE_DIR [LOG_DIR] [--quick]}
 logs=${2:-gpu-check-logs}
 quick=${3:-}
 mkdir -p "$logs"
-cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$bundle/lib:${cudnn_lib:+$cudnn_lib:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+source "$(dirname "$0")/gpu_run_env.sh"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$logs/gpu.txt"
-failed=0
-run() {  # name, command...
-  local name=$1; shift
-  local start=$SECONDS
-  timeout "${GPU_CHECK_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  printf '%-28s rc %-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$logs/$name.log")"
-  [ "$rc" -eq 0 ] || failed=1
-}
 [ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
 for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors cuda_captured_work \
              train_engine_conformance gemma4_train_engine cuda_train_engine_parity nccl_group \

@@ -57,19 +57,9 @@ if [ -n "$base" ] && [ ${#prefixes[@]} -eq 0 ]; then
   exit 2
 fi
 mkdir -p "$logs"
-cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), "lib"))' 2>/dev/null || true)
-export LD_LIBRARY_PATH="$bundle/lib:${cudnn_lib:+$cudnn_lib:}/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
+run_name_width=36
+source "$(dirname "$0")/gpu_run_env.sh"
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
-failed=0
-run() {  # log name, command...: runs it under the time limit, prints its status and last line
-  local name=$1; shift
-  local start=$SECONDS
-  timeout "${GPU_CHECK_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1
-  local rc=$?
-  printf '%-36s rc %-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$logs/$name.log")"
-  [ "$rc" -eq 0 ] || failed=1
-}
 for suite in "${suites[@]}"; do
   run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=message
 done

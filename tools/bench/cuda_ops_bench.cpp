@@ -233,11 +233,12 @@ int main(int argc, char** argv) {
     buffer s(bf, {1}, 0.5, 1);
     bandwidth("scale_by_forward", shape, 2 * e, [&] { return ops::scale_by_forward(ctx, x.t, s.t, y.t); });
   }
+  // The norms of the E2B train step at 4096 tokens: the residual stream (H 1536), the q norm's
+  // rows (8 heads of 256; in the forward rmsnorm_rope_forward below takes them with the rotation),
+  // the per-layer inputs' norm (35 layers of 256).
+  const std::pair<std::int64_t, std::int64_t> e2b_norms[] = {{4096, 1536}, {4096 * 8, 256}, {4096 * 35, 256}};
   if (wanted({"rmsnorm_forward"})) {
-    // The norms of the E2B train step at 4096 tokens, forward: the residual stream (H 1536), the q
-    // norm's rows (8 heads of 256; rmsnorm_rope_forward below takes them with the rotation), the
-    // per-layer inputs' norm (35 layers of 256).
-    for (const auto& [rows, width] : {std::pair<std::int64_t, std::int64_t>{4096, 1536}, {4096 * 8, 256}, {4096 * 35, 256}}) {
+    for (const auto& [rows, width] : e2b_norms) {
       buffer x(bf, {rows, width}), w(bf, {width}, 0.5, 1.5), y(bf, {rows, width}), inv(dtype::float32, {rows});
       const double e = static_cast<double>(rows * width) * 2;
       bandwidth("rmsnorm_forward", "[" + std::to_string(rows) + ", " + std::to_string(width) + "]", 2 * e,
@@ -245,9 +246,7 @@ int main(int argc, char** argv) {
     }
   }
   if (wanted({"rmsnorm_backward"})) {
-    // The norms of the E2B train step at 4096 tokens: the residual stream (H 1536), the q norm
-    // (8 heads of 256), the per-layer inputs' norm (35 layers of 256).
-    for (const auto& [rows, width] : {std::pair<std::int64_t, std::int64_t>{4096, 1536}, {4096 * 8, 256}, {4096 * 35, 256}}) {
+    for (const auto& [rows, width] : e2b_norms) {
       buffer x(bf, {rows, width}), w(bf, {width}, 0.5, 1.5), dy(bf, {rows, width}), dx(bf, {rows, width}), dw(bf, {width});
       buffer inv(dtype::float32, {rows});
       const double e = static_cast<double>(rows * width) * 2;

@@ -62,13 +62,10 @@ __device__ __forceinline__ bool try_wait(std::uint32_t bar, std::uint32_t parity
   return done != 0;
 }
 
-/// Waits for the phase of parity `parity` of the local barrier `bar`; as async_copy::mbarrier_wait,
-/// a wait past 10 seconds is a lost arrival and traps instead of hanging the stream.
+/// Waits for the phase of parity `parity` of the local barrier `bar` (async_copy::wait_or_trap: a
+/// wait past 10 seconds is a lost arrival and traps instead of hanging the stream).
 __device__ __forceinline__ void wait(std::uint32_t bar, std::uint32_t parity) {
-  if (try_wait(bar, parity)) return;
-  const std::uint64_t start = async_copy::global_nanoseconds();
-  while (!try_wait(bar, parity))
-    if (async_copy::global_nanoseconds() - start > 10'000'000'000ull) __trap();
+  async_copy::wait_or_trap([&] { return try_wait(bar, parity); });
 }
 
 /// Every thread of every block of the cluster: this thread's earlier reads and writes (its

@@ -52,14 +52,20 @@ __device__ __forceinline__ std::uint64_t global_nanoseconds() {
   return t;
 }
 
-/// Waits until the phase of parity `parity` of the barrier has completed. No wait of the kernels
-/// lasts more than microseconds; one that outlasts 10 seconds means a lost arrival, and the kernel
-/// traps (the launch fails with an error the caller reports) instead of hanging its stream.
-__device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t parity) {
-  if (mbarrier_try_wait(bar, parity)) return;
+/// Calls done() until it is true. No wait of the kernels lasts more than microseconds; one that
+/// outlasts 10 seconds means a lost arrival, and the kernel traps (the launch fails with an error
+/// the caller reports) instead of hanging its stream.
+template <class Done>
+__device__ __forceinline__ void wait_or_trap(Done&& done) {
+  if (done()) return;
   const std::uint64_t start = global_nanoseconds();
-  while (!mbarrier_try_wait(bar, parity))
+  while (!done())
     if (global_nanoseconds() - start > 10'000'000'000ull) __trap();
+}
+
+/// Waits until the phase of parity `parity` of the barrier has completed (wait_or_trap).
+__device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t parity) {
+  wait_or_trap([&] { return mbarrier_try_wait(bar, parity); });
 }
 
 /// Makes this thread's mbarrier initialisations visible to the other threads and to the async
