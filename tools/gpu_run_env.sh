@@ -9,13 +9,13 @@ export NCCL_NVLS_ENABLE=0
 failed=0
 run_name_width=${run_name_width:-28}
 # run NAME COMMAND...: COMMAND under GPU_CHECK_TIMEOUT seconds (default 300; rc 124 when hit), its
-# output in $logs/NAME.log; prints NAME, the status, the seconds and the log's last line; a
-# nonzero status sets failed=1.
+# output in $logs/NAME.log; prints NAME, the status, the seconds and the log's last line that is
+# not blank (Boost.Test's summary ends in blank lines); a nonzero status sets failed=1.
 run() {
   local name=$1; shift
   local start=$SECONDS
   timeout "${GPU_CHECK_TIMEOUT:-300}" "$@" >"$logs/$name.log" 2>&1
   local rc=$?
-  printf "%-${run_name_width}s rc %-3s %4ss  %s\n" "$name" "$rc" "$((SECONDS - start))" "$(tail -n 1 "$logs/$name.log")"
+  printf "%-${run_name_width}s rc %-3s %4ss  %s\n" "$name" "$rc" "$((SECONDS - start))" "$(grep -v '^[[:space:]]*$' "$logs/$name.log" | tail -n 1)"
   [ "$rc" -eq 0 ] || failed=1
 }
