@@ -42,6 +42,7 @@
 #include <string>
 
 #include "gpu/ops/cuda/attention_backward_common.cuh"
+#include "gpu/ops/cuda/attention_wgmma_backward.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
@@ -278,13 +279,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
     float x[32];  // Sᵀ or dPᵀ: x[4c + e], key r0 (e < 2) or r0 + 8, query 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(full(s), round);
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int c0 = kk * 16;
-      const std::uint64_t da = wgmma::sw128_desc(a_addr + (c0 >> 6) * KEYS * 128 + (c0 & 63) * 2, 16, 1024);
-      const std::uint64_t db = wgmma::sw128_desc(b_addr0 + stage + (c0 >> 6) * BQ * 128 + (c0 & 63) * 2, 16, 1024);
-      wgmma::mma_ss_m64n64k16(x, da, db, kk > 0);
-    }
+    issue_scores<D, KEYS, BQ>(x, a_addr, b_addr0 + stage);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(x);
@@ -303,15 +298,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
       for (int e = 0; e < 32; ++e) x[e] = __fmul_rn(pbuf[e * 128 + tid], x[e] - dl[8 * (e >> 2) + 2 * t + (e & 1)]);
       if (i + 1 < w.n) named_barrier_arrive(p_free, 256);
     }
-    std::uint32_t xa[BQ / 16][4];  // Pᵀ or dSᵀ as the A operand (C -> A: n-tiles 2kk, 2kk + 1)
-    accumulators_as_a<BQ / 16>(x, xa);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk)
-      wgmma::mma_rs_m64n256k16_tn(acc, xa[kk], wgmma::sw128_desc(n_addr0 + stage + kk * 16 * 128, BQ * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(acc);
+    accumulate_tiles<BQ>(acc, x, n_addr0 + stage);  // Pᵀ or dSᵀ (rounded to bf16) times dO or Q
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(empty(s));
     if (filler && i + 2 < w.n) {

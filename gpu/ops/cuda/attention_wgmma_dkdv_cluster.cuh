@@ -226,13 +226,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
     float x[32];  // Sᵀ or dPᵀ: x[4c + e], key r0 (e < 2) or r0 + 8, query 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(full(s), round);
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < HALF / 16; ++kk) {
-      const int c0 = kk * 16;
-      const std::uint64_t da = wgmma::sw128_desc(a_addr + (c0 >> 6) * KEYS * 128 + (c0 & 63) * 2, 16, 1024);
-      const std::uint64_t db = wgmma::sw128_desc(b_addr0 + stage + (c0 >> 6) * BQ * 128 + (c0 & 63) * 2, 16, 1024);
-      wgmma::mma_ss_m64n64k16(x, da, db, kk > 0);
-    }
+    issue_scores<HALF, KEYS, BQ>(x, a_addr, b_addr0 + stage);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(x);
@@ -261,15 +255,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
       __syncwarp();
       if (lane == 0 && i + 1 < w.n) cluster::arrive_remote(peer_recv_free);  // both received halves read
     }
-    std::uint32_t xa[BQ / 16][4];  // Pᵀ or dSᵀ as the A operand (C -> A: n-tiles 2kk, 2kk + 1)
-    accumulators_as_a<BQ / 16>(x, xa);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < BQ / 16; ++kk)
-      wgmma::mma_rs_m64n256k16_tn(acc, xa[kk], wgmma::sw128_desc(n_addr0 + stage + kk * 16 * 128, BQ * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(acc);
+    accumulate_tiles<BQ>(acc, x, n_addr0 + stage);  // Pᵀ or dSᵀ (rounded to bf16) times dO or Q
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(empty(s));
     if (filler && i + 2 < w.n) {

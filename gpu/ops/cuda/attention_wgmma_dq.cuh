@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu/ops/cuda/attention_wgmma_backward.cuh"
 #include "gpu/ops/cuda/attention_wgmma_forward.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
@@ -217,25 +218,13 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
     wgmma::mbarrier_wait(v_full, static_cast<std::uint32_t>(i & 1));
     wgmma::fence_proxy_async();
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int c0 = kk * 16;
-      const std::uint64_t da = wgmma::sw128_desc(do_addr + (c0 >> 6) * BM * 128 + (c0 & 63) * 2, 16, 1024);
-      const std::uint64_t db = wgmma::sw128_desc(v_addr + (c0 >> 6) * BN * 128 + (c0 & 63) * 2, 16, 1024);
-      wgmma::mma_ss_m64n64k16(dp, da, db, kk > 0);
-    }
+    issue_scores<D, BM, BN>(dp, do_addr, v_addr);
     wgmma::commit();
     if (i == 0) wgmma::mbarrier_wait(q_full, 0);
     wgmma::mbarrier_wait(k_full(s), static_cast<std::uint32_t>((i >> 1) & 1));
     wgmma::fence_proxy_async();
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const int c0 = kk * 16;
-      const std::uint64_t da = wgmma::sw128_desc(q_addr + (c0 >> 6) * BM * 128 + (c0 & 63) * 2, 16, 1024);
-      const std::uint64_t db = wgmma::sw128_desc(k_addr + (c0 >> 6) * BN * 128 + (c0 & 63) * 2, 16, 1024);
-      wgmma::mma_ss_m64n64k16(x, da, db, kk > 0);
-    }
+    issue_scores<D, BM, BN>(x, q_addr, k_addr);
     wgmma::commit();
     wgmma::wait<1>();  // dP is done: V is free
     wgmma::fence_registers(dp);
@@ -260,17 +249,8 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
         x[e] = visible ? __fmul_rn(p, dp[e] - ((e & 2) == 0 ? delta0 : delta1)) : 0.f;
       }
     }
-    std::uint32_t dsa[BN / 16][4];  // dS as the A operand of dS·K (C -> A: n-tiles 2kk, 2kk + 1)
-    accumulators_as_a<BN / 16>(x, dsa);
-
     // dQ += dS·K: K rows kk·16.. of the stage (the reduction), its 256 columns N-major
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma::mma_rs_m64n256k16_tn(acc, dsa[kk], wgmma::sw128_desc(k_addr + kk * 16 * 128, BN * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(acc);
+    accumulate_tiles<BN>(acc, x, k_addr);
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(k_empty(s));
   }

@@ -188,13 +188,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
     float x[32];  // S or dP: x[4c + e], row row0 (e < 2) or row0 + 8, key j0 + 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(kv_full(s), static_cast<std::uint32_t>((i >> 1) & 1));
     wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < HALF / 16; ++kk) {
-      const int c0 = kk * 16;
-      const std::uint64_t da = wgmma::sw128_desc(a_addr + (c0 >> 6) * BM * 128 + (c0 & 63) * 2, 16, 1024);
-      const std::uint64_t db = wgmma::sw128_desc(b_addr0 + stage + (c0 >> 6) * BN * 128 + (c0 & 63) * 2, 16, 1024);
-      wgmma::mma_ss_m64n64k16(x, da, db, kk > 0);
-    }
+    issue_scores<HALF, BM, BN>(x, a_addr, b_addr0 + stage);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(x);
@@ -243,15 +237,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
       for (int c = 0; c < 8; ++c) dp4[c * 128 + tid] = make_float4(x[4 * c], x[4 * c + 1], x[4 * c + 2], x[4 * c + 3]);
       named_barrier_arrive(ds_ready, 256);
     }
-    std::uint32_t dsa[BN / 16][4];  // dS as the A operand (C -> A: n-tiles 2kk, 2kk + 1)
-    accumulators_as_a<BN / 16>(x, dsa);
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma::mma_rs_m64n128k16_tn(acc, dsa[kk], wgmma::sw128_desc(k_cols0 + stage + kk * 16 * 128, BN * 128, 1024));
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(acc);
+    accumulate_tiles<BN>(acc, x, k_cols0 + stage);  // dS (rounded to bf16) times this warpgroup's K columns
     __syncwarp();
     if (lane == 0) wgmma::mbarrier_arrive(kv_empty(s));
     if (filler && i + 2 < tiles) fill(i + 2);
