@@ -317,12 +317,44 @@ __global__ void __launch_bounds__(vec_threads) residual_norm_vec_kernel(residual
   }
 }
 
+/// Where rmsnorm_rope_vec_kernel finds the partner of a column (j ± d/2) for the rotation.
+///   lanes:  rows of at most 32 vectors, one a thread of a warp (K = 1, G = 32, nv a power of two):
+///           vector c's partner is c ^ nv/2, in lane t ^ nv/2 (four shuffles a vector).
+///   slots:  rows of 2·G vectors, two a thread (K = 2): the partner of slot 0 is slot 1 of the same
+///           thread.
+///   shared: any other row: the block's normed rows meet in shared memory ([R][d] floats, dynamic).
+/// The first two keep the row in registers: the shared-memory rows cost 8-way bank conflicts (a
+/// thread's 8 consecutive floats), which held E2B's q norm and rotation to 42% of copy on an H100.
+enum class rope_partner { lanes, slots, shared };
+
+/// The partner placement for rows of nv vectors over G threads holding K each.
+template <int G, int K>
+rope_partner rope_partner_of(std::int64_t nv) {
+  if (G == 32 && K == 1 && nv >= 2 && nv <= 32 && (nv & (nv - 1)) == 0) return rope_partner::lanes;
+  if (K == 2 && nv == 2 * G) return rope_partner::slots;
+  return rope_partner::shared;
+}
+
+/// The rotated vector of a thread's normed vector (rounded to S) from its partner's (the other half
+/// of the row) and the column's cos and sin: rope_forward's pair math (device_math.cuh).
+template <class S>
+__device__ __forceinline__ uint4 rotated(const uint4& own, const uint4& partner, bool low_half, const uint4& cos_raw,
+                                         const uint4& sin_raw) {
+  constexpr int V = width<S>;
+  float a[V], b[V], cv[V], sv[V], out[V];
+  unpack<S>(own, a);
+  unpack<S>(partner, b);
+  unpack<S>(cos_raw, cv);
+  unpack<S>(sin_raw, sv);
+#pragma unroll
+  for (int e = 0; e < V; ++e) out[e] = low_half ? rope_low(a[e], b[e], cv[e], sv[e]) : rope_high(b[e], a[e], cv[e], sv[e]);
+  return pack<S>(out);
+}
+
 /// rmsnorm_forward_vec_kernel's layout and arithmetic over (token, head) rows of d = nv · V, then
-/// RoPE's rotation of the rounded normed row: the block's rows meet in shared memory ([R][d]
-/// floats, dynamic), where a thread reads each of its columns' partner (j ± d/2); the pair math is
-/// rope_forward's (device_math.cuh). y may be x: a row's values are all in shared memory before
-/// any is written.
-template <class S, int G, int K>
+/// RoPE's rotation of the rounded normed row, each column with its partner (j ± d/2) found where
+/// P says (rope_partner). y may be x: a row's values are all loaded before any is written.
+template <class S, int G, int K, rope_partner P>
 __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* x, const S* __restrict__ w,
                                                                        const S* __restrict__ cos, const S* __restrict__ sin,
                                                                        std::int64_t rows, std::int64_t heads, int nv,
@@ -330,16 +362,15 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
   constexpr int V = width<S>;
   const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
-  extern __shared__ float normed_rows[];  // [R][d]
+  extern __shared__ float normed_rows[];  // [R][d] when P is shared
   const int t = threadIdx.x % G;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * R + threadIdx.x / G;
   const bool live = r < rows;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V, half = d / 2;
-  float* const row = normed_rows + static_cast<std::int64_t>(threadIdx.x / G) * d;
   const std::int64_t token = r / heads;
   const S* const cr = cos + token * d;
   const S* const sr = sin + token * d;
-  // Every load of the row up front (the rotation's cos and sin too), not after the barrier.
+  // Every load of the row up front (the rotation's cos and sin too), not after the sum.
   uint4 raw[K], cos_raw[K], sin_raw[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -354,32 +385,58 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
   const float inv = inverse_rms(group_sum<G>(squares_of<S, K>(raw), shared), d, eps);
   if (live && inv_rms && t == 0) inv_rms[r] = inv;
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
+  for (int k = 0; k < K; ++k) {  // raw[k] becomes the normed vector, rounded: what rmsnorm_forward stores
     const int c = t + k * G;
     if (!live || c >= nv) continue;
     float v[V];
     unpack<S>(raw[k], v);
     normed<S>(v, inv, w, c);
-    raw[k] = pack<S>(v);  // what rmsnorm_forward stores
-    unpack<S>(raw[k], v);
-#pragma unroll
-    for (int e = 0; e < V; ++e) row[c * V + e] = v[e];
+    raw[k] = pack<S>(v);
   }
-  __syncthreads();
-  if (!live) return;
+  S* const yr = y + r * d;
+  if constexpr (P == rope_partner::lanes) {
+    const int lane_mask = nv / 2;  // every lane of the warp shuffles (the warp is one row)
+    uint4 partner;
+    partner.x = __shfl_xor_sync(0xffffffffu, raw[0].x, lane_mask);
+    partner.y = __shfl_xor_sync(0xffffffffu, raw[0].y, lane_mask);
+    partner.z = __shfl_xor_sync(0xffffffffu, raw[0].z, lane_mask);
+    partner.w = __shfl_xor_sync(0xffffffffu, raw[0].w, lane_mask);
+    if (!live || t >= nv) return;
+    const uint4 out = rotated<S>(raw[0], partner, t < lane_mask, cos_raw[0], sin_raw[0]);
+    *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(t) * V) = out;
+  } else if constexpr (P == rope_partner::slots) {
+    if (!live) return;
+    const uint4 low = rotated<S>(raw[0], raw[1], true, cos_raw[0], sin_raw[0]);
+    const uint4 high = rotated<S>(raw[1], raw[0], false, cos_raw[1], sin_raw[1]);
+    *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(t) * V) = low;
+    *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(t + G) * V) = high;
+  } else {
+    float* const row = normed_rows + static_cast<std::int64_t>(threadIdx.x / G) * d;
 #pragma unroll
-  for (int k = 0; k < K; ++k) {
-    const int c = t + k * G;
-    if (c >= nv) continue;
-    float cv[V], sv[V], out[V];
-    unpack<S>(cos_raw[k], cv);
-    unpack<S>(sin_raw[k], sv);
+    for (int k = 0; k < K; ++k) {
+      const int c = t + k * G;
+      if (!live || c >= nv) continue;
+      float v[V];
+      unpack<S>(raw[k], v);
 #pragma unroll
-    for (int e = 0; e < V; ++e) {
-      const std::int64_t j = static_cast<std::int64_t>(c) * V + e;
-      out[e] = j < half ? rope_low(row[j], row[j + half], cv[e], sv[e]) : rope_high(row[j - half], row[j], cv[e], sv[e]);
+      for (int e = 0; e < V; ++e) row[c * V + e] = v[e];
     }
-    *reinterpret_cast<uint4*>(y + r * d + static_cast<std::int64_t>(c) * V) = pack<S>(out);
+    __syncthreads();
+    if (!live) return;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int c = t + k * G;
+      if (c >= nv) continue;
+      float cv[V], sv[V], out[V];
+      unpack<S>(cos_raw[k], cv);
+      unpack<S>(sin_raw[k], sv);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const std::int64_t j = static_cast<std::int64_t>(c) * V + e;
+        out[e] = j < half ? rope_low(row[j], row[j + half], cv[e], sv[e]) : rope_high(row[j - half], row[j], cv[e], sv[e]);
+      }
+      *reinterpret_cast<uint4*>(yr + static_cast<std::int64_t>(c) * V) = pack<S>(out);
+    }
   }
 }
 
@@ -388,6 +445,11 @@ __global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* 
 __device__ __forceinline__ void copy_async16(uint4* to, const void* from) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(to));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(from) : "memory");
+}
+/// 4 bytes copied from global to shared memory asynchronously (cp.async, through L1), likewise.
+__device__ __forceinline__ void copy_async4(float* to, const float* from) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(to));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(from) : "memory");
 }
 __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /// Waits until at most N of the calling thread's groups of copies are still in flight.
@@ -403,17 +465,22 @@ constexpr int backward_stages = 3;
 constexpr int narrow_backward_stages = 8;
 
 /// Shared memory of rmsnorm_backward_vec_kernel: the stages, each x and dy of R rows of K · G
-/// vectors (reused for the groups' dw sums, K · G · V floats, after the rows).
+/// vectors (reused for the groups' dw sums, K · G · V floats, after the rows), then each stage's
+/// inv_rms of the row, a float per thread.
 template <class S, int K, int STAGES>
-constexpr std::size_t backward_shared_bytes = std::size_t{STAGES} * 2 * K * vec_threads * 16;
+constexpr std::size_t backward_row_bytes = std::size_t{STAGES} * 2 * K * vec_threads * 16;
+template <class S, int K, int STAGES>
+constexpr std::size_t backward_shared_bytes =
+    backward_row_bytes<S, K, STAGES> + std::size_t{STAGES} * vec_threads * sizeof(float);
 
 /// Block b of B takes rows_per_block rows, interleaved with the other blocks': its i-th row is
 /// b + i · B (so the blocks stream neighbouring rows together, which measured 75% of the copy
 /// bandwidth against 71% for contiguous chunks of rows on an H100), group g its rows i = g, g + R,
 /// ...; thread t of a group holds vectors t, t + G, ... (at most K) of each. Each thread copies its own
-/// vectors of the rows STAGES - 1 iterations ahead into its own slots of shared memory
-/// (cp.async; no other thread reads them, so no barrier guards them) and reads them back when
-/// their iteration comes. dx (when given) as in rmsnorm_dx_kernel; partial[b, j] (when given) =
+/// vectors of the rows STAGES - 1 iterations ahead into its own slots of shared memory, with the
+/// row's inv_rms (cp.async; no other thread reads them, so no barrier guards them) and reads them
+/// back when their iteration comes: no load from global memory waits in an iteration (a plain
+/// load of inv_rms there held E2B's narrow rows to 51-56% of copy on an H100). dx (when given) as in rmsnorm_dx_kernel; partial[b, j] (when given) =
 /// Σ over the block's rows of dy · x · inv: each thread sums its rows in order, then the groups in
 /// group order.
 template <class S, int G, int K, int STAGES>
@@ -423,7 +490,8 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
     float* __restrict__ partial) {
   constexpr int V = width<S>, R = vec_threads / G, slots = K * G;
   __shared__ float shared[vec_threads / 32];
-  extern __shared__ __align__(16) uint4 stage[];  // [STAGES][R][x, dy][K · G]
+  extern __shared__ __align__(16) uint4 stage[];  // [STAGES][R][x, dy][K · G], then [STAGES][R · G] inv_rms
+  float* const inv_stage = reinterpret_cast<float*>(stage + STAGES * R * 2 * slots);
   float* combine = reinterpret_cast<float*>(stage);  // K · G · V floats when R > 1 and partial
   const int t = threadIdx.x % G, g = threadIdx.x / G;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V;
@@ -441,6 +509,7 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
 
   // This thread's slots of stage i: x at [k], dy at [slots + k].
   auto slot = [&](std::int64_t i, int k) { return stage + ((i % STAGES) * R + g) * 2 * slots + k * G + t; };
+  auto inv_slot = [&](std::int64_t i) { return inv_stage + (i % STAGES) * vec_threads + threadIdx.x; };
   // Copies of iteration i's row (nothing past the block's rows), one group per iteration.
   auto copy_row = [&](std::int64_t i) {
     const std::int64_t ri = i * R + g, r = row_of(ri);
@@ -453,6 +522,7 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
         copy_async16(slot(i, k) + slots, dy + off);
       }
     }
+    if (row_live(ri)) copy_async4(inv_slot(i), inv_rms + r);
     commit_copies();
   };
 #pragma unroll
@@ -471,7 +541,7 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
       xc[k] = in ? *slot(it, k) : make_uint4(0, 0, 0, 0);
       gc[k] = in ? *(slot(it, k) + slots) : make_uint4(0, 0, 0, 0);
     }
-    const float inv = live ? inv_rms[r] : 0.f;
+    const float inv = live ? *inv_slot(it) : 0.f;
     float dot = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
@@ -540,29 +610,33 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
   }
 }
 
-/// dw[j] += Σ_b partial[b, j], blocks in order: 32 columns per block of 256 threads, 8 slices of
-/// consecutive blocks each summed in order, then the slices in order.
+/// dw[j] += Σ_b partial[b, j], blocks in order: finish_columns columns per block of 256 threads,
+/// finish_slices slices of consecutive blocks each summed in order, then the slices in order. Eight
+/// columns (a 32-byte sector a row) by 32 slices: a thread adds at most 9 of the at most 264
+/// partials, one round of loads, where 32 columns by 8 slices took four, in 8 blocks on E2B's rows
+/// of 256.
+constexpr int finish_columns = 8, finish_slices = 32;
 template <class S>
 __global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float* __restrict__ partial,
                                                                     std::int64_t blocks, std::int64_t d,
                                                                     S* __restrict__ dw) {
-  constexpr int slices = 8;
-  __shared__ float sums[slices][32];
-  const int lane = threadIdx.x & 31, slice = threadIdx.x >> 5;
-  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * 32 + lane;
-  const std::int64_t per = (blocks + slices - 1) / slices;
+  static_assert(finish_columns * finish_slices == 256, "a thread per (column, slice)");
+  __shared__ float sums[finish_slices][finish_columns];
+  const int column = threadIdx.x % finish_columns, slice = threadIdx.x / finish_columns;
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * finish_columns + column;
+  const std::int64_t per = (blocks + finish_slices - 1) / finish_slices;
   const std::int64_t b0 = slice * per, b1 = std::min(blocks, b0 + per);
   float acc = 0.f;
   if (j < d) {
 #pragma unroll 8
     for (std::int64_t b = b0; b < b1; ++b) acc += partial[b * d + j];
   }
-  sums[slice][lane] = acc;
+  sums[slice][column] = acc;
   __syncthreads();
   if (slice != 0 || j >= d) return;
-  float total = sums[0][lane];
+  float total = sums[0][column];
 #pragma unroll
-  for (int s = 1; s < slices; ++s) total += sums[s][lane];
+  for (int s = 1; s < finish_slices; ++s) total += sums[s][column];
   dw[j] = from_float<S>(to_float(dw[j]) + total);
 }
 
@@ -672,11 +746,21 @@ status rmsnorm_rope_forward(const exec_context& ctx, dtype storage, const tensor
         constexpr int G = decltype(group)::value, K = decltype(vectors)::value;
         const int R = forward_rows_per_block<G>(rows);
         const std::int64_t blocks = (rows + R - 1) / R;
-        const std::size_t row_bytes = static_cast<std::size_t>(R) * static_cast<std::size_t>(d) * sizeof(float);
-        rmsnorm_rope_vec_kernel<S, G, K><<<static_cast<unsigned>(blocks), R * G, row_bytes, stream_of(ctx)>>>(
-            x.as<const S>(), w.as<const S>(), cos.as<const S>(), sin.as<const S>(), rows, heads, static_cast<int>(d / V),
-            static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
-        return launch_status(op, "rmsnorm_rope_vec_kernel");
+        const auto launch = [&](auto partner_constant) {
+          constexpr rope_partner P = decltype(partner_constant)::value;
+          const std::size_t row_bytes =
+              P == rope_partner::shared ? static_cast<std::size_t>(R) * static_cast<std::size_t>(d) * sizeof(float) : 0;
+          rmsnorm_rope_vec_kernel<S, G, K, P><<<static_cast<unsigned>(blocks), R * G, row_bytes, stream_of(ctx)>>>(
+              x.as<const S>(), w.as<const S>(), cos.as<const S>(), sin.as<const S>(), rows, heads, static_cast<int>(d / V),
+              static_cast<float>(eps), y.as<S>(), inv_rms.empty() ? nullptr : inv_rms.as<float>());
+          return launch_status(op, "rmsnorm_rope_vec_kernel");
+        };
+        const rope_partner partner = rope_partner_of<G, K>(d / V);  // instances only where they can be chosen
+        if constexpr (G == 32 && K == 1)
+          if (partner == rope_partner::lanes) return launch(std::integral_constant<rope_partner, rope_partner::lanes>{});
+        if constexpr (K == 2)
+          if (partner == rope_partner::slots) return launch(std::integral_constant<rope_partner, rope_partner::slots>{});
+        return launch(std::integral_constant<rope_partner, rope_partner::shared>{});
       });
     }
     TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, storage, x.reshaped({rows, d}), w, eps, y.reshaped({rows, d}), inv_rms));
@@ -756,7 +840,8 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         const auto launch = [&](auto k_constant, auto stages_constant) {
           constexpr int K = decltype(k_constant)::value, STAGES = decltype(stages_constant)::value;
           constexpr std::size_t bytes = backward_shared_bytes<S, K, STAGES>;
-          static_assert(bytes >= std::size_t{K} * G * V * sizeof(float), "the dw sums fit in the stages");
+          static_assert(backward_row_bytes<S, K, STAGES> >= std::size_t{K} * G * V * sizeof(float),
+                        "the dw sums fit in the stages");
           auto* kernel = &rmsnorm_backward_vec_kernel<S, G, K, STAGES>;
           TANDEM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
           kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
@@ -772,8 +857,8 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         TANDEM_RETURN_IF_ERROR(launched);
         TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
         if (partial) {
-          rmsnorm_dw_finish_vec_kernel<S><<<static_cast<unsigned>((d + 31) / 32), 256, 0, stream>>>(partial, blocks, d,
-                                                                                                  dw.as<S>());
+          const auto finish_blocks = static_cast<unsigned>((d + finish_columns - 1) / finish_columns);
+          rmsnorm_dw_finish_vec_kernel<S><<<finish_blocks, 256, 0, stream>>>(partial, blocks, d, dw.as<S>());
           TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_dw_finish_vec_kernel"));
         }
         return status::ok();
