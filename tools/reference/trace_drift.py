@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
-"""Where a path of tandem parts from float64: layer by layer, against transformers.
+"""Where a path of tandem parts from float64: layer by layer and stage by stage, against transformers.
 
 Runs `TANDEM logprobs --trace` (every activation tandem's forward names) on a few seeded random
 sequences of the model in DIR, and transformers on the same sequences in float64 (the truth) and
-in the dtype tandem ran in, with a hook on every decoder layer. For each layer it prints the
-relative distance of the layer's output from float64's (mean |x - x64| / mean |x64| over every
-token and channel) for tandem and for transformers, then the same for the final norm and the
-mean and max |dlogprob|. A path whose distance grows faster than transformers' own in that dtype
-shows the layer where it starts.
+in the dtype tandem ran in, with hooks on every decoder layer. For each layer and each stage of it
+that both name (the attention core before o_proj, the attention branch after its norm, the dense
+MLP's output, the per-layer input's branch, the layer's output) it prints the relative distance
+from float64's (mean |x - x64| / mean |x64| over every token and channel) of tandem's activation
+and its ratio to transformers' own distance in that dtype; then the final norm, the mean and max
+|dlogprob|, and the first stage where tandem's ratio passes --flag (default 1.5): where a path
+starts to drift faster than transformers'.
 
 Usage: trace_drift.py --model DIR --tandem BIN [--backend cpu|cuda] [--dtype fp32|bf16]
-                      [--device cpu|cuda] [--sequences N] [--length L] [--out DIR]
+                      [--device cpu|cuda] [--sequences N] [--length L] [--flag R] [--out DIR]
 --device is where transformers runs (default: --backend). Needs torch, safetensors and a
 transformers with Gemma 4 (the GPU machine's image).
-Exit: 0 done, 1 tandem failed, 2 the environment lacks torch or Gemma 4.
+Exit: 0 done, 1 tandem failed (or is missing), 2 the environment lacks torch or Gemma 4.
 """
 import argparse
 import json
@@ -40,6 +42,9 @@ def run_tandem(a, seqs, out_dir):
         json.dump(seqs, f)
     if os.path.exists(trace):
         os.unlink(trace)
+    if not (os.path.isfile(a.tandem) and os.access(a.tandem, os.X_OK)):
+        print("trace_drift.py: --tandem %s is not an executable file" % a.tandem, file=sys.stderr)
+        return None, None
     p = subprocess.run([a.tandem, "logprobs", "--model", a.model, "--tokens", tokens, "--backend", a.backend, "--dtype", a.dtype,
                         "--trace", trace], capture_output=True, text=True)
     if p.returncode != 0:
@@ -48,38 +53,57 @@ def run_tandem(a, seqs, out_dir):
     return json.loads(p.stdout), trace
 
 
+# Stages of a decoder layer that tandem traces and transformers' modules show: tandem's name, the
+# module of the layer (a dotted path), and whether its input (the attention core enters o_proj)
+# or its output is the activation. "layer_out" is the layer's own output.
+STAGES = [("attn_core", "self_attn.o_proj", "input"), ("attn_out", "post_attention_layernorm", "output"),
+          ("mlp_out", "mlp", "output"), ("ple_out", "post_per_layer_input_norm", "output"), ("layer_out", "", "output")]
+
+
 def run_transformers(torch, transformers, a, seqs, dtype):
-    """Per layer the outputs of every sequence concatenated along tokens (tandem's packed order), the
-    final norm's output likewise, and the logprobs of each sequence's next tokens."""
+    """Per (layer, stage) the activations of every sequence concatenated along tokens (tandem's packed
+    order), the final norm's output likewise, and the logprobs of each sequence's next tokens."""
     model = transformers.AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, attn_implementation="eager").to(a.device)
     model.eval()
     inner = model.model.language_model if hasattr(model.model, "language_model") else model.model
     outputs, finals, logprobs = {}, [], []
     current = {}
 
-    def layer_hook(i):
-        def hook(module, args, output):
-            current[i] = (output[0] if isinstance(output, (tuple, list)) else output).detach()[0].double().cpu()
-        return hook
+    def first(x):
+        return (x[0] if isinstance(x, (tuple, list)) else x).detach()[0].double().cpu()
 
-    def norm_hook(module, args, output):
-        current["final"] = output.detach()[0].double().cpu()
+    def keep(key, where):
+        if where == "input":
+            return lambda module, args: current.__setitem__(key, first(args))
+        return lambda module, args, output: current.__setitem__(key, first(output))
 
-    handles = [layer.register_forward_hook(layer_hook(i)) for i, layer in enumerate(inner.layers)]
-    handles.append(inner.norm.register_forward_hook(norm_hook))
+    handles = []
+    for i, layer in enumerate(inner.layers):
+        for stage, path, where in STAGES:
+            module = layer
+            for part in filter(None, path.split(".")):
+                module = getattr(module, part, None)
+                if module is None:
+                    break
+            if module is None:
+                continue
+            hook = keep((i, stage), where)
+            handles.append(module.register_forward_pre_hook(hook) if where == "input" else module.register_forward_hook(hook))
+    handles.append(inner.norm.register_forward_hook(lambda module, args, output: current.__setitem__("final", first(output))))
     with torch.no_grad():
         for s in seqs:
             current.clear()
             logits = model(input_ids=torch.tensor([s], device=a.device), use_cache=False).logits[0].double()
             lp = torch.log_softmax(logits, dim=-1)
             logprobs.append([lp[t, s[t + 1]].item() for t in range(len(s) - 1)])
-            for i in range(len(inner.layers)):
-                outputs.setdefault(i, []).append(current[i])
+            for key, value in current.items():
+                if key != "final":
+                    outputs.setdefault(key, []).append(value)
             finals.append(current["final"])
     for h in handles:
         h.remove()
     del model
-    return {i: torch.cat(v) for i, v in outputs.items()}, torch.cat(finals), logprobs
+    return {key: torch.cat(v) for key, v in outputs.items()}, torch.cat(finals), logprobs
 
 
 def distance(x, ref):
@@ -100,6 +124,7 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"])
     ap.add_argument("--sequences", type=int, default=4)
     ap.add_argument("--length", type=int, default=32)
+    ap.add_argument("--flag", type=float, default=1.5, help="the ratio to transformers' distance that marks a drift")
     ap.add_argument("--out")
     a = ap.parse_args()
     a.device = a.device or a.backend
@@ -122,18 +147,30 @@ def main():
     peer, peer_final, peer_lp = run_transformers(torch, transformers, a, seqs, dtype)
     print("%s: %d sequences (%d tokens); distance from float64 = mean |x - x64| / mean |x64|" %
           (a.model, len(seqs), sum(len(s) for s in seqs)))
-    print("%-12s %18s %22s %8s" % ("", "tandem %s %s" % (a.backend, a.dtype), "transformers %s %s" % (a.device, a.dtype), "ratio"))
-    for i in sorted(truth):
-        key = "layers.%d.layer_out" % i
-        if key not in ours:
-            print("%-12s %18s" % ("layer %d" % i, "(not traced)"))
-            continue
-        t, p = distance(ours[key], truth[i]), distance(peer[i], truth[i])
-        print("%-12s %18.3e %22.3e %8.2f" % ("layer %d" % i, t, p, t / p if p > 0 else float("inf")))
+    print("each stage: tandem %s %s's distance, then its ratio to transformers %s %s's" % (a.backend, a.dtype, a.device, a.dtype))
+    print("%-9s" % "" + "".join("%19s" % stage for stage, _, _ in STAGES))
+    flagged = None
+    for i in sorted({layer for layer, _ in truth}):
+        cells = []
+        for stage, _, _ in STAGES:
+            key = "layers.%d.%s" % (i, stage)
+            if (i, stage) not in truth or key not in ours:
+                cells.append("%19s" % "-")  # a stage one side does not have (no per-layer input, ...)
+                continue
+            if tuple(ours[key].shape) != tuple(truth[(i, stage)].shape):
+                cells.append("%19s" % ("shape %s" % "x".join(str(n) for n in ours[key].shape)))
+                continue
+            t, p = distance(ours[key], truth[(i, stage)]), distance(peer[(i, stage)], truth[(i, stage)])
+            ratio = t / p if p > 0 else float("inf")
+            cells.append("%11.3e %6.2f " % (t, ratio))
+            if flagged is None and ratio > a.flag:
+                flagged = "layer %d %s (%.2fx transformers' distance)" % (i, stage, ratio)
+        print("%-9s" % ("layer %d" % i) + "".join(cells))
     t, p = distance(ours["final_norm"], truth_final), distance(peer_final, truth_final)
     print("%-12s %18.3e %22.3e %8.2f" % ("final norm", t, p, t / p if p > 0 else float("inf")))
     (tm, tx), (pm, px) = logprob_distance(got, truth_lp), logprob_distance(peer_lp, truth_lp)
     print("%-12s %18s %22s" % ("|dlogprob|", "mean %.3e max %.3e" % (tm, tx), "mean %.3e max %.3e" % (pm, px)))
+    print("first stage past %.2fx: %s" % (a.flag, flagged or "none"))
     print("trace and tokens in %s" % out_dir)
     return 0
 
