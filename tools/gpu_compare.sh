@@ -8,7 +8,7 @@
 # train benchmark reads configs/ from there). tools/gpu_check.sh runs everything instead.
 #
 #   tools/gpu_compare.sh BUNDLE_DIR LOG_DIR [--suite NAME]... [--only OP_PREFIX]...
-#                        [--base OLD_CUDA_OPS_BENCH] [--rounds N] [--train]
+#                        [--base OLD_CUDA_OPS_BENCH] [--rounds N] [--train] [--drift]
 #
 #   --suite NAME  a suite of tandem_gpu_cuda_tests (repeatable; default: backend_ops,
 #                 cuda_attention_sampled, cuda_determinism; --suite none runs none)
@@ -17,11 +17,15 @@
 #                 run with the same rows after this bundle's in every round
 #   --rounds N    rounds of benchmark rows (default 2)
 #   --train       tools/bench/train_vs_peer.sh at the E2B shape, 5 steps, after the rows
+#   --drift       CUDA's float32 path at the E2B shape against transformers, stage by stage
+#                 (tools/reference/trace_drift.py over random bf16 weights that transformers saves
+#                 first to GPU_COMPARE_E2B_DIR, default /tmp/gpu-compare-e2b, about 10 GB, kept for
+#                 the next call on the same machine), last
 #
 # Each program runs under GPU_CHECK_TIMEOUT seconds (default 300; rc 124 when hit). The exit
 # status is 1 when a suite or a program failed, 2 for bad arguments.
 set -uo pipefail
-usage="usage: tools/gpu_compare.sh BUNDLE_DIR LOG_DIR [--suite NAME]... [--only OP_PREFIX]... [--base BENCH] [--rounds N] [--train]"
+usage="usage: tools/gpu_compare.sh BUNDLE_DIR LOG_DIR [--suite NAME]... [--only OP_PREFIX]... [--base BENCH] [--rounds N] [--train] [--drift]"
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 bundle=$1
 logs=$2
@@ -31,6 +35,7 @@ prefixes=()
 base=""
 rounds=2
 train=0
+drift=0
 while [ $# -gt 0 ]; do
   case $1 in
     --suite) [ $# -ge 2 ] || { echo "tools/gpu_compare.sh: --suite needs a name" >&2; exit 2; }; suites+=("$2"); shift 2 ;;
@@ -40,6 +45,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "tools/gpu_compare.sh: --rounds needs a positive count" >&2; exit 2; }
       rounds=$2; shift 2 ;;
     --train) train=1; shift ;;
+    --drift) drift=1; shift ;;
     *) echo "tools/gpu_compare.sh: unknown argument $1" >&2; echo "$usage" >&2; exit 2 ;;
   esac
 done
@@ -85,6 +91,17 @@ if [ "$train" = 1 ]; then
   else
     echo "tools/gpu_compare.sh: --train: $bundle/bin/tandem is missing" >&2
     failed=1
+  fi
+fi
+if [ "$drift" = 1 ]; then
+  e2b=${GPU_COMPARE_E2B_DIR:-/tmp/gpu-compare-e2b}
+  if [ ! -f "$e2b/config.json" ]; then  # save_random_model.py renames a complete directory into place
+    run e2b_save python3 tools/reference/save_random_model.py --config configs/models/gemma-4-E2B --out "$e2b"
+  fi
+  if [ -f "$e2b/config.json" ]; then
+    run trace_drift_e2b_fp32 python3 tools/reference/trace_drift.py --model "$e2b" --tandem "$bundle/bin/tandem" \
+      --backend cuda --dtype fp32 --out "$logs/trace_drift_e2b"
+    grep -v '^Loading' "$logs/trace_drift_e2b_fp32.log"
   fi
 fi
 exit $failed

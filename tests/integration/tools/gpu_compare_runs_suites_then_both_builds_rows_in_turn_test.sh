@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tools/gpu_compare.sh runs the named suites of a bundle, then each op prefix's benchmark rows of
 # this build and of the previous one in turn, every round; it reports a failed suite in its exit
-# status without stopping, a suite's line showing its log's last line that is not blank, and refuses a missing bundle program, a missing previous benchmark,
-# --base without rows and an unknown argument before running anything. The bundle is a stand-in:
+# status without stopping (a suite's line showing its log's last line that is not blank), reports
+# a failed model save of --drift without running the drift, and refuses a missing bundle program,
+# a missing previous benchmark, --base without rows and an unknown argument before running
+# anything. The bundle is a stand-in:
 # shell scripts that print what they were asked, so the test runs on any machine.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -11,7 +13,10 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAILED: $1" >&2; [ -z "${2:-}" ] || { echo "--- output:" >&2; cat "$2" >&2; }; exit 1; }
 
 bundle="$work/bundle"
-mkdir -p "$bundle/bin" "$bundle/lib"
+mkdir -p "$bundle/bin" "$bundle/lib" "$work/fakebin"
+# python3 that fails as the model save does without torch
+printf '#!/usr/bin/env bash\necho "save_random_model.py: needs torch" >&2\nexit 2\n' > "$work/fakebin/python3"
+chmod +x "$work/fakebin/python3"
 cat > "$bundle/bin/tandem_gpu_cuda_tests" <<'SH'
 #!/usr/bin/env bash
 suite=${1#--run_test=}
@@ -51,6 +56,14 @@ fi
 grep -q "^broken .*rc 201" bad.txt || fail "the failed suite's status is not reported" bad.txt
 grep -q "^after .*rc 0" bad.txt || fail "a failed suite stopped the suites after it" bad.txt
 
+# --drift saves the E2B model with transformers first: here (no torch, or no model saved) that step
+# fails, is reported, and the drift itself is not run over a model that is not there.
+GPU_COMPARE_E2B_DIR="$work/e2b" PATH="$work/fakebin:$PATH" "$source_dir/tools/gpu_compare.sh" "$bundle" "$work/logs4" \
+  --suite none --drift > drift.txt 2>&1 && fail "a failed model save gave exit status 0" drift.txt
+grep -q "^e2b_save .*rc [1-9]" drift.txt || fail "the failed model save is not reported" drift.txt
+grep -q "^trace_drift" drift.txt && fail "the drift ran without a saved model" drift.txt
+[ ! -e "$work/e2b" ] || fail "a failed save left a model directory behind" drift.txt
+
 expect_refusal() {  # message, arguments...
   local message=$1; shift
   local rc=0
@@ -65,4 +78,4 @@ expect_refusal "name them with --only" "$bundle" "$work/logs3" --base "$work/old
 expect_refusal "unknown argument --fast" "$bundle" "$work/logs3" --fast
 expect_refusal "positive count" "$bundle" "$work/logs3" --rounds 0
 expect_refusal "tandem_gpu_cuda_tests is missing" "$work/empty" "$work/logs3"
-echo "ok: suites (their last line that is not blank), then both builds' rows in turn; a failed suite reported; bad arguments refused"
+echo "ok: suites (their last line that is not blank), then both builds' rows in turn; a failed suite reported; a failed model save reported before the drift; bad arguments refused"
