@@ -281,6 +281,68 @@ constexpr dtype storage_dtype() {
   return std::is_same_v<S, float> ? dtype::float32 : dtype::bfloat16;
 }
 
+/// What the forward and the backward both compute first, in scratch: the slots sorted by expert,
+/// y's rows gathered in that order, gu = ys · gate_up[e]ᵀ per expert (float32) and
+/// a = gelu_tanh(gate) ⊙ up (storage). carve() takes their scratch; front() fills it.
+template <class S>
+struct expert_rows {
+  std::int64_t n = 0, h = 0, e = 0, im = 0, k = 0, slots = 0, chunks = 0;
+  std::byte* lt = nullptr;  // cuBLASLt workspace
+  sort_scratch ss;
+  routing r;
+  S *ys = nullptr, *a = nullptr;
+  float* gu = nullptr;
+
+  expert_rows(const tensor& y, const tensor& gate_up, const tensor& weights)
+      : n(y.dim(0)), h(y.dim(1)), e(gate_up.dim(0)), im(gate_up.dim(1) / 2), k(weights.dim(1)), slots(n * k),
+        chunks((slots + chunk_slots - 1) / chunk_slots) {}
+
+  void carve(scratch_plan& s) {
+    lt = s.take<std::byte>(gemm_workspace_bytes);
+    ss.carve(s, chunks, e);
+    r.sorted = s.take<std::int64_t>(slots);
+    r.position = s.take<std::int64_t>(slots);
+    ys = s.take<S>(slots * h);
+    gu = s.take<float>(slots * 2 * im);
+    a = s.take<S>(slots * im);
+  }
+
+  status front(const exec_context& ctx, const char* op, const tensor& y, const tensor& gate_up, const tensor& indices) {
+    TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
+    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
+    const S* gate_up_p = gate_up.as<const S>();
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, storage_dtype<S>(), dtype::float32, r, lt,
+                                      [&](std::int64_t ex, std::int64_t first, std::int64_t rows) {
+                                        gemm_operands g;  // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
+                                        g.transpose_b = true;
+                                        g.m = rows, g.n = 2 * im, g.k = h;
+                                        g.row_invariant = true;
+                                        g.a = ys + first * h, g.lda = h;
+                                        g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
+                                        g.c = gu + first * 2 * im, g.ldc = 2 * im;
+                                        return g;
+                                      }));
+    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream_of(ctx)>>>(gu, slots, im, a);
+    return launch_status(op, "gated_gelu_kernel");
+  }
+
+  /// o [slots, H] = a · down[e]ᵀ per expert (float32), rows in sorted order.
+  status down(const exec_context& ctx, const char* op, const tensor& down_proj, float* o) const {
+    const S* down_p = down_proj.as<const S>();
+    return per_expert(ctx, op, storage_dtype<S>(), dtype::float32, r, lt,
+                      [&](std::int64_t ex, std::int64_t first, std::int64_t rows) {
+                        gemm_operands g;  // o [rows, H] = a [rows, Im] · down[e]ᵀ
+                        g.transpose_b = true;
+                        g.m = rows, g.n = h, g.k = im;
+                        g.row_invariant = true;
+                        g.a = a + first * im, g.lda = im;
+                        g.b = down_p + ex * h * im, g.ldb = im;
+                        g.c = o + first * h, g.ldc = h;
+                        return g;
+                      });
+  }
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -290,28 +352,16 @@ status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor&
                            const tensor& down, const tensor& weights, const tensor& indices, const tensor& out) {
   constexpr const char* op = "moe_experts_forward";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
-  const std::int64_t n = y.dim(0), h = y.dim(1), e = gate_up.dim(0), im = gate_up.dim(1) / 2, k = weights.dim(1);
-  if (n == 0) return status::ok();
-  const std::int64_t slots = n * k, chunks = (slots + chunk_slots - 1) / chunk_slots;
+  if (y.dim(0) == 0) return status::ok();
   std::size_t combine_bytes = 0;
-  TANDEM_RETURN_IF_ERROR(combine_shared(op, k, combine_bytes));
+  TANDEM_RETURN_IF_ERROR(combine_shared(op, weights.dim(1), combine_bytes));
   return with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
-    constexpr dtype ab = storage_dtype<S>();
-    std::byte* lt = nullptr;
-    sort_scratch ss;
-    routing r;
-    S *ys = nullptr, *a = nullptr;
-    float *gu = nullptr, *o = nullptr;
+    expert_rows<S> x(y, gate_up, weights);
+    float* o = nullptr;
     auto carve = [&](scratch_plan& s) {
-      lt = s.take<std::byte>(gemm_workspace_bytes);
-      ss.carve(s, chunks, e);
-      r.sorted = s.take<std::int64_t>(slots);
-      r.position = s.take<std::int64_t>(slots);
-      ys = s.take<S>(slots * h);
-      gu = s.take<float>(slots * 2 * im);
-      a = s.take<S>(slots * im);
-      o = s.take<float>(slots * h);
+      x.carve(s);
+      o = s.take<float>(x.slots * x.h);
     };
     scratch_plan sizing;
     carve(sizing);
@@ -319,37 +369,10 @@ status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor&
     if (!scratch) return scratch.error();
     scratch_plan plan(scratch->data());
     carve(plan);
-    const cudaStream_t stream = stream_of(ctx);
-    TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
-    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
-    const S* gate_up_p = gate_up.as<const S>();
-    const S* down_p = down.as<const S>();
-    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                              std::int64_t rows) {
-      gemm_operands g;  // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
-      g.transpose_b = true;
-      g.m = rows, g.n = 2 * im, g.k = h;
-      g.row_invariant = true;
-      g.a = ys + first * h, g.lda = h;
-      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
-      g.c = gu + first * 2 * im, g.ldc = 2 * im;
-      return g;
-    }));
-    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, slots, im, a);
-    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_kernel"));
-    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                              std::int64_t rows) {
-      gemm_operands g;  // o [rows, H] = a [rows, Im] · down[e]ᵀ
-      g.transpose_b = true;
-      g.m = rows, g.n = h, g.k = im;
-      g.row_invariant = true;
-      g.a = a + first * im, g.lda = im;
-      g.b = down_p + ex * h * im, g.ldb = im;
-      g.c = o + first * h, g.ldc = h;
-      return g;
-    }));
-    combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
-        o, r.position, weights.as<const S>(), k, h, out.as<S>(), false);
+    TANDEM_RETURN_IF_ERROR(x.front(ctx, op, y, gate_up, indices));
+    TANDEM_RETURN_IF_ERROR(x.down(ctx, op, down, o));
+    combine_kernel<S><<<static_cast<unsigned>(x.n), row_threads, combine_bytes, stream_of(ctx)>>>(
+        o, x.r.position, weights.as<const S>(), x.k, x.h, out.as<S>(), false);
     return launch_status(op, "combine_kernel");
   });
 }
@@ -360,30 +383,21 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
                             bool accumulate_dy) {
   constexpr const char* op = "moe_experts_backward";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
-  const std::int64_t n = y.dim(0), h = y.dim(1), e = gate_up.dim(0), im = gate_up.dim(1) / 2, k = weights.dim(1);
-  if (n == 0) return status::ok();
+  if (y.dim(0) == 0) return status::ok();
   const bool need_do = !ddown.empty() || !dgate_up.empty() || !dy.empty();
   const bool need_dgu = !dgate_up.empty() || !dy.empty();
   if (!need_do && dweights.empty()) return status::ok();
-  const std::int64_t slots = n * k, chunks = (slots + chunk_slots - 1) / chunk_slots;
   std::size_t combine_bytes = 0;
-  TANDEM_RETURN_IF_ERROR(combine_shared(op, k, combine_bytes));
+  TANDEM_RETURN_IF_ERROR(combine_shared(op, weights.dim(1), combine_bytes));
   return with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
     constexpr dtype ab = storage_dtype<S>();
-    std::byte* lt = nullptr;
-    sort_scratch ss;
-    routing r;
-    S *ys = nullptr, *a = nullptr, *d_o = nullptr, *dgu = nullptr;
-    float *gu = nullptr, *rows_h = nullptr, *da = nullptr;  // rows_h: o, then d y per row
+    expert_rows<S> x(y, gate_up, weights);
+    const std::int64_t n = x.n, h = x.h, im = x.im, k = x.k, slots = x.slots;
+    S *d_o = nullptr, *dgu = nullptr;
+    float *rows_h = nullptr, *da = nullptr;  // rows_h: o, then d y per row
     auto carve = [&](scratch_plan& s) {
-      lt = s.take<std::byte>(gemm_workspace_bytes);
-      ss.carve(s, chunks, e);
-      r.sorted = s.take<std::int64_t>(slots);
-      r.position = s.take<std::int64_t>(slots);
-      ys = s.take<S>(slots * h);
-      gu = s.take<float>(slots * 2 * im);
-      a = s.take<S>(slots * im);
+      x.carve(s);
       if (!dweights.empty() || !dy.empty()) rows_h = s.take<float>(slots * h);
       if (need_do) d_o = s.take<S>(slots * h);
       if (need_dgu) {
@@ -400,58 +414,34 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
     const cudaStream_t stream = stream_of(ctx);
     const S* gate_up_p = gate_up.as<const S>();
     const S* down_p = down.as<const S>();
-    TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
-    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
-    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                              std::int64_t rows) {
-      gemm_operands g;  // gu [rows, 2 Im] = y_e · gate_up[e]ᵀ
-      g.transpose_b = true;
-      g.m = rows, g.n = 2 * im, g.k = h;
-      g.row_invariant = true;
-      g.a = ys + first * h, g.lda = h;
-      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
-      g.c = gu + first * 2 * im, g.ldc = 2 * im;
-      return g;
-    }));
-    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, slots, im, a);
-    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_kernel"));
+    TANDEM_RETURN_IF_ERROR(x.front(ctx, op, y, gate_up, indices));
     if (!dweights.empty()) {  // dweights[slot] = dout[t] · o_e(y[t])
-      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                                std::int64_t rows) {
-        gemm_operands g;  // o [rows, H] = a · down[e]ᵀ
-        g.transpose_b = true;
-        g.m = rows, g.n = h, g.k = im;
-        g.row_invariant = true;
-        g.a = a + first * im, g.lda = im;
-        g.b = down_p + ex * h * im, g.ldb = im;
-        g.c = rows_h + first * h, g.ldc = h;
-        return g;
-      }));
+      TANDEM_RETURN_IF_ERROR(x.down(ctx, op, down, rows_h));
       slot_dot_kernel<S><<<static_cast<unsigned>((slots + warps_per_block - 1) / warps_per_block), warps_per_block * 32,
-                           0, stream>>>(dout.as<const S>(), rows_h, r.sorted, slots, k, h, dweights.as<S>());
+                           0, stream>>>(dout.as<const S>(), rows_h, x.r.sorted, slots, k, h, dweights.as<S>());
       TANDEM_RETURN_IF_ERROR(launch_status(op, "slot_dot_kernel"));
     }
     if (!need_do) return status::ok();
-    gather_scaled_kernel<S><<<row_blocks(slots), 128, 0, stream>>>(dout.as<const S>(), weights.as<const S>(), r.sorted,
+    gather_scaled_kernel<S><<<row_blocks(slots), 128, 0, stream>>>(dout.as<const S>(), weights.as<const S>(), x.r.sorted,
                                                                    slots, k, h, d_o);
     TANDEM_RETURN_IF_ERROR(launch_status(op, "gather_scaled_kernel"));
     if (!ddown.empty()) {
       S* ddown_p = ddown.as<S>();
-      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                    std::int64_t rows) {
+      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
+                                                                        std::int64_t rows) {
         gemm_operands g;  // ddown[e] [H, Im] += d_oᵀ [H, rows] · a [rows, Im]
         g.transpose_a = true;
         g.m = h, g.n = im, g.k = rows;
         g.a = d_o + first * h, g.lda = h;
-        g.b = a + first * im, g.ldb = im;
+        g.b = x.a + first * im, g.ldb = im;
         g.c = ddown_p + ex * h * im, g.ldc = im;
         g.accumulate = true;
         return g;
       }));
     }
     if (!need_dgu) return status::ok();
-    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                              std::int64_t rows) {
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
+                                                                                  std::int64_t rows) {
       gemm_operands g;  // da [rows, Im] = d_o [rows, H] · down[e] [H, Im]
       g.m = rows, g.n = im, g.k = h;
       g.row_invariant = true;
@@ -460,25 +450,25 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
       g.c = da + first * im, g.ldc = im;
       return g;
     }));
-    gated_gelu_backward_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(gu, da, slots, im, dgu);
+    gated_gelu_backward_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(x.gu, da, slots, im, dgu);
     TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_backward_kernel"));
     if (!dgate_up.empty()) {
       S* dgate_up_p = dgate_up.as<S>();
-      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                    std::int64_t rows) {
+      TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
+                                                                        std::int64_t rows) {
         gemm_operands g;  // dgate_up[e] [2 Im, H] += d_guᵀ [2 Im, rows] · y_e [rows, H]
         g.transpose_a = true;
         g.m = 2 * im, g.n = h, g.k = rows;
         g.a = dgu + first * 2 * im, g.lda = 2 * im;
-        g.b = ys + first * h, g.ldb = h;
+        g.b = x.ys + first * h, g.ldb = h;
         g.c = dgate_up_p + ex * 2 * im * h, g.ldc = h;
         g.accumulate = true;
         return g;
       }));
     }
     if (dy.empty()) return status::ok();
-    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, r, lt, [&](std::int64_t ex, std::int64_t first,
-                                                                              std::int64_t rows) {
+    TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
+                                                                                  std::int64_t rows) {
       gemm_operands g;  // d y_e [rows, H] = d_gu [rows, 2 Im] · gate_up[e] [2 Im, H]
       g.m = rows, g.n = h, g.k = 2 * im;
       g.row_invariant = true;
@@ -488,7 +478,7 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
       return g;
     }));
     combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
-        rows_h, r.position, static_cast<const S*>(nullptr), k, h, dy.as<S>(), accumulate_dy);
+        rows_h, x.r.position, static_cast<const S*>(nullptr), k, h, dy.as<S>(), accumulate_dy);
     return launch_status(op, "combine_kernel");
   });
 }
