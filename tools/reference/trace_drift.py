@@ -4,8 +4,9 @@
 Runs `TANDEM logprobs --trace` (every activation tandem's forward names) on a few seeded random
 sequences of the model in DIR, and transformers on the same sequences in float64 (the truth) and
 in the dtype tandem ran in, with hooks on every decoder layer. For each layer and each stage of it
-that both name (the attention core before o_proj, the attention branch after its norm, the dense
-MLP's output, the per-layer input's branch, the layer's output) it prints the relative distance
+that both name (the rotated query and key, the normed value, the attention core before o_proj,
+the attention branch after its norm, the dense MLP's output, the per-layer input's branch, the
+layer's output) it prints the relative distance
 from float64's (mean |x - x64| / mean |x64| over every token and channel) of tandem's activation
 and its ratio to transformers' own distance in that dtype; then the final norm, the mean and max
 |dlogprob|, and the first stage where tandem's ratio passes --flag (default 1.5): where a path
@@ -56,7 +57,10 @@ def run_tandem(a, seqs, out_dir):
 # Stages of a decoder layer that tandem traces and transformers' modules show: tandem's name, the
 # module of the layer (a dotted path), and whether its input (the attention core enters o_proj)
 # or its output is the activation. "layer_out" is the layer's own output.
-STAGES = [("attn_core", "self_attn.o_proj", "input"), ("attn_out", "post_attention_layernorm", "output"),
+# q and k are the rotated query and key: the outputs of the attention's first and second call of
+# the model module's apply_rotary_pos_emb (a KV-shared layer makes only the first); v is v_norm's.
+STAGES = [("q", "self_attn", "rope"), ("k", "self_attn", "rope"), ("v", "self_attn.v_norm", "output"),
+          ("attn_core", "self_attn.o_proj", "input"), ("attn_out", "post_attention_layernorm", "output"),
           ("mlp_out", "mlp", "output"), ("ple_out", "post_per_layer_input_norm", "output"), ("layer_out", "", "output")]
 
 
@@ -78,8 +82,29 @@ def run_transformers(torch, transformers, a, seqs, dtype):
         return lambda module, args, output: current.__setitem__(key, first(output))
 
     handles = []
+    # The rotated q and k: the attention module's calls of apply_rotary_pos_emb, in order.
+    module_of_attention = sys.modules[type(inner.layers[0].self_attn).__module__]
+    rotate = module_of_attention.apply_rotary_pos_emb
+    rotating = {"layer": None, "calls": 0}
+
+    def recording_rotation(x, cos, sin, *args, **kwargs):
+        y = rotate(x, cos, sin, *args, **kwargs)
+        if rotating["layer"] is not None and rotating["calls"] < 2:
+            current[(rotating["layer"], "qk"[rotating["calls"]])] = first(y)
+            rotating["calls"] += 1
+        return y
+
+    def entering_attention(i):
+        def hook(module, args):
+            rotating["layer"], rotating["calls"] = i, 0
+        return hook
+
+    module_of_attention.apply_rotary_pos_emb = recording_rotation
     for i, layer in enumerate(inner.layers):
+        handles.append(layer.self_attn.register_forward_pre_hook(entering_attention(i)))
         for stage, path, where in STAGES:
+            if where == "rope":
+                continue
             module = layer
             for part in filter(None, path.split(".")):
                 module = getattr(module, part, None)
@@ -90,18 +115,21 @@ def run_transformers(torch, transformers, a, seqs, dtype):
             hook = keep((i, stage), where)
             handles.append(module.register_forward_pre_hook(hook) if where == "input" else module.register_forward_hook(hook))
     handles.append(inner.norm.register_forward_hook(lambda module, args, output: current.__setitem__("final", first(output))))
-    with torch.no_grad():
-        for s in seqs:
-            current.clear()
-            logits = model(input_ids=torch.tensor([s], device=a.device), use_cache=False).logits[0].double()
-            lp = torch.log_softmax(logits, dim=-1)
-            logprobs.append([lp[t, s[t + 1]].item() for t in range(len(s) - 1)])
-            for key, value in current.items():
-                if key != "final":
-                    outputs.setdefault(key, []).append(value)
-            finals.append(current["final"])
-    for h in handles:
-        h.remove()
+    try:
+        with torch.no_grad():
+            for s in seqs:
+                current.clear()
+                logits = model(input_ids=torch.tensor([s], device=a.device), use_cache=False).logits[0].double()
+                lp = torch.log_softmax(logits, dim=-1)
+                logprobs.append([lp[t, s[t + 1]].item() for t in range(len(s) - 1)])
+                for key, value in current.items():
+                    if key != "final":
+                        outputs.setdefault(key, []).append(value)
+                finals.append(current["final"])
+    finally:
+        module_of_attention.apply_rotary_pos_emb = rotate
+        for h in handles:
+            h.remove()
     del model
     return {key: torch.cat(v) for key, v in outputs.items()}, torch.cat(finals), logprobs
 
