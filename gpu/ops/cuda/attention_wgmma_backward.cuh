@@ -7,6 +7,7 @@
 //   issue_scores:      x (32 floats a thread) = A·Bᵀ over COLS columns, A and B of 64 rows each
 //                      (SS, m64n64k16 x COLS / 16), issued only: the caller commits and waits, so
 //                      a pass may issue two products before it waits for either;
+//   scores:            the same product, fenced, issued and waited for;
 //   accumulate_tiles:  acc += X·N, X the 64 x 64 accumulators of such a product rounded to bf16 as
 //                      the A operand, N (64 rows) read N-major (RS, m64nNk16 x 4, N = 256 or 128
 //                      for 128 or 64 accumulators a thread), waited for.
@@ -31,6 +32,16 @@ __device__ __forceinline__ void issue_scores(float (&x)[32], std::uint32_t a_add
     const std::uint64_t db = wgmma::sw128_desc(b_addr + (c0 >> 6) * B_ROWS * 128 + (c0 & 63) * 2, 16, 1024);
     wgmma::mma_ss_m64n64k16(x, da, db, kk > 0);
   }
+}
+
+/// issue_scores with its fence before and its wait after: x holds the product on return.
+template <int COLS, int A_ROWS, int B_ROWS>
+__device__ __forceinline__ void scores(float (&x)[32], std::uint32_t a_addr, std::uint32_t b_addr) {
+  wgmma::fence();
+  issue_scores<COLS, A_ROWS, B_ROWS>(x, a_addr, b_addr);
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_registers(x);
 }
 
 /// acc += X·N: X the accumulators x of an issue_scores product (64 rows x K columns, K = 64),

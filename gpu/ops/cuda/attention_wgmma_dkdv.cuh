@@ -278,11 +278,7 @@ __global__ void __launch_bounds__(dkdv_wg_shape::threads, 1)
 
     float x[32];  // Sᵀ or dPᵀ: x[4c + e], key r0 (e < 2) or r0 + 8, query 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(full(s), round);
-    wgmma::fence();
-    issue_scores<D, KEYS, BQ>(x, a_addr, b_addr0 + stage);
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(x);
+    scores<D, KEYS, BQ>(x, a_addr, b_addr0 + stage);
 
     const float* const lse2 = lse2_s + s * BQ;
     const float* const dl = delta_s + s * BQ;

@@ -69,33 +69,68 @@ struct dkdv_cluster_shape {
   static_assert(smem_bytes <= 232448, "the shared memory of one Hopper block");
 };
 
+/// Where a warpgroup's half of the clustered passes' exchange goes and comes from. Each block has
+/// two receiving buffers (float4 [8][128], the peer's Sᵀ / S half and its dPᵀ / dP half) and three
+/// barriers: s_full and dp_full count the bytes of the peer's half (armed by the receiving
+/// warpgroup's thread 0), recv_free the peer's four warps of the warpgroup that reads both
+/// received halves last (so this block may send the next item's).
+struct half_exchange {
+  std::uint32_t send_to;         // the peer's buffer for this warpgroup's half
+  std::uint32_t send_bar;        // the peer's barrier that counts it
+  std::uint32_t recv_free;       // this block's: the peer has read what this block sent
+  std::uint32_t peer_recv_free;  // the peer's: this block has read what the peer sent
+  std::uint32_t recv_full;       // this block's: the peer's half has landed in recv
+  float4* recv;                  // this warpgroup's receiving buffer
+
+  /// Warpgroup wg's (0: the Sᵀ / S half, 1: the dPᵀ / dP half) of block rank `peer` ^ 1.
+  __device__ static half_exchange of(int wg, std::uint32_t peer, float* s_recv, float* dp_recv, std::uint32_t s_full,
+                                     std::uint32_t dp_full, std::uint32_t recv_free) {
+    float* const recv = wg == 0 ? s_recv : dp_recv;
+    return {cluster::peer_address(shared_address(recv), peer), cluster::peer_address(wg == 0 ? s_full : dp_full, peer),
+            recv_free, cluster::peer_address(recv_free, peer), wg == 0 ? s_full : dp_full, reinterpret_cast<float4*>(recv)};
+  }
+
+  /// The three barriers, by thread 0 of the block before its mbarrier_init_fence.
+  __device__ static void init(std::uint32_t s_full, std::uint32_t dp_full, std::uint32_t recv_free) {
+    wgmma::mbarrier_init(s_full, 1);     // warpgroup 0's thread 0 arms it, the peer's bytes complete it
+    wgmma::mbarrier_init(dp_full, 1);    // warpgroup 1's thread 0 arms it, the peer's bytes complete it
+    wgmma::mbarrier_init(recv_free, 4);  // the peer's warpgroup that reads last, one arrival a warp
+  }
+
+  /// After the block's barriers are initialised (and a __syncthreads): each warpgroup's thread 0
+  /// arms its full barrier for item 0, then the cluster meets, so the peer's barriers exist before
+  /// this block sends to them.
+  __device__ static void open(int wg, int tid, std::uint32_t s_full, std::uint32_t dp_full) {
+    constexpr auto bytes = static_cast<std::uint32_t>(dkdv_cluster_shape::half_bytes);
+    if (tid == 0) cluster::arrive_expect_bytes(wg == 0 ? s_full : dp_full, bytes);
+    cluster::sync();
+  }
+};
+
 /// The exchange of halves of the clustered passes, for item i of n: this thread's 32 floats x (its
-/// part of an m64n64 product over the block's column half) go to the peer's receiving buffer at
-/// `send_to` (float4 [8][128] in accumulator order: x[4c ..] of thread tid at [c][tid]), counted on
-/// the peer's barrier `send_bar`, once the peer has read the last item's (`recv_free`, phase
-/// i - 1); then, once the peer's half has landed in `recv` (counted on the local `recv_full`, phase
-/// i), x += it, element by element (x + r here, r + x in the peer: the same bits). Thread 0 of the
-/// warpgroup arms `recv_full` for item i + 1 (the peer sends that only after this block's reads of
-/// item i: see the kernels' protocol).
-__device__ __forceinline__ void exchange_halves(float (&x)[32], int i, int n, int tid, std::uint32_t send_to,
-                                                std::uint32_t send_bar, std::uint32_t recv_free, const float4* recv,
-                                                std::uint32_t recv_full) {
+/// part of an m64n64 product over the block's column half) go to the peer's receiving buffer
+/// (float4 [8][128] in accumulator order: x[4c ..] of thread tid at [c][tid]), counted on the
+/// peer's barrier, once the peer has read the last item's (recv_free, phase i - 1); then, once the
+/// peer's half has landed in ex.recv (recv_full, phase i), x += it, element by element (x + r here,
+/// r + x in the peer: the same bits). Thread 0 of the warpgroup arms recv_full for item i + 1 (the
+/// peer sends that only after this block's reads of item i: see the kernels' protocol).
+__device__ __forceinline__ void exchange_halves(float (&x)[32], int i, int n, int tid, const half_exchange& ex) {
   const std::uint32_t parity = static_cast<std::uint32_t>(i & 1);
-  if (i >= 1) cluster::wait(recv_free, parity ^ 1u);
+  if (i >= 1) cluster::wait(ex.recv_free, parity ^ 1u);
 #pragma unroll
   for (int c = 0; c < 8; ++c)
-    cluster::store_counted(send_to + static_cast<std::uint32_t>((c * 128 + tid) * 16), x[4 * c], x[4 * c + 1], x[4 * c + 2],
-                           x[4 * c + 3], send_bar);
-  cluster::wait(recv_full, parity);
+    cluster::store_counted(ex.send_to + static_cast<std::uint32_t>((c * 128 + tid) * 16), x[4 * c], x[4 * c + 1],
+                           x[4 * c + 2], x[4 * c + 3], ex.send_bar);
+  cluster::wait(ex.recv_full, parity);
 #pragma unroll
   for (int c = 0; c < 8; ++c) {
-    const float4 r = recv[c * 128 + tid];
+    const float4 r = ex.recv[c * 128 + tid];
     x[4 * c] = __fadd_rn(x[4 * c], r.x);
     x[4 * c + 1] = __fadd_rn(x[4 * c + 1], r.y);
     x[4 * c + 2] = __fadd_rn(x[4 * c + 2], r.z);
     x[4 * c + 3] = __fadd_rn(x[4 * c + 3], r.w);
   }
-  if (tid == 0 && i + 1 < n) cluster::arrive_expect_bytes(recv_full, static_cast<std::uint32_t>(dkdv_cluster_shape::half_bytes));
+  if (tid == 0 && i + 1 < n) cluster::arrive_expect_bytes(ex.recv_full, static_cast<std::uint32_t>(dkdv_cluster_shape::half_bytes));
 }
 
 /// Cluster x / 2 = (key tile · G + kv head) · splits + split (64-key tiles, numbering a.offsets),
@@ -104,7 +139,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
     wgmma_dkdv_cluster_kernel(dkdv_args<bf16> a, dkdv_partials part, const __grid_constant__ tma_dkdv_maps maps) {
   using shape = dkdv_cluster_shape;
   constexpr int D = shape::d, HALF = shape::half, KEYS = shape::keys, BQ = shape::query_tile;
-  constexpr std::uint32_t HALF_BYTES = static_cast<std::uint32_t>(shape::half_bytes);
   extern __shared__ unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char* const ks = smem;                          // sw128 [64 keys][256]: K_h
@@ -134,14 +168,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
       wgmma::mbarrier_init(full(s), 1 + 32);  // the copy engine's thread, the 32 lanes of lse and D
       wgmma::mbarrier_init(empty(s), shape::threads / 32);
     }
-    wgmma::mbarrier_init(s_full, 1);     // warpgroup 0's thread 0 arms it, the peer's bytes complete it
-    wgmma::mbarrier_init(dp_full, 1);    // warpgroup 1's thread 0 arms it, the peer's bytes complete it
-    wgmma::mbarrier_init(recv_free, 4);  // the peer's warpgroup 1, one arrival a warp
+    half_exchange::init(s_full, dp_full, recv_free);  // recv_free: the peer's warpgroup 1
     wgmma::mbarrier_init_fence();
   }
   __syncthreads();
-  if (tid == 0) cluster::arrive_expect_bytes(wg == 0 ? s_full : dp_full, HALF_BYTES);  // item 0
-  cluster::sync();  // the peer's barriers exist before this block sends to them
+  half_exchange::open(wg, tid, s_full, dp_full);
 
   const dkdv_work w = find_dkdv_work(a, part, unit);
   const int col0 = static_cast<int>(h) * HALF;  // the block's first column
@@ -207,13 +238,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
   const std::uint32_t b_addr0 = shared_address(wg == 0 ? qs : dos);
   // the N-major operand of the accumulation: dO_h for dV, Q_h for dK
   const std::uint32_t n_addr0 = shared_address(wg == 0 ? dos : qs);
-  // where this warpgroup's half lands in the peer, and the peer's barrier that counts it
-  float* const recv = wg == 0 ? s_recv : dp_recv;
-  const std::uint32_t send_to = cluster::peer_address(shared_address(recv), peer);
-  const std::uint32_t send_bar = cluster::peer_address(wg == 0 ? s_full : dp_full, peer);
-  const std::uint32_t peer_recv_free = cluster::peer_address(recv_free, peer);
-  const std::uint32_t recv_full = wg == 0 ? s_full : dp_full;
-  float4* const recv4 = reinterpret_cast<float4*>(recv);
+  const half_exchange ex = half_exchange::of(wg, peer, s_recv, dp_recv, s_full, dp_full, recv_free);
   const float4* const p4 = reinterpret_cast<const float4*>(s_recv);
   wgmma::mbarrier_wait(kv_full, 0);
 
@@ -225,20 +250,16 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
 
     float x[32];  // Sᵀ or dPᵀ: x[4c + e], key r0 (e < 2) or r0 + 8, query 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(full(s), round);
-    wgmma::fence();
-    issue_scores<HALF, KEYS, BQ>(x, a_addr, b_addr0 + stage);
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(x);
+    scores<HALF, KEYS, BQ>(x, a_addr, b_addr0 + stage);
 
-    exchange_halves(x, i, w.n, tid, send_to, send_bar, recv_free, recv4, recv_full);
+    exchange_halves(x, i, w.n, tid, ex);
 
     const float* const lse2 = lse2_s + s * BQ;
     const float* const dl = delta_s + s * BQ;
     if (wg == 0) {
       dkdv_probabilities(x, w, window, q0, key0, t, scale2, lse2);
 #pragma unroll
-      for (int c = 0; c < 8; ++c) recv4[c * 128 + tid] = make_float4(x[4 * c], x[4 * c + 1], x[4 * c + 2], x[4 * c + 3]);
+      for (int c = 0; c < 8; ++c) ex.recv[c * 128 + tid] = make_float4(x[4 * c], x[4 * c + 1], x[4 * c + 2], x[4 * c + 3]);
       named_barrier_arrive(p_ready, 256);
     } else {
       named_barrier(p_ready, 256);
@@ -253,7 +274,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dkdv_cluster_shape::
         }
       }
       __syncwarp();
-      if (lane == 0 && i + 1 < w.n) cluster::arrive_remote(peer_recv_free);  // both received halves read
+      if (lane == 0 && i + 1 < w.n) cluster::arrive_remote(ex.peer_recv_free);  // both received halves read
     }
     accumulate_tiles<BQ>(acc, x, n_addr0 + stage);  // Pᵀ or dSᵀ (rounded to bf16) times dO or Q
     __syncwarp();

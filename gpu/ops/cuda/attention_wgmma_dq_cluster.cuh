@@ -69,7 +69,6 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
     wgmma_dq_cluster_kernel(query_args<bf16> a, query_layout layout, const __grid_constant__ tma_dq_maps maps) {
   using shape = dq_cluster_shape;
   constexpr int D = shape::d, HALF = shape::half, BM = shape::block_rows, BN = shape::key_tile;
-  constexpr std::uint32_t HALF_BYTES = static_cast<std::uint32_t>(shape::half_bytes);
   extern __shared__ unsigned char smem_raw[];
   unsigned char* const smem = smem_raw + ((1024u - (shared_address(smem_raw) & 1023u)) & 1023u);
   unsigned char* const qs = smem;                          // sw128 [64 rows][256]: Q_h (zeros: no row)
@@ -106,14 +105,11 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
       wgmma::mbarrier_init(kv_full(s), 1);                    // the copy engine's thread (and the bytes)
       wgmma::mbarrier_init(kv_empty(s), shape::threads / 32);
     }
-    wgmma::mbarrier_init(s_full, 1);     // warpgroup 0's thread 0 arms it, the peer's bytes complete it
-    wgmma::mbarrier_init(dp_full, 1);    // warpgroup 1's thread 0 arms it, the peer's bytes complete it
-    wgmma::mbarrier_init(recv_free, 4);  // the peer's warpgroup 0, one arrival a warp
+    half_exchange::init(s_full, dp_full, recv_free);  // recv_free: the peer's warpgroup 0
     wgmma::mbarrier_init_fence();
   }
   __syncthreads();
-  if (tid == 0) cluster::arrive_expect_bytes(wg == 0 ? s_full : dp_full, HALF_BYTES);  // tile 0
-  cluster::sync();  // the peer's barriers exist before this block sends to them
+  half_exchange::open(wg, tid, s_full, dp_full);
 
   std::int32_t pmin, pmax;  // the least and greatest position of a row (every warp the same)
   position_range(pos_s, BM, pmin, pmax);
@@ -171,14 +167,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
   const std::uint32_t b_addr0 = shared_address(wg == 0 ? ks : vs);
   // the N-major operand of the accumulation: K_h's column blocks 2w, 2w + 1
   const std::uint32_t k_cols0 = shared_address(ks) + static_cast<std::uint32_t>(wg * 2 * BN * 128);
-  float* const recv = wg == 0 ? s_recv : dp_recv;
-  const std::uint32_t send_to = cluster::peer_address(shared_address(recv), peer);
-  const std::uint32_t send_bar = cluster::peer_address(wg == 0 ? s_full : dp_full, peer);
-  const std::uint32_t peer_recv_free = cluster::peer_address(recv_free, peer);
-  const std::uint32_t recv_full = wg == 0 ? s_full : dp_full;
+  const half_exchange ex = half_exchange::of(wg, peer, s_recv, dp_recv, s_full, dp_full, recv_free);
   float4* const s4 = reinterpret_cast<float4*>(s_recv);
   float4* const dp4 = reinterpret_cast<float4*>(dp_recv);
-  float4* const recv4 = wg == 0 ? s4 : dp4;
 
 #pragma unroll 1
   for (int i = 0; i < tiles; ++i) {
@@ -187,13 +178,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
 
     float x[32];  // S or dP: x[4c + e], row row0 (e < 2) or row0 + 8, key j0 + 8c + 2t + (e & 1)
     wgmma::mbarrier_wait(kv_full(s), static_cast<std::uint32_t>((i >> 1) & 1));
-    wgmma::fence();
-    issue_scores<HALF, BM, BN>(x, a_addr, b_addr0 + stage);
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_registers(x);
+    scores<HALF, BM, BN>(x, a_addr, b_addr0 + stage);
 
-    exchange_halves(x, i, tiles, tid, send_to, send_bar, recv_free, recv4, recv_full);
+    exchange_halves(x, i, tiles, tid, ex);
 
     if (wg == 0) {  // P, over the received S half
       if (j0 + BN - 1 <= pmin && j0 >= full_first) {  // uniform over the cluster
@@ -220,7 +207,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
         x[4 * c + 3] = r.w;
       }
       __syncwarp();
-      if (lane == 0 && i + 1 < tiles) cluster::arrive_remote(peer_recv_free);  // both received halves read
+      if (lane == 0 && i + 1 < tiles) cluster::arrive_remote(ex.peer_recv_free);  // both received halves read
     } else {  // dS = P ⊙ (dP - D), over the received dP half
       named_barrier(p_ready, 256);
 #pragma unroll
