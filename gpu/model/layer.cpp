@@ -105,6 +105,7 @@ status attention_forward_block(const exec_context& ctx, const model_config& c, i
   const std::int64_t T = s.a.shape()[0], nh = c.num_attention_heads, d = L.head_dim;
   TANDEM_RETURN_IF_ERROR(make(ctx, s.a, {{&s.q_raw, {T, nh * d}}, {&s.q_inv, {T * nh}, stat(s.a)}, {&s.q, {T, nh, d}}}));
   TANDEM_RETURN_IF_ERROR(linear_forward(ctx, s.a, w.q_proj, s.q_raw));
+  trace(s.q_raw, "q_raw", l);
   TANDEM_RETURN_IF_ERROR(norm_rope(ctx, s.args.q_rope, s.q_raw.view().reshaped({T, nh, d}), w.q_norm, c.rms_norm_eps, s.q, s.q_inv));
   trace(s.q, "q", l);
   const kv_activations* kv = s.args.shared_kv;
@@ -223,6 +224,7 @@ status layer_forward(const exec_context& ctx, const model_config& c, int l, cons
   TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.a, {T, H}}, {&s.a_inv, {T}, stat(s.h_in)}, {&s.o_inv, {T}, stat(s.h_in)}, {&s.h_attn, {T, H}}}));
   if (trace.enabled()) TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&branch, {T, H}}}));
   TANDEM_RETURN_IF_ERROR(rmsnorm_forward(ctx, s.h_in, w.input_norm, eps, s.a, s.a_inv));
+  trace(s.a, "attn_in", l);
   TANDEM_RETURN_IF_ERROR(attention_forward_block(ctx, c, l, w, batch, s, own_kv, trace));
   TANDEM_RETURN_IF_ERROR(make(ctx, s.h_in, {{&s.f, {T, H}}, {&s.f_inv, {T}, stat(s.h_in)}}));
   residual_norm_io attn{};
