@@ -194,8 +194,16 @@ class exact_float64:
         def forward(module, x):
             if x.dtype != torch.float64:
                 return norm_forward(module, x)
-            y = x * (x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon).pow(-0.5)
-            return y * module.weight if getattr(module, "with_scale", True) else y
+            eps = next(getattr(module, n) for n in ("variance_epsilon", "eps") if hasattr(module, n))
+            y = x * (x.pow(2).mean(-1, keepdim=True) + eps).pow(-0.5)
+            if getattr(module, "with_scale", getattr(module, "weight", None) is not None):
+                y = y * module.weight
+            # The formula above is Gemma 4's; a transformers whose norm computes another fails here.
+            theirs = norm_forward(module, x)
+            if float((y - theirs).abs().max()) > 1e-5 * max(float(theirs.abs().max()), 1.0):
+                raise RuntimeError("trace_drift.py: transformers' %s computes other than x / rms(x) * w; "
+                                   "run with --as-transformers" % type(module).__name__)
+            return y
 
         def softmax64(x, *args, **kwargs):
             if x.dtype == torch.float64 and kwargs.get("dtype") == torch.float32:
