@@ -94,7 +94,20 @@ class sdpa final : public cudnn_attention {
     TANDEM_BENCH_TRY(fe_status(fwd_->validate(), "forward: validate"));
     TANDEM_BENCH_TRY(fe_status(fwd_->build(handle_, {fe::HeurMode_t::A}), "forward: build"));
 
-    // Backward.
+    std::int64_t fwd_ws = 0, bwd_ws = 0;
+    TANDEM_BENCH_TRY(fe_status(fwd_->get_workspace_size(fwd_ws), "forward: workspace"));
+    backward_declined_ = build_backward(make_graph, input, q_dim, q_stride, kv_dim, kv_stride, st_dim, st_stride, s, bwd_ws);
+    if (!alloc(workspace_, std::max<std::int64_t>({fwd_ws, bwd_ws, 1})))
+      return {status_code::out_of_memory, "cuDNN attention: workspace"};
+    return forward();  // the backward needs the forward's O and statistics
+  }
+
+  /// The backward's graph and plan, and its workspace size in `ws`; the reason cuDNN gives when it
+  /// declines them.
+  template <typename MakeGraph, typename Input, typename Dims>
+  status build_backward(const MakeGraph& make_graph, const Input& input, const Dims& q_dim, const Dims& q_stride,
+                        const Dims& kv_dim, const Dims& kv_stride, const Dims& st_dim, const Dims& st_stride, const shape& s,
+                        std::int64_t& ws) {
     bwd_ = make_graph();
     bq_ = input(*bwd_, "Q", q_dim, q_stride);
     bk_ = input(*bwd_, "K", kv_dim, kv_stride);
@@ -117,14 +130,10 @@ class sdpa final : public cudnn_attention {
     bdv_ = dv;
     TANDEM_BENCH_TRY(fe_status(bwd_->validate(), "backward: validate"));
     TANDEM_BENCH_TRY(fe_status(bwd_->build(handle_, {fe::HeurMode_t::A}), "backward: build"));
-
-    std::int64_t fwd_ws = 0, bwd_ws = 0;
-    TANDEM_BENCH_TRY(fe_status(fwd_->get_workspace_size(fwd_ws), "forward: workspace"));
-    TANDEM_BENCH_TRY(fe_status(bwd_->get_workspace_size(bwd_ws), "backward: workspace"));
-    if (!alloc(workspace_, std::max<std::int64_t>({fwd_ws, bwd_ws, 1})))
-      return {status_code::out_of_memory, "cuDNN attention: workspace"};
-    return forward();  // the backward needs the forward's O and statistics
+    return fe_status(bwd_->get_workspace_size(ws), "backward: workspace");
   }
+
+  status backward_declined() const override { return backward_declined_; }
 
   status forward() override {
     std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack{
@@ -133,6 +142,7 @@ class sdpa final : public cudnn_attention {
   }
 
   status backward() override {
+    if (!backward_declined_) return backward_declined_;
     std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack{
         {bq_, q_.p},   {bk_, k_.p},   {bv_, v_.p},   {bo_, o_.p},  {bdo_, do_.p},
         {bstats_, stats_.p}, {bdq_, dq_.p}, {bdk_, dk_.p}, {bdv_, dv_.p}};
@@ -145,6 +155,7 @@ class sdpa final : public cudnn_attention {
   std::shared_ptr<fe::graph::Graph> fwd_, bwd_;
   std::shared_ptr<fe::graph::Tensor_attributes> fq_, fk_, fv_, fo_, fstats_;
   std::shared_ptr<fe::graph::Tensor_attributes> bq_, bk_, bv_, bo_, bdo_, bstats_, bdq_, bdk_, bdv_;
+  status backward_declined_;
 };
 
 }  // namespace

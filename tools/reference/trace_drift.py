@@ -11,11 +11,12 @@ to float32, which for float64 is a downcast), so for the truth they run in float
 attention core before o_proj, the attention branch after its norm, the dense MLP's output, the
 per-layer input's branch, the layer's output) it prints the relative distance from float64's
 (mean |x - x64| / mean |x64| over every token and channel) of tandem's activation and its ratio
-to transformers' own distance in that dtype; then the final norm and the mean and max |dlogprob|;
-then each op of LOCAL alone (the input norm, the query projection): its distance from the same op
-in float64 applied to the path's own input, which isolates an op's rounding from what reached it;
-and last the first stage where tandem's ratio passes --flag (default 1.5): where a path starts to
-drift faster than transformers'.
+to transformers' own distance in that dtype; then the final norm and the mean and max |dlogprob|
+(each from float64's, then tandem's from transformers'); then each op of LOCAL alone (the input
+norm, the query projection): its distance from the same op in float64 applied to the path's own
+input, which isolates an op's rounding from what reached it; and last the first stage where
+tandem's ratio passes --flag (default 1.5): where a path starts to drift faster than
+transformers'.
 
 Usage: trace_drift.py --model DIR --tandem BIN [--backend cpu|cuda] [--dtype fp32|bf16]
                       [--device cpu|cuda] [--sequences N] [--length L] [--flag R]
@@ -287,6 +288,8 @@ def main():
     print("%-12s %18.3e %22.3e %8.2f" % ("final norm", t, p, t / p if p > 0 else float("inf")))
     (tm, tx), (pm, px) = logprob_distance(got, truth_lp), logprob_distance(peer_lp, truth_lp)
     print("%-12s %18s %22s" % ("|dlogprob|", "mean %.3e max %.3e" % (tm, tx), "mean %.3e max %.3e" % (pm, px)))
+    (bm, bx) = logprob_distance(got, peer_lp)
+    print("tandem %s %s against transformers %s %s: |dlogprob| mean %.3e max %.3e" % (a.backend, a.dtype, a.device, a.dtype, bm, bx))
     print("each op alone, on its own path's input: tandem's distance from the op in float64, then its ratio to transformers'")
     print("%-9s" % "" + "".join("%19s" % stage for stage, _, _ in LOCAL))
     mine = local_distances(torch, modules, ours, lambda i, stage: stage if i is None else "layers.%d.%s" % (i, stage),

@@ -714,22 +714,12 @@ std::vector<gemm_choice> gemm_choices() {
   return log.choices;
 }
 
-status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
-            void* workspace) {
-  if ((ab != dtype::float32 && ab != dtype::bfloat16) || (c_type != dtype::float32 && c_type != ab))
-    return {status_code::unsupported, std::string(op) + ": gemm: unsupported dtypes " + shape_text(g, ab, c_type)};
-  if (g.m == 0 || g.n == 0) return status::ok();
+namespace {
+
+/// One cuBLASLt call for the whole product (k > 0, m and n > 0, dtypes checked).
+status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+                 void* workspace) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.native);
-  if (g.k == 0) {  // an empty sum: C = 0, or C unchanged when accumulating
-    if (g.accumulate) return status::ok();
-    const std::size_t element = size_of(c_type);
-    const cudaError_t e = cudaMemset2DAsync(g.c, static_cast<std::size_t>(g.ldc) * element, 0,
-                                            static_cast<std::size_t>(g.n) * element, static_cast<std::size_t>(g.m), stream);
-    if (e != cudaSuccess)
-      return {status_code::device_error,
-              std::string(op) + ": cudaMemset2DAsync: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
-    return status::ok();
-  }
   if (g.row_invariant && g.transpose_a)
     return {status_code::invalid_argument, std::string(op) + ": gemm: a row-invariant call takes A untransposed, got " +
                                                shape_text(g, ab, c_type)};
@@ -842,6 +832,43 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
   calls().insert(ck, fresh);
   TANDEM_LT_CALL(op, cublasLtMatmul, *handle, d.matmul, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c, g.c, d.c, &algo,
                                      workspace, gemm_workspace_bytes, stream);
+  return status::ok();
+}
+
+/// The k-range [k0, k0 + k) of g: A's columns (its rows when transposed) and B's rows (columns
+/// when transposed) from k0 on; C accumulates from the second block on.
+gemm_operands k_block(const gemm_operands& g, std::int64_t k0, std::int64_t k, dtype ab) {
+  const auto element = static_cast<std::int64_t>(size_of(ab));
+  gemm_operands block = g;
+  block.k = k;
+  block.a = static_cast<const char*>(g.a) + k0 * (g.transpose_a ? g.lda : 1) * element;
+  block.b = static_cast<const char*>(g.b) + k0 * (g.transpose_b ? 1 : g.ldb) * element;
+  block.accumulate = g.accumulate || k0 > 0;
+  return block;
+}
+
+}  // namespace
+
+status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+            void* workspace) {
+  if ((ab != dtype::float32 && ab != dtype::bfloat16) || (c_type != dtype::float32 && c_type != ab))
+    return {status_code::unsupported, std::string(op) + ": gemm: unsupported dtypes " + shape_text(g, ab, c_type)};
+  if (g.m == 0 || g.n == 0) return status::ok();
+  if (g.k == 0) {  // an empty sum: C = 0, or C unchanged when accumulating
+    if (g.accumulate) return status::ok();
+    const std::size_t element = size_of(c_type);
+    const cudaError_t e =
+        cudaMemset2DAsync(g.c, static_cast<std::size_t>(g.ldc) * element, 0, static_cast<std::size_t>(g.n) * element,
+                          static_cast<std::size_t>(g.m), static_cast<cudaStream_t>(ctx.stream.native));
+    if (e != cudaSuccess)
+      return {status_code::device_error,
+              std::string(op) + ": cudaMemset2DAsync: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+    return status::ok();
+  }
+  if (ab != dtype::float32 || g.k <= float32_k_block) return gemm_call(ctx, op, ab, c_type, g, workspace);
+  for (std::int64_t k0 = 0; k0 < g.k; k0 += float32_k_block)
+    if (status st = gemm_call(ctx, op, ab, c_type, k_block(g, k0, std::min(float32_k_block, g.k - k0), ab), workspace); !st)
+      return st;
   return status::ok();
 }
 
