@@ -17,7 +17,7 @@ build=${2:-build}
 bundle_name=tools/gpu_bundle.sh
 source "$(dirname "$0")/bundle_libraries.sh"
 programs=("$build/tests/tandem_gpu_device_tests" "$build/tests/tandem_gpu_cuda_tests" "$build/tools/bench/cuda_ops_bench"
-          "$build/tools/bench/tensor_core_rounding" "$build/tandem")
+          "$build/tools/bench/tensor_core_rounding" "$build/tools/bench/moe_batched_gemm" "$build/tandem")
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "tools/gpu_bundle.sh: $p is missing: build with CUDA first (tools/build.sh)" >&2; exit 1; }
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs the CUDA tests (label gpu) and the op benchmark from a bundle of built
 # programs (BUNDLE_DIR/bin: tandem_gpu_device_tests, tandem_gpu_cuda_tests, cuda_ops_bench, tandem,
-# tensor_core_rounding;
+# tensor_core_rounding, moe_batched_gemm;
 # BUNDLE_DIR/lib: the non-system libraries they load; tools/gpu_bundle.sh makes it), and keeps
 # their logs. Where the build tree itself is on the GPU machine, `ctest -L gpu` runs the same tests.
 # Run it from the repository root: the engine tests read configs/ and tests/data/ from there.
@@ -31,6 +31,12 @@ cat "$logs/cuda_ops_bench.log"
 if [ -x "$bundle/bin/tensor_core_rounding" ]; then
   run tensor_core_rounding "$bundle/bin/tensor_core_rounding"
   cat "$logs/tensor_core_rounding.log"
+fi
+# Whether one strided-batched call over experts padded to the batch gives each real row the
+# per-expert call's bits (a finding: it decides how a captured MoE decode step multiplies).
+if [ -x "$bundle/bin/moe_batched_gemm" ]; then
+  run moe_batched_gemm "$bundle/bin/moe_batched_gemm"
+  cat "$logs/moe_batched_gemm.log"
 fi
 # tandem logprobs on the GPU against transformers on a committed fixture, float32 and bfloat16.
 if [ -x "$bundle/bin/tandem" ]; then
