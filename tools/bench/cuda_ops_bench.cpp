@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
     auto peer = tandem::bench::cudnn_attention::make({t, a.heads, a.kv_heads, a.d, a.window});
     // Where cuDNN declines the backward alone (d 512 on Hopper), its forward is still the peer.
     const status peer_fwd_state = peer ? status::ok() : peer.error();
-    const status peer_bwd_state = peer ? (*peer)->backward_declined() : peer.error();
+    const status peer_bwd_state = peer ? (*peer)->backward_status() : peer.error();
     const double peer_fwd = peer_fwd_state ? timed([&] { return (*peer)->forward(); }) : 0;
     const double peer_bwd = peer_bwd_state ? timed([&] { return (*peer)->backward(); }) : 0;
     for (const bool backward : {false, true}) {

@@ -96,7 +96,7 @@ class sdpa final : public cudnn_attention {
 
     std::int64_t fwd_ws = 0, bwd_ws = 0;
     TANDEM_BENCH_TRY(fe_status(fwd_->get_workspace_size(fwd_ws), "forward: workspace"));
-    backward_declined_ = build_backward(make_graph, input, q_dim, q_stride, kv_dim, kv_stride, st_dim, st_stride, s, bwd_ws);
+    backward_status_ = build_backward(make_graph, input, q_dim, q_stride, kv_dim, kv_stride, st_dim, st_stride, s, bwd_ws);
     if (!alloc(workspace_, std::max<std::int64_t>({fwd_ws, bwd_ws, 1})))
       return {status_code::out_of_memory, "cuDNN attention: workspace"};
     return forward();  // the backward needs the forward's O and statistics
@@ -133,7 +133,7 @@ class sdpa final : public cudnn_attention {
     return fe_status(bwd_->get_workspace_size(ws), "backward: workspace");
   }
 
-  status backward_declined() const override { return backward_declined_; }
+  status backward_status() const override { return backward_status_; }
 
   status forward() override {
     std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack{
@@ -142,7 +142,7 @@ class sdpa final : public cudnn_attention {
   }
 
   status backward() override {
-    if (!backward_declined_) return backward_declined_;
+    if (!backward_status_) return backward_status_;
     std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack{
         {bq_, q_.p},   {bk_, k_.p},   {bv_, v_.p},   {bo_, o_.p},  {bdo_, do_.p},
         {bstats_, stats_.p}, {bdq_, dq_.p}, {bdk_, dk_.p}, {bdv_, dv_.p}};
@@ -155,7 +155,7 @@ class sdpa final : public cudnn_attention {
   std::shared_ptr<fe::graph::Graph> fwd_, bwd_;
   std::shared_ptr<fe::graph::Tensor_attributes> fq_, fk_, fv_, fo_, fstats_;
   std::shared_ptr<fe::graph::Tensor_attributes> bq_, bk_, bv_, bo_, bdo_, bstats_, bdq_, bdk_, bdv_;
-  status backward_declined_;
+  status backward_status_;
 };
 
 }  // namespace

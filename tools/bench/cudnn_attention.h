@@ -23,13 +23,13 @@ class cudnn_attention {
     std::int64_t tokens, heads, kv_heads, d, window;  ///< window 0: causal
   };
   /// The plans for `s`, or the reason cuDNN declines its forward. A backward cuDNN declines
-  /// (head_dim 512 on Hopper, say) leaves the forward: backward_declined() says why.
+  /// (head_dim 512 on Hopper, say) leaves the forward: backward_status() says why.
   static gpu::result<std::unique_ptr<cudnn_attention>> make(const shape& s);
   virtual ~cudnn_attention() = default;
   virtual gpu::status forward() = 0;
-  virtual gpu::status backward() = 0;  ///< backward_declined() when cuDNN declined it
+  virtual gpu::status backward() = 0;  ///< backward_status() when cuDNN declined it
   /// ok when the backward was built, else the reason cuDNN gave.
-  virtual gpu::status backward_declined() const = 0;
+  virtual gpu::status backward_status() const = 0;
 };
 
 }  // namespace tandem::bench
