@@ -545,11 +545,12 @@ router_inputs make_router_inputs(std::int64_t n, std::int64_t h, std::int64_t e,
 // ---------------------------------------------------------------------------------------------
 // The case table, one function per header.
 
-void linear_cases(case_table& t) {
-  struct dims {
-    std::int64_t n, in, out;
-  };
-  for (const dims d : {dims{1, 1, 1}, dims{7, 17, 5}, dims{17, 65, 33}, dims{65, 16, 7}}) {
+struct linear_dims {
+  std::int64_t n, in, out;
+};
+
+void linear_cases(case_table& t, const std::vector<linear_dims>& shapes) {
+  for (const linear_dims d : shapes) {
     const std::string label = cat("N ", d.n, ", in ", d.in, ", out ", d.out);
     const std::uint64_t s = t.seed();
     for (const bool accumulate : {false, true})
@@ -1587,7 +1588,7 @@ void sum_squares_cases(case_table& t) {
 const std::vector<op_case>& case_list() {
   static const std::vector<op_case> cases = [] {
     case_table t;
-    linear_cases(t);
+    linear_cases(t, {{1, 1, 1}, {7, 17, 5}, {17, 65, 33}, {65, 16, 7}});
     embedding_cases(t);
     rmsnorm_cases(t, {{1, 1, 1}, {7, 17, 1}, {17, 64, 30}, {65, 7, 0.01}});
     rope_cases(t);
@@ -1613,6 +1614,9 @@ const std::vector<op_case>& case_list() {
     // Many rows of 256, 128 and 1536 (E2B's q norm, a narrow float32 row, the residual stream):
     // the CUDA backward's blocks run more iterations than they have copy stages.
     rmsnorm_cases(t, {{20000, 256, 3}, {9000, 128, 3}, {5000, 1536, 3}});
+    // Sums longer than a float32 product's k block on CUDA (256 terms): the forward's k of 600
+    // (two blocks and a part), the weight gradient's k of 300 tokens (A transposed).
+    linear_cases(t, {{300, 600, 24}});
     return t.cases;
   }();
   return cases;
