@@ -57,17 +57,17 @@ struct gemm_operands {
 };
 
 /// A float32 product sums k in blocks of this many terms, one cuBLASLt call each, the later ones
-/// accumulating into C (a float32 C; a bfloat16 C is not asked of float32 inputs). cuBLASLt's
-/// float32 kernels add k's terms one after another, so a sum's rounding grows with k; in blocks it
+/// accumulating into C (a float32 C; a bfloat16 C is not asked of float32 inputs). A row-invariant
+/// call's float32 kernel adds k's terms in one chain, so a sum's rounding grows with k; in blocks it
 /// grows with the block, as in the CPU GEMM's k blocks. At E2B's query projection (k 1536, n 2048,
-/// 79 rows) the product's distance from float64 went from 6.2e-7 to 2.8e-7 on an H100, where
-/// PyTorch's cuBLAS call measured 2.5-3.8e-7 at 16-79 rows (it splits k at few rows) and 6.2e-7 at
-/// 4096 (one pass, as ours did at every row count). Row-invariant calls stay so (every block is), and
-/// the order is fixed (deterministic). The cost: C is read and written once more a block (64 flops
-/// a byte of that traffic, a few times the H100's float32 balance), so a float32 product can take up
-/// to about a third longer (not timed; the float32 path is for parity, not speed). Bfloat16 products
-/// are not split: their inputs' rounding dominates. A multiple of 64, so a block's pointers keep the
-/// whole call's alignment.
+/// 79 rows) the product's distance from float64 went from 6.2e-7 to 2.8e-7 on an H100; PyTorch's
+/// cuBLAS call measured 2.5-3.8e-7 at 16-79 rows (other algorithms at few rows) and 6.2e-7 at 4096,
+/// as ours at every row count. Row-invariant calls stay so (every block is), and the order is fixed
+/// (deterministic). The cost: C is read and written once more a block (64 flops a byte of that
+/// traffic, a few times the H100's float32 balance), so a float32 product can take up to about a
+/// third longer (not timed; the float32 path is for parity, not speed). Bfloat16 products are not
+/// split: their inputs' rounding dominates. A multiple of 64, so a block's pointers keep the whole
+/// call's alignment.
 constexpr std::int64_t float32_k_block = 256;
 
 /// The row count a row-invariant call's algorithm is chosen for (a training micro-batch's tokens).
