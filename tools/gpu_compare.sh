@@ -17,7 +17,8 @@
 #                 run with the same rows after this bundle's in every round
 #   --rounds N    rounds of benchmark rows (default 2)
 #   --train       tools/bench/train_vs_peer.sh at the E2B shape, 5 steps, after the rows
-#   --drift       CUDA's float32 path at the E2B shape against transformers, stage by stage
+#   --drift       CUDA's float32 path at the E2B shape against transformers, stage by stage, then
+#                 its bfloat16 path's summary likewise
 #                 (tools/reference/trace_drift.py over random bf16 weights that transformers saves
 #                 first to GPU_COMPARE_E2B_DIR, default /tmp/gpu-compare-e2b, about 10 GB, kept for
 #                 the next call on the same machine), last
@@ -102,6 +103,10 @@ if [ "$drift" = 1 ]; then
     run trace_drift_e2b_fp32 python3 tools/reference/trace_drift.py --model "$e2b" --tandem "$bundle/bin/tandem" \
       --backend cuda --dtype fp32 --out "$logs/trace_drift_e2b"
     grep -v '^Loading' "$logs/trace_drift_e2b_fp32.log"
+    # bfloat16 the same way: its distance from float64 beside transformers' bfloat16 (the summary).
+    run trace_drift_e2b_bf16 python3 tools/reference/trace_drift.py --model "$e2b" --tandem "$bundle/bin/tandem" \
+      --backend cuda --dtype bf16 --out "$logs/trace_drift_e2b_bf16"
+    grep -E '^(final norm|\|dlogprob\||tandem .* against|first stage)' "$logs/trace_drift_e2b_bf16.log"
   fi
 fi
 exit $failed
