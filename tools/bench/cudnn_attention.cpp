@@ -96,41 +96,35 @@ class sdpa final : public cudnn_attention {
 
     std::int64_t fwd_ws = 0, bwd_ws = 0;
     TANDEM_BENCH_TRY(fe_status(fwd_->get_workspace_size(fwd_ws), "forward: workspace"));
-    backward_status_ = build_backward(make_graph, input, q_dim, q_stride, kv_dim, kv_stride, st_dim, st_stride, s, bwd_ws);
+    // The backward: a declined one (cuDNN's reason kept in backward_status_) leaves the forward.
+    backward_status_ = [&]() -> status {
+      bwd_ = make_graph();
+      bq_ = input(*bwd_, "Q", q_dim, q_stride);
+      bk_ = input(*bwd_, "K", kv_dim, kv_stride);
+      bv_ = input(*bwd_, "V", kv_dim, kv_stride);
+      bo_ = input(*bwd_, "O", q_dim, q_stride);
+      bdo_ = input(*bwd_, "dO", q_dim, q_stride);
+      bstats_ = bwd_->tensor(fe::graph::Tensor_attributes()
+                                 .set_name("Stats")
+                                 .set_dim(st_dim)
+                                 .set_stride(st_stride)
+                                 .set_data_type(fe::DataType_t::FLOAT));
+      auto boptions = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(1.0f).set_causal_mask(true);
+      if (s.window > 0) boptions.set_diagonal_band_left_bound(static_cast<int>(s.window));
+      auto [dq, dk, dv] = bwd_->sdpa_backward(bq_, bk_, bv_, bo_, bdo_, bstats_, boptions);
+      dq->set_output(true).set_dim(q_dim).set_stride(q_stride);
+      dk->set_output(true).set_dim(kv_dim).set_stride(kv_stride);
+      dv->set_output(true).set_dim(kv_dim).set_stride(kv_stride);
+      bdq_ = dq;
+      bdk_ = dk;
+      bdv_ = dv;
+      TANDEM_BENCH_TRY(fe_status(bwd_->validate(), "backward: validate"));
+      TANDEM_BENCH_TRY(fe_status(bwd_->build(handle_, {fe::HeurMode_t::A}), "backward: build"));
+      return fe_status(bwd_->get_workspace_size(bwd_ws), "backward: workspace");
+    }();
     if (!alloc(workspace_, std::max<std::int64_t>({fwd_ws, bwd_ws, 1})))
       return {status_code::out_of_memory, "cuDNN attention: workspace"};
     return forward();  // the backward needs the forward's O and statistics
-  }
-
-  /// The backward's graph and plan, and its workspace size in `ws`; the reason cuDNN gives when it
-  /// declines them.
-  template <typename MakeGraph, typename Input, typename Dims>
-  status build_backward(const MakeGraph& make_graph, const Input& input, const Dims& q_dim, const Dims& q_stride,
-                        const Dims& kv_dim, const Dims& kv_stride, const Dims& st_dim, const Dims& st_stride, const shape& s,
-                        std::int64_t& ws) {
-    bwd_ = make_graph();
-    bq_ = input(*bwd_, "Q", q_dim, q_stride);
-    bk_ = input(*bwd_, "K", kv_dim, kv_stride);
-    bv_ = input(*bwd_, "V", kv_dim, kv_stride);
-    bo_ = input(*bwd_, "O", q_dim, q_stride);
-    bdo_ = input(*bwd_, "dO", q_dim, q_stride);
-    bstats_ = bwd_->tensor(fe::graph::Tensor_attributes()
-                               .set_name("Stats")
-                               .set_dim(st_dim)
-                               .set_stride(st_stride)
-                               .set_data_type(fe::DataType_t::FLOAT));
-    auto boptions = fe::graph::SDPA_backward_attributes().set_name("sdpa_backward").set_attn_scale(1.0f).set_causal_mask(true);
-    if (s.window > 0) boptions.set_diagonal_band_left_bound(static_cast<int>(s.window));
-    auto [dq, dk, dv] = bwd_->sdpa_backward(bq_, bk_, bv_, bo_, bdo_, bstats_, boptions);
-    dq->set_output(true).set_dim(q_dim).set_stride(q_stride);
-    dk->set_output(true).set_dim(kv_dim).set_stride(kv_stride);
-    dv->set_output(true).set_dim(kv_dim).set_stride(kv_stride);
-    bdq_ = dq;
-    bdk_ = dk;
-    bdv_ = dv;
-    TANDEM_BENCH_TRY(fe_status(bwd_->validate(), "backward: validate"));
-    TANDEM_BENCH_TRY(fe_status(bwd_->build(handle_, {fe::HeurMode_t::A}), "backward: build"));
-    return fe_status(bwd_->get_workspace_size(ws), "backward: workspace");
   }
 
   status backward_status() const override { return backward_status_; }

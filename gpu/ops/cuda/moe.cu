@@ -264,6 +264,33 @@ status combine_shared(const char* op, std::int64_t k, std::size_t& bytes) {
   return require(bytes <= 48 * 1024, op, "top_k K = " + std::to_string(k) + " is above the CUDA backend's 3072");
 }
 
+/// An expert's token rows times its weight, row-invariant: C [rows, n] = A [rows, k] · W, W [k, n]
+/// or (w_transposed) [n, k] used transposed; A and C contiguous.
+gemm_operands token_rows(std::int64_t rows, std::int64_t n, std::int64_t k, const void* a, const void* w, bool w_transposed,
+                         void* c) {
+  gemm_operands g;
+  g.transpose_b = w_transposed;
+  g.m = rows, g.n = n, g.k = k;
+  g.row_invariant = true;
+  g.a = a, g.lda = k;
+  g.b = w, g.ldb = w_transposed ? k : n;
+  g.c = c, g.ldc = n;
+  return g;
+}
+
+/// An expert's weight gradient from its token rows: C [m, n] += Aᵀ [m, rows] · B [rows, n], A and
+/// B contiguous.
+gemm_operands weight_gradient(std::int64_t rows, std::int64_t m, std::int64_t n, const void* a, const void* b, void* c) {
+  gemm_operands g;
+  g.transpose_a = true;
+  g.m = m, g.n = n, g.k = rows;
+  g.a = a, g.lda = m;
+  g.b = b, g.ldb = n;
+  g.c = c, g.ldc = n;
+  g.accumulate = true;
+  return g;
+}
+
 /// One GEMM per expert with rows: `make(expert, first_row, rows)` fills the operands.
 template <class Make>
 status per_expert(const exec_context& ctx, const char* op, dtype ab, dtype c_type, const routing& r, void* lt,
@@ -313,14 +340,9 @@ struct expert_rows {
     const S* gate_up_p = gate_up.as<const S>();
     TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, storage_dtype<S>(), dtype::float32, r, lt,
                                       [&](std::int64_t ex, std::int64_t first, std::int64_t rows) {
-                                        gemm_operands g;  // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
-                                        g.transpose_b = true;
-                                        g.m = rows, g.n = 2 * im, g.k = h;
-                                        g.row_invariant = true;
-                                        g.a = ys + first * h, g.lda = h;
-                                        g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
-                                        g.c = gu + first * 2 * im, g.ldc = 2 * im;
-                                        return g;
+                                        // gu [rows, 2 Im] = y_e [rows, H] · gate_up[e]ᵀ
+                                        return token_rows(rows, 2 * im, h, ys + first * h, gate_up_p + ex * 2 * im * h,
+                                                          true, gu + first * 2 * im);
                                       }));
     gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream_of(ctx)>>>(gu, slots, im, a);
     return launch_status(op, "gated_gelu_kernel");
@@ -331,14 +353,8 @@ struct expert_rows {
     const S* down_p = down_proj.as<const S>();
     return per_expert(ctx, op, storage_dtype<S>(), dtype::float32, r, lt,
                       [&](std::int64_t ex, std::int64_t first, std::int64_t rows) {
-                        gemm_operands g;  // o [rows, H] = a [rows, Im] · down[e]ᵀ
-                        g.transpose_b = true;
-                        g.m = rows, g.n = h, g.k = im;
-                        g.row_invariant = true;
-                        g.a = a + first * im, g.lda = im;
-                        g.b = down_p + ex * h * im, g.ldb = im;
-                        g.c = o + first * h, g.ldc = h;
-                        return g;
+                        // o [rows, H] = a [rows, Im] · down[e]ᵀ
+                        return token_rows(rows, h, im, a + first * im, down_p + ex * h * im, true, o + first * h);
                       });
   }
 };
@@ -429,26 +445,15 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
       S* ddown_p = ddown.as<S>();
       TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
                                                                         std::int64_t rows) {
-        gemm_operands g;  // ddown[e] [H, Im] += d_oᵀ [H, rows] · a [rows, Im]
-        g.transpose_a = true;
-        g.m = h, g.n = im, g.k = rows;
-        g.a = d_o + first * h, g.lda = h;
-        g.b = x.a + first * im, g.ldb = im;
-        g.c = ddown_p + ex * h * im, g.ldc = im;
-        g.accumulate = true;
-        return g;
+        // ddown[e] [H, Im] += d_oᵀ [H, rows] · a [rows, Im]
+        return weight_gradient(rows, h, im, d_o + first * h, x.a + first * im, ddown_p + ex * h * im);
       }));
     }
     if (!need_dgu) return status::ok();
     TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
                                                                                   std::int64_t rows) {
-      gemm_operands g;  // da [rows, Im] = d_o [rows, H] · down[e] [H, Im]
-      g.m = rows, g.n = im, g.k = h;
-      g.row_invariant = true;
-      g.a = d_o + first * h, g.lda = h;
-      g.b = down_p + ex * h * im, g.ldb = im;
-      g.c = da + first * im, g.ldc = im;
-      return g;
+      // da [rows, Im] = d_o [rows, H] · down[e] [H, Im]
+      return token_rows(rows, im, h, d_o + first * h, down_p + ex * h * im, false, da + first * im);
     }));
     gated_gelu_backward_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream>>>(x.gu, da, slots, im, dgu);
     TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_backward_kernel"));
@@ -456,26 +461,15 @@ status moe_experts_backward(const exec_context& ctx, dtype storage, const tensor
       S* dgate_up_p = dgate_up.as<S>();
       TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, ab, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
                                                                         std::int64_t rows) {
-        gemm_operands g;  // dgate_up[e] [2 Im, H] += d_guᵀ [2 Im, rows] · y_e [rows, H]
-        g.transpose_a = true;
-        g.m = 2 * im, g.n = h, g.k = rows;
-        g.a = dgu + first * 2 * im, g.lda = 2 * im;
-        g.b = x.ys + first * h, g.ldb = h;
-        g.c = dgate_up_p + ex * 2 * im * h, g.ldc = h;
-        g.accumulate = true;
-        return g;
+        // dgate_up[e] [2 Im, H] += d_guᵀ [2 Im, rows] · y_e [rows, H]
+        return weight_gradient(rows, 2 * im, h, dgu + first * 2 * im, x.ys + first * h, dgate_up_p + ex * 2 * im * h);
       }));
     }
     if (dy.empty()) return status::ok();
     TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, ab, dtype::float32, x.r, x.lt, [&](std::int64_t ex, std::int64_t first,
                                                                                   std::int64_t rows) {
-      gemm_operands g;  // d y_e [rows, H] = d_gu [rows, 2 Im] · gate_up[e] [2 Im, H]
-      g.m = rows, g.n = h, g.k = 2 * im;
-      g.row_invariant = true;
-      g.a = dgu + first * 2 * im, g.lda = 2 * im;
-      g.b = gate_up_p + ex * 2 * im * h, g.ldb = h;
-      g.c = rows_h + first * h, g.ldc = h;
-      return g;
+      // d y_e [rows, H] = d_gu [rows, 2 Im] · gate_up[e] [2 Im, H]
+      return token_rows(rows, h, 2 * im, dgu + first * 2 * im, gate_up_p + ex * 2 * im * h, false, rows_h + first * h);
     }));
     combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
         rows_h, x.r.position, static_cast<const S*>(nullptr), k, h, dy.as<S>(), accumulate_dy);
