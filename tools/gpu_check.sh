@@ -19,7 +19,7 @@ mkdir -p "$logs"
 source "$(dirname "$0")/gpu_run_env.sh"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$logs/gpu.txt"
 [ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
-for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors cuda_captured_work \
+for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors cuda_captured_work cuda_moe_capture \
              train_engine_conformance gemma4_train_engine cuda_train_engine_parity nccl_group \
              generate_engine_conformance gemma4_generate_engine; do
   run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=test_suite

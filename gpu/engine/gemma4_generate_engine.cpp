@@ -18,6 +18,7 @@
 #include "gpu/model/forward.h"
 #include "gpu/ops/embedding.h"
 #include "gpu/ops/logprobs.h"
+#include "gpu/ops/moe.h"
 #include "gpu/ops/sampling.h"
 
 namespace tandem::gpu {
@@ -489,7 +490,11 @@ status gemma4_generate_engine::run(const std::vector<planned>& plan) {
 bool gemma4_generate_engine::capturable(const std::vector<planned>& plan) const {
   const bool wanted = options_.capture_decode == decode_capture_mode::always ||
                       (options_.capture_decode == decode_capture_mode::on_cuda && !ctx_.dev.is_cpu());
-  if (!wanted || options_.trace.enabled() || op_profile_armed() || source_.config.enable_moe_block) return false;
+  if (!wanted || options_.trace.enabled() || op_profile_armed()) return false;
+  // A model with MoE blocks: its experts' forward captures up to ops::moe_capturable_tokens tokens.
+  if (source_.config.enable_moe_block &&
+      decode_capture::bucket_of(static_cast<std::int64_t>(plan.size())) > ops::moe_capturable_tokens)
+    return false;
   for (const planned& p : plan) {
     if (!p.seq || p.rows != 1 || p.seq->computed + 1 != static_cast<std::int64_t>(p.seq->tokens.size())) return false;
     if (!(p.seq->request.sampling == plan.front().seq->request.sampling)) return false;

@@ -62,6 +62,13 @@ status moe_router_backward(const exec_context& ctx, const tensor& x, const tenso
 status moe_experts_forward(const exec_context& ctx, const tensor& y, const tensor& gate_up, const tensor& down, const tensor& weights,
                            const tensor& indices, const tensor& out);
 
+/// Tokens up to which moe_experts_forward may run in a captured_work (a decode step's): on the
+/// CPU any call may; on CUDA a call of at most this many tokens makes no host wait while captured
+/// (each expert's rows padded to a fixed count, the counts kept on the device: ops/cuda/moe.cu).
+/// That layout's scratch grows with E · N rows (E · N · (6 H + 12 Im) bytes in bfloat16: 1.5 GB
+/// at 512 tokens of the 26B-A4B shape), which bounds it.
+constexpr std::int64_t moe_capturable_tokens = 512;
+
 /// Experts backward (recomputes the expert activations from y). dout F32 [N, H]. Outputs (empty to
 /// skip each):
 /// dy        F32 [N, H]        written, or added to with accumulate_dy

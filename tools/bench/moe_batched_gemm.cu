@@ -7,6 +7,8 @@
 // (gate_up: [rows, H] · [2·Im, H]ᵀ; down: [rows, Im] · [H, Im]ᵀ) three ways:
 //   reference: gemm(row_invariant) per expert with M = count_e (counts spread over 0 .. B);
 //   padded:    gemm(row_invariant) per expert with M = B over the padded rows;
+//   gemm():    one batched gemm() call (batch E) with the algorithm of one padded product, at
+//              M = B and at M = 64 (what a captured decode step runs);
 //   batched:   each of cuBLASLt's heuristic algorithms (up to 16, none splitting k) for one
 //              strided-batched call (batch E, M = B);
 // and prints for each the real rows whose bits differ from the reference and the time of the
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -158,6 +161,36 @@ bool probe(const char* name, std::int64_t n, std::int64_t k, const tg::exec_cont
   std::printf("  %-44s %8.3f ms\n", "per expert, M = count_e (the reference)", exact_ms);
   std::printf("  %-44s %8.3f ms  rows differing: %lld\n", "per expert, M = B (padded)", padded_ms,
               static_cast<long long>(padded_differ));
+
+  // gemm() batched: one call over the experts with the algorithm of one padded product (what the
+  // captured MoE decode step runs), at M = B and at M = 64.
+  for (const std::int64_t rows : {batch_rows, std::int64_t{64}}) {
+    const auto batched_gemm = [&] {
+      cu::gemm_operands g;
+      g.transpose_b = true;
+      g.m = rows, g.n = n, g.k = k;
+      g.row_invariant = true;
+      g.a = a_p, g.lda = k;
+      g.b = w_p, g.ldb = k;
+      g.c = c_p, g.ldc = n;
+      g.batch = experts, g.stride_a = batch_rows * k, g.stride_b = n * k, g.stride_c = batch_rows * n;
+      if (tg::status st = cu::gemm(ctx, "moe_batched_gemm", tg::dtype::bfloat16, tg::dtype::bfloat16, g, workspace); !st) {
+        std::fprintf(stderr, "moe_batched_gemm: %s\n", st.message().c_str());
+        return false;
+      }
+      return true;
+    };
+    if (!ok(cudaMemset(c.p, 0, c_count * 2), "memset") || !batched_gemm() || !ok(cudaDeviceSynchronize(), "gemm batched") ||
+        !download(got, c.p))
+      return false;
+    // At M = 64 the rows past 64 are not computed: count only the real rows below it.
+    std::vector<std::int64_t> within(counts);
+    for (std::int64_t& r : within) r = std::min(r, rows);
+    const std::string label = "gemm() batched, M = " + std::to_string(rows) + " (one product's algorithm)";
+    std::printf("  %-44s %8.3f ms  rows differing: %lld of %lld\n", label.c_str(), median_ms(batched_gemm),
+                static_cast<long long>(differing_rows(got, ref, within, n)),
+                static_cast<long long>(std::accumulate(within.begin(), within.end(), std::int64_t{0})));
+  }
 
   // One strided-batched call: column-major C' [n, B] = W' [k, n]ᵀ · A' [k, B], batch E.
   cublasLtMatmulDesc_t op = nullptr;

@@ -24,6 +24,7 @@
 
 #include "gpu/core/cuda/check.h"
 #include "gpu/core/host_waits.h"
+#include "gpu/ops/op_check.h"
 
 namespace tandem::gpu::ops::cuda {
 namespace {
@@ -164,12 +165,17 @@ struct call_key {
   plan_key plan;
   std::int64_t m;
   bool row_invariant;
+  std::int64_t batch, stride_a, stride_b, stride_c;  // 1, 0, 0, 0 unbatched
   bool operator==(const call_key&) const = default;
 };
 
 struct call_key_hash {
   std::size_t operator()(const call_key& k) const {
-    return plan_key_hash{}(k.plan) ^ (static_cast<std::size_t>(k.m) * 0x9E3779B97F4A7C15ull) ^ static_cast<std::size_t>(k.row_invariant);
+    std::size_t h = plan_key_hash{}(k.plan) ^ (static_cast<std::size_t>(k.m) * 0x9E3779B97F4A7C15ull) ^
+                    static_cast<std::size_t>(k.row_invariant);
+    for (std::int64_t v : {k.batch, k.stride_a, k.stride_b, k.stride_c})
+      h = (h ^ static_cast<std::size_t>(v)) * 1099511628211ull;
+    return h;
   }
 };
 
@@ -716,13 +722,37 @@ std::vector<gemm_choice> gemm_choices() {
 
 namespace {
 
-/// One cuBLASLt call for the whole product (k > 0, m and n > 0, dtypes checked).
-status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
-                 void* workspace) {
+/// Sets a layout's strided batch: `batch` matrices `stride` elements apart.
+status set_batch(std::string_view op, cublasLtMatrixLayout_t layout, std::int64_t batch, std::int64_t stride) {
+  const auto count = static_cast<std::int32_t>(batch);
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutSetAttribute, layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+  TANDEM_LT_CALL(op, cublasLtMatrixLayoutSetAttribute, layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                 sizeof(stride));
+  return status::ok();
+}
+
+/// Whether `algo` runs the call of `d` within the workspace.
+bool runs(cublasLtHandle_t handle, const descriptors& d, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t checked{};
+  return cublasLtMatmulAlgoCheck(handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+         checked.workspaceSize <= gemm_workspace_bytes;
+}
+
+/// The descriptors and algorithm of one cuBLASLt call for the whole product (k > 0, m and n > 0,
+/// dtypes checked), made on the first call of its key (choices that wait for the device
+/// included) and cached.
+result<std::shared_ptr<const call_plan>> plan_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type,
+                                                   const gemm_operands& g, void* workspace) {
   const cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream.native);
   if (g.row_invariant && g.transpose_a)
-    return {status_code::invalid_argument, std::string(op) + ": gemm: a row-invariant call takes A untransposed, got " +
-                                               shape_text(g, ab, c_type)};
+    return status{status_code::invalid_argument, std::string(op) + ": gemm: a row-invariant call takes A untransposed, got " +
+                                                     shape_text(g, ab, c_type)};
+  if (g.batch < 1 || g.batch > std::numeric_limits<std::int32_t>::max() ||
+      (g.batch > 1 && (g.stride_a < 0 || g.stride_b < 0 || g.stride_c < 0)))
+    return status{status_code::invalid_argument, std::string(op) + ": gemm: batch " + std::to_string(g.batch) +
+                                                     " with strides " + std::to_string(g.stride_a) + ", " +
+                                                     std::to_string(g.stride_b) + ", " + std::to_string(g.stride_c) +
+                                                     " of " + shape_text(g, ab, c_type)};
   auto handle = handle_for(op, ctx.dev.index);
   if (!handle) return handle.error();
 
@@ -752,15 +782,13 @@ status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c
                      std::min(alignment_of(g.a), row_align),
                      alignment_of(g.b),
                      std::min(alignment_of(g.c), row_align)};
-  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
-  // A call seen before (the same shape, m, ld's and alignment classes) reuses its descriptors and
-  // algorithm: making them costs the host more than the product costs a decode step's device.
-  const call_key ck{key, g.m, g.row_invariant};
-  if (const std::shared_ptr<const call_plan> seen = calls().find(ck)) {
-    TANDEM_LT_CALL(op, cublasLtMatmul, *handle, seen->d.matmul, &alpha, g.b, seen->d.a, g.a, seen->d.b, &beta, g.c, seen->d.c, g.c,
-                   seen->d.c, &seen->algo, workspace, gemm_workspace_bytes, stream);
-    return status::ok();
-  }
+  // A call seen before (the same shape, m, batch, ld's and alignment classes) reuses its
+  // descriptors and algorithm: making them costs the host more than the product costs a decode
+  // step's device.
+  const bool batched = g.batch > 1;
+  const call_key ck{key, g.m, g.row_invariant, g.batch, batched ? g.stride_a : 0, batched ? g.stride_b : 0,
+                    batched ? g.stride_c : 0};
+  if (std::shared_ptr<const call_plan> seen = calls().find(ck)) return seen;
   auto fresh = std::make_shared<call_plan>();
   descriptors& d = fresh->d;
   TANDEM_LT_CALL(op, cublasLtMatmulDescCreate, &d.matmul, CUBLAS_COMPUTE_32F, CUDA_R_32F);
@@ -791,7 +819,7 @@ status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c
     TANDEM_LT_CALL(op, cublasLtMatmulAlgoGetHeuristic, *handle, d.matmul, d.a, query_b, query_c, query_c, d.preference, 1,
                                                        &found, &count);
     if (count == 0 || found.state != CUBLAS_STATUS_SUCCESS)
-      return {status_code::unsupported,
+      return status{status_code::unsupported,
               std::string(op) + ": cublasLtMatmulAlgoGetHeuristic found no algorithm for " + shape_text(g, ab, c_type)};
     algo = found.algo;
     if (g.row_invariant) {  // the algorithm must also run at this call's m, with the same bits per row
@@ -804,7 +832,7 @@ status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c
       std::memset(&checked, 0, sizeof(checked));
       const cublasStatus_t fits = cublasLtMatmulAlgoCheck(*handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked);
       if (fits != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > gemm_workspace_bytes)
-        return {status_code::unsupported, std::string(op) + ": cublasLtMatmulAlgoCheck: the row-invariant algorithm of " +
+        return status{status_code::unsupported, std::string(op) + ": cublasLtMatmulAlgoCheck: the row-invariant algorithm of " +
                                               shape_text(g, ab, c_type) + " does not run at " + std::to_string(g.m) +
                                               " rows (" + cublasLtGetStatusName(fits) + ")"};
     }
@@ -823,15 +851,35 @@ status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c
     }
     // Checked at the m of the bucket's first call: at another m it must pass again, else the
     // row-invariant algorithm (the same bits) runs.
-    cublasLtMatmulHeuristicResult_t checked{};
-    if (cublasLtMatmulAlgoCheck(*handle, d.matmul, d.a, d.b, d.c, d.c, &chosen, &checked) == CUBLAS_STATUS_SUCCESS &&
-        checked.workspaceSize <= gemm_workspace_bytes)
-      algo = chosen;
+    if (runs(*handle, d, chosen)) algo = chosen;
+  }
+  if (batched) {
+    // The single product's algorithm over the batch (the bucket's choice where it runs batched,
+    // else the row-invariant algorithm: the same bits), never one chosen for the batch.
+    TANDEM_RETURN_IF_ERROR(set_batch(op, d.a, g.batch, g.stride_b));
+    TANDEM_RETURN_IF_ERROR(set_batch(op, d.b, g.batch, g.stride_a));
+    TANDEM_RETURN_IF_ERROR(set_batch(op, d.c, g.batch, g.stride_c));
+    cublasLtMatmulAlgo_t single;
+    if (!runs(*handle, d, algo) && !(g.row_invariant && plans().find(key, single) && runs(*handle, d, algo = single)))
+      return status{status_code::unsupported, std::string(op) + ": gemm: the algorithm of one " + shape_text(g, ab, c_type) +
+                                                  " does not run as a batch of " + std::to_string(g.batch)};
   }
   fresh->algo = algo;
   calls().insert(ck, fresh);
-  TANDEM_LT_CALL(op, cublasLtMatmul, *handle, d.matmul, &alpha, g.b, d.a, g.a, d.b, &beta, g.c, d.c, g.c, d.c, &algo,
-                                     workspace, gemm_workspace_bytes, stream);
+  return std::shared_ptr<const call_plan>(std::move(fresh));
+}
+
+/// One cuBLASLt call for the whole product (k > 0, m and n > 0, dtypes checked).
+status gemm_call(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+                 void* workspace) {
+  auto plan = plan_call(ctx, op, ab, c_type, g, workspace);
+  if (!plan) return plan.error();
+  auto handle = handle_for(op, ctx.dev.index);
+  if (!handle) return handle.error();
+  const call_plan& p = **plan;
+  const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
+  TANDEM_LT_CALL(op, cublasLtMatmul, *handle, p.d.matmul, &alpha, g.b, p.d.a, g.a, p.d.b, &beta, g.c, p.d.c, g.c, p.d.c,
+                 &p.algo, workspace, gemm_workspace_bytes, static_cast<cudaStream_t>(ctx.stream.native));
   return status::ok();
 }
 
@@ -845,6 +893,16 @@ gemm_operands k_block(const gemm_operands& g, std::int64_t k0, std::int64_t k, d
   block.b = static_cast<const char*>(g.b) + k0 * (g.transpose_b ? 1 : g.ldb) * element;
   block.accumulate = g.accumulate || k0 > 0;
   return block;
+}
+
+/// f(block) for each k block of g in order (the whole of g unless a float32 product's k passes
+/// float32_k_block); the first error returned.
+template <class F>
+status in_k_blocks(dtype ab, const gemm_operands& g, F&& f) {
+  if (ab != dtype::float32 || g.k <= float32_k_block) return f(g);
+  for (std::int64_t k0 = 0; k0 < g.k; k0 += float32_k_block)
+    TANDEM_RETURN_IF_ERROR(f(k_block(g, k0, std::min(float32_k_block, g.k - k0), ab)));
+  return status::ok();
 }
 
 }  // namespace
@@ -865,11 +923,18 @@ status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type
               std::string(op) + ": cudaMemset2DAsync: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
     return status::ok();
   }
-  if (ab != dtype::float32 || g.k <= float32_k_block) return gemm_call(ctx, op, ab, c_type, g, workspace);
-  for (std::int64_t k0 = 0; k0 < g.k; k0 += float32_k_block)
-    if (status st = gemm_call(ctx, op, ab, c_type, k_block(g, k0, std::min(float32_k_block, g.k - k0), ab), workspace); !st)
-      return st;
-  return status::ok();
+  return in_k_blocks(ab, g, [&](const gemm_operands& block) { return gemm_call(ctx, op, ab, c_type, block, workspace); });
+}
+
+status gemm_prepare(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+                    void* workspace) {
+  if ((ab != dtype::float32 && ab != dtype::bfloat16) || (c_type != dtype::float32 && c_type != ab))
+    return {status_code::unsupported, std::string(op) + ": gemm: unsupported dtypes " + shape_text(g, ab, c_type)};
+  if (g.m == 0 || g.n == 0 || g.k == 0) return status::ok();  // no cuBLASLt call to prepare
+  return in_k_blocks(ab, g, [&](const gemm_operands& block) -> status {
+    auto plan = plan_call(ctx, op, ab, c_type, block, workspace);
+    return plan ? status::ok() : plan.error();
+  });
 }
 
 }  // namespace tandem::gpu::ops::cuda

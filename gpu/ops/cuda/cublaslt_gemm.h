@@ -54,6 +54,11 @@ struct gemm_operands {
   bool accumulate = false;  ///< C += op(A) · op(B); else C = op(A) · op(B)
   /// Row i of C does not depend on m (A not transposed): see the top of this file.
   bool row_invariant = false;
+  /// Strided batches: `batch` products, the i-th over a + i·stride_a, b + i·stride_b and
+  /// c + i·stride_c (elements), in one cuBLASLt call with the algorithm a single product of this
+  /// shape takes (so batch i's bits are those of that single call on its operands; see gemm()).
+  std::int64_t batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 /// A float32 product sums k in blocks of this many terms, one cuBLASLt call each, the later ones
@@ -76,8 +81,22 @@ constexpr std::int64_t row_invariant_rows = 4096;
 /// Enqueues the GEMM on the context's stream (its device must be current). `ab` is A's and B's
 /// dtype, `c_type` C's; `workspace` holds gemm_workspace_bytes. Errors name `op` and the cuBLASLt
 /// call: device_error for a failed call, unsupported when no algorithm fits.
+///
+/// A batched call (g.batch > 1) takes the algorithm that gemm() gives one product of the shape (for
+/// a row-invariant call: the bucket of g.m's choice, else the row-invariant algorithm itself) and
+/// runs it over the batch in one launch: batch i gets the bits of that single product on its own
+/// operands, which, row-invariant, are the bits of a single call with any other m. unsupported
+/// when that algorithm does not run batched (cublasLtMatmulAlgoCheck), never another algorithm.
 status gemm(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
             void* workspace);
+
+/// Makes gemm()'s choices for `g` (the algorithm, a row-invariant call's small-rows probe, the
+/// descriptors) without enqueueing the product, so that a later call of that shape may be captured
+/// in a CUDA graph: the choice waits for the device, which a capture cannot. The probe's timing
+/// runs the product on g's own operands, so C must be writable memory of its shape. Not in a
+/// capture (invalid_argument there when a choice is missing).
+status gemm_prepare(const exec_context& ctx, std::string_view op, dtype ab, dtype c_type, const gemm_operands& g,
+                    void* workspace);
 
 /// One small-row algorithm choice (made once per shape and bucket; see cublaslt_gemm.cpp).
 struct gemm_choice {

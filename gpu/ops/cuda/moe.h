@@ -13,8 +13,10 @@
 // GEMMs (bfloat16 inputs with float32 results where a float32 elementwise step follows); each token
 // then adds its K rows in ascending (expert, slot) order, one kernel per token, no scatter-add.
 // The per-expert row counts are read back to the host to size the GEMMs: moe_experts_forward and
-// moe_experts_backward make ONE small device-to-host copy and synchronise the context's stream.
+// moe_experts_backward make ONE small device-to-host copy and synchronise the context's stream,
+// except the forward of a few tokens in a stream capture (ops::moe_capturable_tokens).
 #pragma once
+
 
 #include "gpu/core/dtype.h"
 #include "gpu/core/exec_context.h"
@@ -41,7 +43,11 @@ status moe_router_backward(const exec_context& ctx, dtype storage, const tensor&
 
 /// y [N, H], gate_up [E, 2 Im, H], down [E, H, Im], weights [N, K] (storage), indices I32 [N, K],
 /// out [N, H] (written). An index outside [0, E) is refused (invalid_argument) before any output
-/// is written: the check rides on the counts' read-back.
+/// is written: the check rides on the counts' read-back. Up to ops::moe_capturable_tokens tokens
+/// the padded layout runs (moe.cu), with the same bits per token; in a stream capture it makes no
+/// host wait (the counts pick the pad on the device; its indices are then trusted as the router
+/// wrote them: one outside [0, E) adds nothing), and its products' cuBLASLt choices must have
+/// been made by an uncaptured call of the same shape.
 status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor& y, const tensor& gate_up,
                            const tensor& down, const tensor& weights, const tensor& indices, const tensor& out);
 

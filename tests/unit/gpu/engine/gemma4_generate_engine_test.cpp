@@ -262,80 +262,85 @@ BOOST_AUTO_TEST_CASE(random_requests_under_preemption_each_equal_the_request_alo
 BOOST_AUTO_TEST_CASE(decode_steps_replayed_from_captures_and_overlapped_give_the_bits_of_steps_run_op_by_op) {
   // Mostly one set of sampling parameters (captured steps), some of another (steps run op by op),
   // a running limit that is no power of two (padded buckets) and a pool that forces preemption,
-  // on a dense model (a MoE block's router reads its counts back: such steps are not captured).
-  // Captured steps run one at a time, and overlapped (the next enqueued before the last one's
-  // tokens are read: stop tokens drop rows, max_new_tokens and admissions stop the overlap).
-  const fs::path dir = fixtures / "e2b_like";
-  std::mt19937 rng(5);
-  const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  std::vector<tg::generation_request> requests;
-  for (std::uint64_t id = 0; id < 400; ++id) {
-    std::vector<std::int32_t> prompt(static_cast<std::size_t>(pick(1, 12)));
-    for (auto& x : prompt) x = pick(0, 255);
-    const tg::ops::sampling_params sampling = pick(0, 7) == 0 ? tg::ops::sampling_params{0.0, 0, 1.0}
-                                                              : tg::ops::sampling_params{0.7, 20, 0.9};
-    auto r = request(id, prompt, pick(1, 40), sampling);
-    if (pick(0, 3) == 0) r.stop_tokens = {pick(0, 255)};
-    requests.push_back(r);
-  }
-  tg::gemma4_generate_options o;
-  o.max_num_sequences = 13;
-  o.kv_block_size = 4;
-  {
-    auto probe = engine(dir);
-    const auto full = tg::kv_cache_options_for(probe->config(), tg::dtype::float32, 4, 1 << 20);
-    o.kv_cache_bytes = (1 << 20) / full.full_blocks * 48;  // 48 blocks of each pool
-  }
-  // Then all 400 running at once, drawn alike (one set of parameters, so decode steps are
-  // captured): buckets of 512 rows, whose head runs in chunks of 256.
-  for (const std::int64_t running : {13, 400}) {
-    o.max_num_sequences = running;
-    if (running > 13)
-      for (auto& r : requests) r.sampling = {0.7, 20, 0.9};
-    // 0: op by op; 1: captured, one step at a time; 2: captured and overlapped
-    std::map<std::uint64_t, tg::finished_sequence> done[3];
-    std::int64_t captured_steps[3] = {}, captures[3] = {}, preempted[3] = {}, overlapped[3] = {}, extra[3] = {};
-    for (const int mode : {0, 1, 2}) {
-      o.capture_decode = mode > 0 ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
-      o.overlap_decode = mode == 2;
-      if (running > 13) o.kv_cache_bytes = 64 << 20;
-      auto e = engine(dir, o);
-      BOOST_REQUIRE(e->submit(requests).is_ok());
-      done[mode] = run_all(*e);
-      captured_steps[mode] = e->profile().captured_steps;
-      captures[mode] = e->profile().captures;
-      preempted[mode] = e->preemptions();
-      overlapped[mode] = e->profile().overlapped_steps;
-      // A step left in flight (its rows all stopped) is waited for by whatever moves the cache.
-      BOOST_TEST(e->release_cache().is_ok());
-      BOOST_TEST(!e->step_in_flight());
-      BOOST_REQUIRE(e->restore_cache().is_ok());
-      extra[mode] = e->profile().rows - e->profile().tokens;  // prompt rows, recomputed ones, dropped ones
-      BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
-      BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
-    }
-    BOOST_TEST_CONTEXT("at most " << running << " running") {
-      BOOST_TEST(captured_steps[0] == 0);
-      BOOST_TEST(overlapped[0] == 0);
-      BOOST_TEST(overlapped[1] == 0);
-      BOOST_TEST(extra[1] == extra[0]);
-      BOOST_TEST(extra[2] >= extra[0]);
-      BOOST_TEST(captured_steps[1] > 30, captured_steps[1] << " captured steps");
-      BOOST_TEST(overlapped[2] > 20, overlapped[2] << " overlapped steps");
-      BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
-      if (running == 13) BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
-      for (const int mode : {1, 2}) {
-        BOOST_REQUIRE(done[mode].size() == requests.size());
-        std::size_t differ = 0;
-        for (const auto& r : requests) {
-          const auto& got = done[mode].at(r.id);
-          const auto& want = done[0].at(r.id);
-          const bool same = got.tokens == want.tokens && got.reason == want.reason &&
-                            std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
-          if (!same && ++differ <= 5)
-            BOOST_ERROR("request " << r.id << " differs between " << (mode == 1 ? "captured" : "overlapped") << " and op-by-op steps");
+  // on a dense model and on one with MoE blocks (on CUDA its experts' forward keeps its counts on
+  // the device while captured). Captured steps run one at a time, and overlapped (the next
+  // enqueued before the last one's tokens are read: stop tokens drop rows, max_new_tokens and
+  // admissions stop the overlap).
+  for (const char* model : {"e2b_like", "all_features"}) {
+    BOOST_TEST_CONTEXT(model) {
+      const fs::path dir = fixtures / model;
+      std::mt19937 rng(5);
+      const auto pick = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+      std::vector<tg::generation_request> requests;
+      for (std::uint64_t id = 0; id < 400; ++id) {
+        std::vector<std::int32_t> prompt(static_cast<std::size_t>(pick(1, 12)));
+        for (auto& x : prompt) x = pick(0, 255);
+        const tg::ops::sampling_params sampling = pick(0, 7) == 0 ? tg::ops::sampling_params{0.0, 0, 1.0}
+                                                                  : tg::ops::sampling_params{0.7, 20, 0.9};
+        auto r = request(id, prompt, pick(1, 40), sampling);
+        if (pick(0, 3) == 0) r.stop_tokens = {pick(0, 255)};
+        requests.push_back(r);
+      }
+      tg::gemma4_generate_options o;
+      o.max_num_sequences = 13;
+      o.kv_block_size = 4;
+      {
+        auto probe = engine(dir);
+        const auto full = tg::kv_cache_options_for(probe->config(), tg::dtype::float32, 4, 1 << 20);
+        o.kv_cache_bytes = (1 << 20) / full.full_blocks * 48;  // 48 blocks of each pool
+      }
+      // Then all 400 running at once, drawn alike (one set of parameters, so decode steps are
+      // captured): buckets of 512 rows, whose head runs in chunks of 256.
+      for (const std::int64_t running : {13, 400}) {
+        o.max_num_sequences = running;
+        if (running > 13)
+          for (auto& r : requests) r.sampling = {0.7, 20, 0.9};
+        // 0: op by op; 1: captured, one step at a time; 2: captured and overlapped
+        std::map<std::uint64_t, tg::finished_sequence> done[3];
+        std::int64_t captured_steps[3] = {}, captures[3] = {}, preempted[3] = {}, overlapped[3] = {}, extra[3] = {};
+        for (const int mode : {0, 1, 2}) {
+          o.capture_decode = mode > 0 ? tg::decode_capture_mode::always : tg::decode_capture_mode::never;
+          o.overlap_decode = mode == 2;
+          if (running > 13) o.kv_cache_bytes = 64 << 20;
+          auto e = engine(dir, o);
+          BOOST_REQUIRE(e->submit(requests).is_ok());
+          done[mode] = run_all(*e);
+          captured_steps[mode] = e->profile().captured_steps;
+          captures[mode] = e->profile().captures;
+          preempted[mode] = e->preemptions();
+          overlapped[mode] = e->profile().overlapped_steps;
+          // A step left in flight (its rows all stopped) is waited for by whatever moves the cache.
+          BOOST_TEST(e->release_cache().is_ok());
+          BOOST_TEST(!e->step_in_flight());
+          BOOST_REQUIRE(e->restore_cache().is_ok());
+          extra[mode] = e->profile().rows - e->profile().tokens;  // prompt rows, recomputed ones, dropped ones
+          BOOST_TEST(e->cache()->used_blocks(tg::layer_type::full) == 0);
+          BOOST_TEST(e->cache()->used_blocks(tg::layer_type::sliding) == 0);
         }
-        BOOST_TEST(differ == 0u);
+        BOOST_TEST_CONTEXT("at most " << running << " running") {
+          BOOST_TEST(captured_steps[0] == 0);
+          BOOST_TEST(overlapped[0] == 0);
+          BOOST_TEST(overlapped[1] == 0);
+          BOOST_TEST(extra[1] == extra[0]);
+          BOOST_TEST(extra[2] >= extra[0]);
+          BOOST_TEST(captured_steps[1] > 30, captured_steps[1] << " captured steps");
+          BOOST_TEST(overlapped[2] > 20, overlapped[2] << " overlapped steps");
+          BOOST_TEST(captures[1] >= 3, captures[1] << " captures: several buckets should have been met");
+          if (running == 13) BOOST_TEST(preempted[1] > 0, "the pool should have forced preemption");
+          for (const int mode : {1, 2}) {
+            BOOST_REQUIRE(done[mode].size() == requests.size());
+            std::size_t differ = 0;
+            for (const auto& r : requests) {
+              const auto& got = done[mode].at(r.id);
+              const auto& want = done[0].at(r.id);
+              const bool same = got.tokens == want.tokens && got.reason == want.reason &&
+                                std::memcmp(got.logprobs.data(), want.logprobs.data(), 4 * want.logprobs.size()) == 0;
+              if (!same && ++differ <= 5)
+                BOOST_ERROR("request " << r.id << " differs between " << (mode == 1 ? "captured" : "overlapped") << " and op-by-op steps");
+            }
+            BOOST_TEST(differ == 0u);
+          }
+        }
       }
     }
   }
@@ -526,22 +531,26 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused_by_name_and_nothing_queued_is_lost
 }
 
 #if TANDEM_TESTS_ON_CUDA
-BOOST_AUTO_TEST_CASE(a_decode_step_of_a_dense_model_on_cuda_waits_for_the_device_once_for_its_tokens) {
-  for (const tg::dtype type : test_types) {
-    auto e = engine(fixtures / "e2b_like", {}, type);  // no MoE: its router reads its counts back
-    std::vector<tg::generation_request> requests;
-    for (std::uint64_t i = 0; i < 8; ++i)
-      requests.push_back(request(i, {static_cast<std::int32_t>(3 + i), 9, 27}, 40, {0.7, 20, 0.9}));
-    BOOST_REQUIRE(e->submit(requests).is_ok());
-    for (int step = 0; step < 6; ++step) BOOST_REQUIRE(e->step().has_value());  // prompts in, buffers grown
-    for (int step = 0; step < 10; ++step) {
-      const std::int64_t rows = e->profile().rows, before = tg::host_waits();
-      BOOST_REQUIRE(e->step().has_value());
-      BOOST_TEST(e->profile().rows - rows == 8, "a decode step of the 8 sequences");
-      BOOST_TEST(tg::host_waits() - before == 1, tg::to_string(type) << ", step " << step << ": " << tg::host_waits() - before
-                                                                     << " waits");
+BOOST_AUTO_TEST_CASE(a_decode_step_on_cuda_waits_for_the_device_once_for_its_tokens) {
+  for (const char* model : {"e2b_like", "all_features"}) {  // dense; MoE blocks (their counts stay on the device)
+    for (const tg::dtype type : test_types) {
+      BOOST_TEST_CONTEXT(model) {
+        auto e = engine(fixtures / model, {}, type);
+        std::vector<tg::generation_request> requests;
+        for (std::uint64_t i = 0; i < 8; ++i)
+          requests.push_back(request(i, {static_cast<std::int32_t>(3 + i), 9, 27}, 40, {0.7, 20, 0.9}));
+        BOOST_REQUIRE(e->submit(requests).is_ok());
+        for (int step = 0; step < 6; ++step) BOOST_REQUIRE(e->step().has_value());  // prompts in, buffers grown
+        for (int step = 0; step < 10; ++step) {
+          const std::int64_t rows = e->profile().rows, before = tg::host_waits();
+          BOOST_REQUIRE(e->step().has_value());
+          BOOST_TEST(e->profile().rows - rows == 8, "a decode step of the 8 sequences");
+          BOOST_TEST(tg::host_waits() - before == 1, tg::to_string(type) << ", step " << step << ": "
+                                                                         << tg::host_waits() - before << " waits");
+        }
+        BOOST_TEST(e->profile().captured_steps >= 10, tg::to_string(type) << ": decode steps replay their capture on CUDA");
+      }
     }
-    BOOST_TEST(e->profile().captured_steps >= 10, tg::to_string(type) << ": decode steps replay their capture on CUDA");
   }
 }
 

@@ -1225,6 +1225,34 @@ void moe_cases(case_table& t) {
   }
 }
 
+/// The experts' forward on both of CUDA's layouts (gpu/ops/cuda/moe.cu): a few tokens padded, at the
+/// small pad (an even routing) and at the pad of every token (one expert taking them all), and more
+/// tokens than the padded layout takes, sorted.
+void moe_layout_cases(case_table& t) {
+  struct layout_dims {
+    std::int64_t n, h, e, im, k;
+    bool skewed;
+  };
+  for (const layout_dims d : {layout_dims{200, 16, 8, 8, 1, false}, layout_dims{200, 16, 8, 8, 2, true},
+                              layout_dims{ops::moe_capturable_tokens + 88, 16, 8, 8, 2, false}}) {
+    const std::string label = cat("N ", d.n, ", H ", d.h, ", E ", d.e, ", Im ", d.im, ", K ", d.k,
+                                  d.skewed ? ", slot 0 of every token at expert 5" : "");
+    const std::uint64_t s = t.seed();
+    const host_buffer idx = random_indices({d.n, d.k}, s, 0, static_cast<std::int32_t>(d.e));
+    if (d.skewed)
+      for (std::int64_t i = 0; i < d.n; ++i) idx.data<std::int32_t>()[i * d.k] = 5;
+    const shape_t gu{d.e, 2 * d.im, d.h}, dn{d.e, d.h, d.im};
+    t.add("moe_experts_forward", label, [=](const backend& b) {
+      device_tensors m(b);
+      const tensor out = m.out({d.n, d.h});
+      require_ok(ops::moe_experts_forward(b.ctx, m.in(f64({d.n, d.h}, s + 1)), m.in(f64(gu, s + 2, -0.5, 0.5)),
+                                          m.in(f64(dn, s + 3, -0.5, 0.5)), m.in(f64({d.n, d.k}, s + 4, 0, 1)),
+                                          m.raw(idx), out));
+      return outputs{{"out", m.get(out)}};
+    });
+  }
+}
+
 struct scoring_dims {
   std::int64_t rows, v;
   ops::sampling_params params;
@@ -1617,6 +1645,7 @@ const std::vector<op_case>& case_list() {
     // Sums longer than a float32 product's k block on CUDA (256 terms): the forward's k of 600
     // (two blocks and a part), the weight gradient's k of 300 tokens (A transposed).
     linear_cases(t, {{300, 600, 24}});
+    moe_layout_cases(t);
     return t.cases;
   }();
   return cases;
