@@ -125,21 +125,28 @@ bool probe(const char* name, std::int64_t n, std::int64_t k, const tg::exec_cont
   const auto* w_p = static_cast<const __nv_bfloat16*>(w.p);
   auto* c_p = static_cast<__nv_bfloat16*>(c.p);
 
-  // The per-expert calls, as moe.cu makes them, with M = rows(e).
-  const auto per_expert = [&](const std::function<std::int64_t(std::int64_t)>& rows) {
-    for (std::int64_t e = 0; e < experts; ++e) {
-      cu::gemm_operands g;
-      g.transpose_b = true;
-      g.m = rows(e), g.n = n, g.k = k;
-      g.row_invariant = true;
-      g.a = a_p + e * batch_rows * k, g.lda = k;
-      g.b = w_p + e * n * k, g.ldb = k;
-      g.c = c_p + e * batch_rows * n, g.ldc = n;
-      if (tg::status st = cu::gemm(ctx, "moe_batched_gemm", tg::dtype::bfloat16, tg::dtype::bfloat16, g, workspace); !st) {
-        std::fprintf(stderr, "moe_batched_gemm: %s\n", st.message().c_str());
-        return false;
-      }
+  // Expert e's rows times its weight, row-invariant, as moe.cu's products; gemm() reporting.
+  const auto operands = [&](std::int64_t e, std::int64_t rows) {
+    cu::gemm_operands g;
+    g.transpose_b = true;
+    g.m = rows, g.n = n, g.k = k;
+    g.row_invariant = true;
+    g.a = a_p + e * batch_rows * k, g.lda = k;
+    g.b = w_p + e * n * k, g.ldb = k;
+    g.c = c_p + e * batch_rows * n, g.ldc = n;
+    return g;
+  };
+  const auto run_gemm = [&](const cu::gemm_operands& g) {
+    if (tg::status st = cu::gemm(ctx, "moe_batched_gemm", tg::dtype::bfloat16, tg::dtype::bfloat16, g, workspace); !st) {
+      std::fprintf(stderr, "moe_batched_gemm: %s\n", st.message().c_str());
+      return false;
     }
+    return true;
+  };
+  // The per-expert calls, as the sorted layout makes them, with M = rows(e).
+  const auto per_expert = [&](const std::function<std::int64_t(std::int64_t)>& rows) {
+    for (std::int64_t e = 0; e < experts; ++e)
+      if (!run_gemm(operands(e, rows(e)))) return false;
     return true;
   };
   const auto exact = [&](std::int64_t e) { return counts[static_cast<std::size_t>(e)]; };
@@ -166,19 +173,9 @@ bool probe(const char* name, std::int64_t n, std::int64_t k, const tg::exec_cont
   // captured MoE decode step runs), at M = B and at M = 64.
   for (const std::int64_t rows : {batch_rows, std::int64_t{64}}) {
     const auto batched_gemm = [&] {
-      cu::gemm_operands g;
-      g.transpose_b = true;
-      g.m = rows, g.n = n, g.k = k;
-      g.row_invariant = true;
-      g.a = a_p, g.lda = k;
-      g.b = w_p, g.ldb = k;
-      g.c = c_p, g.ldc = n;
+      cu::gemm_operands g = operands(0, rows);
       g.batch = experts, g.stride_a = batch_rows * k, g.stride_b = n * k, g.stride_c = batch_rows * n;
-      if (tg::status st = cu::gemm(ctx, "moe_batched_gemm", tg::dtype::bfloat16, tg::dtype::bfloat16, g, workspace); !st) {
-        std::fprintf(stderr, "moe_batched_gemm: %s\n", st.message().c_str());
-        return false;
-      }
-      return true;
+      return run_gemm(g);
     };
     if (!ok(cudaMemset(c.p, 0, c_count * 2), "memset") || !batched_gemm() || !ok(cudaDeviceSynchronize(), "gemm batched") ||
         !download(got, c.p))

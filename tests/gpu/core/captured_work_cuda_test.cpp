@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "support/cuda_buffers.h"
+#include "support/cuda_context.h"
 #include "gpu/core/captured_work.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/memory.h"
@@ -19,13 +20,7 @@ using tandem::test::cuda::device_buffer;
 
 namespace {
 
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  static workspace* scratch = new workspace(device::cuda(0));  // leaked, as in determinism_test.cpp
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "support/cuda_buffers.h"
+#include "support/cuda_context.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/ops/attention.h"
 
@@ -34,13 +35,7 @@ namespace attention_sampled {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  static workspace* scratch = new workspace(device::cuda(0));  // leaked: see backend_ops_test.cpp
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
 
 constexpr std::int64_t H = 8, G = 4;
 const std::vector<std::int32_t> lengths{4999, 64, 3129};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "support/cuda_buffers.h"
+#include "support/cuda_context.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/ops/adamw.h"
 #include "gpu/ops/attention.h"
@@ -41,13 +42,7 @@ namespace {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  static workspace* scratch = new workspace(device::cuda(0));  // leaked: see backend_ops_test.cpp
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
 
 /// One scenario: builds its inputs from fixed seeds, runs, and returns its outputs' bytes by name.
 using run_result = std::vector<std::pair<std::string, std::vector<unsigned char>>>;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/cuda_buffers.h"
+#include "support/cuda_context.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/half.h"
 #include "gpu/core/host_buffer.h"
@@ -22,13 +23,7 @@ namespace {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  static workspace* scratch = new workspace(device::cuda(0));  // leaked: see backend_ops_test.cpp
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
 
 constexpr std::int64_t vocab = 262144, width = 35 * 256;  // 2,348,810,240 elements
 constexpr std::int64_t boundary_row = (std::int64_t{1} << 31) / width;  // holds element 2^31

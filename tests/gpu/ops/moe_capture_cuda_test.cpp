@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/cuda_buffers.h"
+#include "support/cuda_context.h"
 #include "gpu/core/captured_work.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/memory.h"
@@ -20,13 +21,7 @@ using tandem::test::cuda::device_buffer;
 
 namespace {
 
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  static workspace* scratch = new workspace(device::cuda(0));  // leaked, as in determinism_test.cpp
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
 
 // 16 experts, 2 of them a token: 128 tokens get a small pad of 64 rows an expert (twice an even
 // router's mean of 16), so a routing that sends most tokens to one expert needs the pad of 128.

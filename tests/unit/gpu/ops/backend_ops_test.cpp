@@ -69,6 +69,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/cuda_context.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/host_buffer.h"
 #include "gpu/core/memory.h"
@@ -117,15 +118,8 @@ std::ostream& operator<<(std::ostream& o, const backend& b) { return o << b.name
 
 /// Every backend under test (see the file comment).
 #if TANDEM_BACKEND_OPS_ON_CUDA
-exec_context cuda_context() {
-  exec_context ctx;
-  ctx.dev = device::cuda(0);
-  // Leaked on purpose: freeing CUDA memory from a static destructor races the runtime's own
-  // teardown at exit.
-  static workspace* scratch = new workspace(device::cuda(0));
-  ctx.scratch = scratch;
-  return ctx;
-}
+exec_context cuda_context() { return tandem::test::cuda::test_context(); }
+
 std::vector<backend> backends() {
   return {backend{"cuda float32", cuda_context(), dtype::float32},
           backend{"cuda bfloat16", cuda_context(), dtype::bfloat16}};
@@ -1159,6 +1153,24 @@ void paged_attention_cases(case_table& t, const std::vector<paged_layout>& shape
   }
 }
 
+struct expert_dims {
+  std::int64_t n, h, e, im, k;
+};
+
+/// moe_experts_forward over inputs drawn from seed s (s + 1 .. s + 4) and the experts `idx`.
+void experts_forward_case(case_table& t, const std::string& label, const expert_dims& d, std::uint64_t s,
+                          const host_buffer& idx) {
+  const shape_t gu{d.e, 2 * d.im, d.h}, dn{d.e, d.h, d.im};
+  t.add("moe_experts_forward", label, [=](const backend& b) {
+    device_tensors m(b);
+    const tensor out = m.out({d.n, d.h});
+    require_ok(ops::moe_experts_forward(b.ctx, m.in(f64({d.n, d.h}, s + 1)), m.in(f64(gu, s + 2, -0.5, 0.5)),
+                                        m.in(f64(dn, s + 3, -0.5, 0.5)), m.in(f64({d.n, d.k}, s + 4, 0, 1)),
+                                        m.raw(idx), out));
+    return outputs{{"out", m.get(out)}};
+  });
+}
+
 void moe_cases(case_table& t) {
   struct router_dims {
     std::int64_t n, h, e, k;
@@ -1194,9 +1206,6 @@ void moe_cases(case_table& t) {
                        {"dper_expert_scale", m.get(dpe)}};
       });
   }
-  struct expert_dims {
-    std::int64_t n, h, e, im, k;
-  };
   for (const expert_dims d : {expert_dims{1, 4, 2, 3, 1}, expert_dims{7, 16, 4, 8, 2}, expert_dims{17, 8, 8, 5, 3},
                               expert_dims{65, 12, 3, 7, 2}}) {
     const std::string label = cat("N ", d.n, ", H ", d.h, ", E ", d.e, ", Im ", d.im, ", K ", d.k);
@@ -1204,14 +1213,7 @@ void moe_cases(case_table& t) {
     // Random experts per slot: some tokens list an expert twice, some experts get no token.
     const host_buffer idx = random_indices({d.n, d.k}, s, 0, static_cast<std::int32_t>(d.e));
     const shape_t gu{d.e, 2 * d.im, d.h}, dn{d.e, d.h, d.im};
-    t.add("moe_experts_forward", label, [=](const backend& b) {
-      device_tensors m(b);
-      const tensor out = m.out({d.n, d.h});
-      require_ok(ops::moe_experts_forward(b.ctx, m.in(f64({d.n, d.h}, s + 1)), m.in(f64(gu, s + 2, -0.5, 0.5)),
-                                          m.in(f64(dn, s + 3, -0.5, 0.5)), m.in(f64({d.n, d.k}, s + 4, 0, 1)),
-                                          m.raw(idx), out));
-      return outputs{{"out", m.get(out)}};
-    });
+    experts_forward_case(t, label, d, s, idx);
     for (const bool accumulate : {false, true})
       t.add("moe_experts_backward", label + (accumulate ? ", accumulate dy" : ""), [=](const backend& b) {
         device_tensors m(b);
@@ -1229,27 +1231,15 @@ void moe_cases(case_table& t) {
 /// small pad (an even routing) and at the pad of every token (one expert taking them all), and more
 /// tokens than the padded layout takes, sorted.
 void moe_layout_cases(case_table& t) {
-  struct layout_dims {
-    std::int64_t n, h, e, im, k;
-    bool skewed;
-  };
-  for (const layout_dims d : {layout_dims{200, 16, 8, 8, 1, false}, layout_dims{200, 16, 8, 8, 2, true},
-                              layout_dims{ops::moe_capturable_tokens + 88, 16, 8, 8, 2, false}}) {
+  for (const auto& [d, skewed] : {std::pair{expert_dims{200, 16, 8, 8, 1}, false}, std::pair{expert_dims{200, 16, 8, 8, 2}, true},
+                                  std::pair{expert_dims{ops::moe_capturable_tokens + 88, 16, 8, 8, 2}, false}}) {
     const std::string label = cat("N ", d.n, ", H ", d.h, ", E ", d.e, ", Im ", d.im, ", K ", d.k,
-                                  d.skewed ? ", slot 0 of every token at expert 5" : "");
+                                  skewed ? ", slot 0 of every token at expert 5" : "");
     const std::uint64_t s = t.seed();
     const host_buffer idx = random_indices({d.n, d.k}, s, 0, static_cast<std::int32_t>(d.e));
-    if (d.skewed)
+    if (skewed)
       for (std::int64_t i = 0; i < d.n; ++i) idx.data<std::int32_t>()[i * d.k] = 5;
-    const shape_t gu{d.e, 2 * d.im, d.h}, dn{d.e, d.h, d.im};
-    t.add("moe_experts_forward", label, [=](const backend& b) {
-      device_tensors m(b);
-      const tensor out = m.out({d.n, d.h});
-      require_ok(ops::moe_experts_forward(b.ctx, m.in(f64({d.n, d.h}, s + 1)), m.in(f64(gu, s + 2, -0.5, 0.5)),
-                                          m.in(f64(dn, s + 3, -0.5, 0.5)), m.in(f64({d.n, d.k}, s + 4, 0, 1)),
-                                          m.raw(idx), out));
-      return outputs{{"out", m.get(out)}};
-    });
+    experts_forward_case(t, label, d, s, idx);
   }
 }
 
