@@ -505,12 +505,14 @@ struct padded_experts {
   }
 
   /// Makes both pads' products' choices (a host wait each, the first time), so that a capture
-  /// may run either.
+  /// may run either (as expert_product runs them).
   status prepare(const exec_context& ctx, const char* op, const S* gate_up, const S* down) const {
-    for (const std::int64_t pad : {small_pad, n}) {
-      TANDEM_RETURN_IF_ERROR(gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, gate_up_product(pad, gate_up), lt));
-      TANDEM_RETURN_IF_ERROR(gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, down_product(pad, down), lt));
-    }
+    for (const std::int64_t pad : {small_pad, n})
+      for (const gemm_operands& g : {gate_up_product(pad, gate_up), down_product(pad, down)}) {
+        const status batched = gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, g, lt);
+        if (batched.code() != status_code::unsupported) TANDEM_RETURN_IF_ERROR(batched);
+        else TANDEM_RETURN_IF_ERROR(gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, expert(g, 0), lt));
+      }
     return status::ok();
   }
 
@@ -550,15 +552,19 @@ struct padded_experts {
   status expert_product(const exec_context& ctx, const char* op, const gemm_operands& g) const {
     const status batched = gemm(ctx, op, storage_dtype<S>(), dtype::float32, g, lt);
     if (batched.code() != status_code::unsupported) return batched;
-    for (std::int64_t ex = 0; ex < g.batch; ++ex) {
-      gemm_operands one = g;
-      one.batch = 1;
-      one.a = static_cast<const S*>(g.a) + ex * g.stride_a;
-      one.b = static_cast<const S*>(g.b) + ex * g.stride_b;
-      one.c = static_cast<float*>(g.c) + ex * g.stride_c;
-      TANDEM_RETURN_IF_ERROR(gemm(ctx, op, storage_dtype<S>(), dtype::float32, one, lt));
-    }
+    for (std::int64_t ex = 0; ex < g.batch; ++ex)
+      TANDEM_RETURN_IF_ERROR(gemm(ctx, op, storage_dtype<S>(), dtype::float32, expert(g, ex), lt));
     return status::ok();
+  }
+
+  /// Batch `ex` of a batched product, alone.
+  static gemm_operands expert(const gemm_operands& g, std::int64_t ex) {
+    gemm_operands one = g;
+    one.batch = 1;
+    one.a = static_cast<const S*>(g.a) + ex * g.stride_a;
+    one.b = static_cast<const S*>(g.b) + ex * g.stride_b;
+    one.c = static_cast<float*>(g.c) + ex * g.stride_c;
+    return one;
   }
 };
 
