@@ -64,7 +64,7 @@ status moe_experts_forward(const exec_context& ctx, const tensor& y, const tenso
 
 /// Tokens up to which moe_experts_forward may run in a captured_work (a decode step's): on the
 /// CPU any call may; on CUDA a call of at most this many tokens makes no host wait while captured
-/// (each expert's rows padded to a fixed count, the counts kept on the device: ops/cuda/moe.cu).
+/// (each expert's rows padded to a fixed count, the counts kept on the device: ops/cuda/moe_padded.cu).
 /// That layout's scratch grows with E · N rows (E · N · (6 H + 12 Im) bytes in bfloat16: 1.5 GB
 /// at 512 tokens of the 26B-A4B shape), which bounds it.
 constexpr std::int64_t moe_capturable_tokens = 512;

@@ -17,7 +17,6 @@
 // except the forward of a few tokens in a stream capture (ops::moe_capturable_tokens).
 #pragma once
 
-
 #include "gpu/core/dtype.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
@@ -44,7 +43,7 @@ status moe_router_backward(const exec_context& ctx, dtype storage, const tensor&
 /// y [N, H], gate_up [E, 2 Im, H], down [E, H, Im], weights [N, K] (storage), indices I32 [N, K],
 /// out [N, H] (written). An index outside [0, E) is refused (invalid_argument) before any output
 /// is written: the check rides on the counts' read-back. Up to ops::moe_capturable_tokens tokens
-/// the padded layout runs (moe.cu), with the same bits per token; in a stream capture it makes no
+/// the padded layout runs (moe_padded.cu), with the same bits per token; in a stream capture it makes no
 /// host wait (the counts pick the pad on the device; its indices are then trusted as the router
 /// wrote them: one outside [0, E) adds nothing), and its products' cuBLASLt choices must have
 /// been made by an uncaptured call of the same shape.

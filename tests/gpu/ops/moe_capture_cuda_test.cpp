@@ -1,4 +1,4 @@
-// The MoE experts' forward on cuda:0 at a decode step's size (gpu/ops/cuda/moe.cu's padded
+// The MoE experts' forward on cuda:0 at a decode step's size (gpu/ops/cuda/moe_padded.cu's padded
 // layout): a token's output does not depend on the tokens around it (a few tokens, padded, give
 // the bits that many tokens, sorted, give); captured once as a graph, the forward picks its pad on
 // the device at every replay (an if/else conditional node) and gives the uncaptured forward's bits

@@ -1227,7 +1227,7 @@ void moe_cases(case_table& t) {
   }
 }
 
-/// The experts' forward on both of CUDA's layouts (gpu/ops/cuda/moe.cu): a few tokens padded, at the
+/// The experts' forward on both of CUDA's layouts (gpu/ops/cuda/moe.cu, moe_padded.cu): a few tokens padded, at the
 /// small pad (an even routing) and at the pad of every token (one expert taking them all), and more
 /// tokens than the padded layout takes, sorted.
 void moe_layout_cases(case_table& t) {
