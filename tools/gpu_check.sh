@@ -77,6 +77,14 @@ if [ -x "$bundle/bin/tandem" ] && [ -z "$quick" ]; then
   run generate_profile_agreement_e2b "$bundle/bin/tandem" bench generate --model configs/models/gemma-4-E2B --backend cuda \
     --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 256 --profile --agreement
   cat "$logs/generate_profile_agreement_e2b.log"
+  # A model with MoE blocks (26B-A4B, about 52 GB of bfloat16 weights): its decode step captured
+  # (the experts over the padded layout, the pad picked on the device) and op by op (--profile).
+  run generate_26b_a4b_captured "$bundle/bin/tandem" bench generate --model configs/models/gemma-4-26B-A4B \
+    --backend cuda --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 64
+  cat "$logs/generate_26b_a4b_captured.log"
+  run generate_26b_a4b_op_by_op "$bundle/bin/tandem" bench generate --model configs/models/gemma-4-26B-A4B \
+    --backend cuda --dtype bf16 --batch 256 --prompt-len 128 --new-tokens 16 --profile
+  cat "$logs/generate_26b_a4b_op_by_op.log"
   # One replayed decode step under Nsight Compute, by kind of kernel (where ncu is installed).
   if command -v ncu >/dev/null 2>&1; then
     run generate_step_ncu_e2b ncu --profile-from-start off --clock-control none --metrics gpu__time_duration.sum --csv \
