@@ -572,6 +572,13 @@ result<timed_algo> fastest_algo(cublasLtHandle_t handle, const gemm_operands& g,
   return best;
 }
 
+/// Whether `algo` runs the call of `d` within the workspace.
+bool runs(cublasLtHandle_t handle, const descriptors& d, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t checked{};
+  return cublasLtMatmulAlgoCheck(handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+         checked.workspaceSize <= gemm_workspace_bytes;
+}
+
 /// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
 /// is the row-invariant algorithm, `real` the call's own descriptors (a candidate must run there).
 /// The choice is logged.
@@ -649,15 +656,7 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   if (*wanted != CUBLAS_STATUS_SUCCESS) return lt_status(op, "cublasLtMatmul", *wanted);
   // Whether `algo` runs the call and the probe, within the workspace and the pointers' alignments.
   auto fits = [&](const cublasLtMatmulAlgo_t& algo) {
-    if (!aligned_for(algo, key)) return false;
-    for (const descriptors* at : std::array<const descriptors*, 2>{&real, &q}) {
-      cublasLtMatmulHeuristicResult_t checked{};
-      if (cublasLtMatmulAlgoCheck(handle, at->matmul, at->a, at->b, at->c, at->c, &algo, &checked) !=
-              CUBLAS_STATUS_SUCCESS ||
-          checked.workspaceSize > gemm_workspace_bytes)
-        return false;
-    }
-    return true;
+    return aligned_for(algo, key) && runs(handle, real, algo) && runs(handle, q, algo);
   };
   // The candidates that give the reference's bits, in order of preference: the heuristic's, the
   // reference among them (else after them), then the configured ones.
@@ -729,13 +728,6 @@ status set_batch(std::string_view op, cublasLtMatrixLayout_t layout, std::int64_
   TANDEM_LT_CALL(op, cublasLtMatrixLayoutSetAttribute, layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
                  sizeof(stride));
   return status::ok();
-}
-
-/// Whether `algo` runs the call of `d` within the workspace.
-bool runs(cublasLtHandle_t handle, const descriptors& d, const cublasLtMatmulAlgo_t& algo) {
-  cublasLtMatmulHeuristicResult_t checked{};
-  return cublasLtMatmulAlgoCheck(handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
-         checked.workspaceSize <= gemm_workspace_bytes;
 }
 
 /// The descriptors and algorithm of one cuBLASLt call for the whole product (k > 0, m and n > 0,

@@ -55,17 +55,6 @@ __global__ void __launch_bounds__(chunk_slots)
   }
 }
 
-/// Row j of rows [count, h] = y[sorted[j] / K] (W: the copy's word, S or a 16-byte vector).
-template <class W>
-__global__ void gather_rows_kernel(const W* __restrict__ y, const std::int64_t* __restrict__ sorted, std::int64_t count,
-                                   std::int64_t k, std::int64_t words, W* __restrict__ rows) {
-  for (std::int64_t j = blockIdx.x; j < count; j += gridDim.x) {
-    const W* src = y + (sorted[j] / k) * words;
-    W* dst = rows + j * words;
-    for (std::int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
-  }
-}
-
 /// Row j of d_o [count, h] = weights[slot] · dout[slot / K], slot = sorted[j].
 template <class S>
 __global__ void gather_scaled_kernel(const S* __restrict__ dout, const S* __restrict__ weights,
@@ -77,16 +66,6 @@ __global__ void gather_scaled_kernel(const S* __restrict__ dout, const S* __rest
     const S* src = dout + (slot / k) * h;
     S* dst = rows + j * h;
     for (std::int64_t i = threadIdx.x; i < h; i += blockDim.x) dst[i] = from_float<S>(w * to_float(src[i]));
-  }
-}
-
-/// a [count, Im] = gelu_tanh(gate) ⊙ up from gu [count, 2 Im] = [gate | up].
-template <class S>
-__global__ void gated_gelu_kernel(const float* __restrict__ gu, std::int64_t count, std::int64_t im, S* __restrict__ a) {
-  const std::int64_t n = count * im, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n; q += stride) {
-    const std::int64_t j = q / im, i = q - j * im;
-    a[q] = from_float<S>(gelu_tanh(gu[j * 2 * im + i]) * gu[j * 2 * im + im + i]);
   }
 }
 
@@ -145,23 +124,6 @@ status sort_slots(const exec_context& ctx, const char* op, const tensor& indices
   return launch_status(op, "chunk_place_kernel");
 }
 
-/// rows [count, H] = y [N, H] gathered by sorted slot, in 16-byte words when rows allow.
-template <class S>
-status gather(const exec_context& ctx, const char* op, const S* y, const std::int64_t* sorted, std::int64_t count,
-              std::int64_t k, std::int64_t h, S* rows) {
-  const cudaStream_t stream = stream_of(ctx);
-  const bool wide = (h * static_cast<std::int64_t>(sizeof(S))) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(rows) % 16 == 0;
-  if (wide) {
-    const std::int64_t words = h * static_cast<std::int64_t>(sizeof(S)) / 16;
-    gather_rows_kernel<uint4><<<row_blocks(count), 128, 0, stream>>>(reinterpret_cast<const uint4*>(y), sorted, count,
-                                                                     k, words, reinterpret_cast<uint4*>(rows));
-  } else {
-    gather_rows_kernel<S><<<row_blocks(count), 128, 0, stream>>>(y, sorted, count, k, h, rows);
-  }
-  return launch_status(op, "gather_rows_kernel");
-}
-
 /// An expert's weight gradient from its token rows: C [m, n] += Aᵀ [m, rows] · B [rows, n], A and
 /// B contiguous.
 gemm_operands weight_gradient(std::int64_t rows, std::int64_t m, std::int64_t n, const void* a, const void* b, void* c) {
@@ -215,7 +177,7 @@ struct expert_rows {
 
   status front(const exec_context& ctx, const char* op, const tensor& y, const tensor& gate_up, const tensor& indices) {
     TANDEM_RETURN_IF_ERROR(sort_slots(ctx, op, indices, e, ss, r));
-    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, k, h, ys));
+    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), r.sorted, slots, live_rows{}, k, h, ys));
     const S* gate_up_p = gate_up.as<const S>();
     TANDEM_RETURN_IF_ERROR(per_expert(ctx, op, storage_dtype<S>(), dtype::float32, r, lt,
                                       [&](std::int64_t ex, std::int64_t first, std::int64_t rows) {
@@ -223,7 +185,7 @@ struct expert_rows {
                                         return token_rows(rows, 2 * im, h, ys + first * h, gate_up_p + ex * 2 * im * h,
                                                           true, gu + first * 2 * im);
                                       }));
-    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream_of(ctx)>>>(gu, slots, im, a);
+    gated_gelu_kernel<S><<<blocks_for(slots * im, 256), 256, 0, stream_of(ctx)>>>(gu, slots, live_rows{}, im, a);
     return launch_status(op, "gated_gelu_kernel");
   }
 

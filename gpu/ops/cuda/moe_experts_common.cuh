@@ -1,7 +1,8 @@
 // What the CUDA MoE experts' two layouts share (moe.cu: the (token, slot) pairs sorted by expert,
 // one GEMM per expert; moe_padded.cu: every expert's rows padded to a fixed count for the forward
 // of a few tokens, no host wait in a capture): the sort's counting passes, the combine that adds a
-// token's K rows in ascending (expert, slot) order, an expert's row-invariant product. Private to
+// token's K rows in ascending (expert, slot) order, the gather and the gated GELU over a layout's
+// live rows, an expert's row-invariant product. Private to
 // those two files (nvcc only); each gets its own copies of the kernels.
 #pragma once
 
@@ -101,6 +102,38 @@ __global__ void combine_kernel(const float* __restrict__ rows, const std::int64_
 
 unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65535)); }
 
+/// Which rows of a layout hold a slot: every row of the sorted layout (totals null), rows e·pad + r
+/// with r < totals[e] of the padded one (the rest are computed on and never read).
+struct live_rows {
+  const std::int64_t* totals = nullptr;
+  std::int64_t pad = 1;
+  __device__ bool operator()(std::int64_t j) const { return !totals || j % pad < totals[j / pad]; }
+};
+
+/// Live row j of rows [count, h] = y[sorted[j] / K] (W: the copy's word, S or a 16-byte vector).
+template <class W>
+__global__ void gather_rows_kernel(const W* __restrict__ y, const std::int64_t* __restrict__ sorted, std::int64_t count,
+                                   live_rows live, std::int64_t k, std::int64_t words, W* __restrict__ rows) {
+  for (std::int64_t j = blockIdx.x; j < count; j += gridDim.x) {
+    if (!live(j)) continue;
+    const W* src = y + (sorted[j] / k) * words;
+    W* dst = rows + j * words;
+    for (std::int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+/// Live rows of a [count, Im] = gelu_tanh(gate) ⊙ up from gu [count, 2 Im] = [gate | up].
+template <class S>
+__global__ void gated_gelu_kernel(const float* __restrict__ gu, std::int64_t count, live_rows live, std::int64_t im,
+                                  S* __restrict__ a) {
+  const std::int64_t n = count * im, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n; q += stride) {
+    const std::int64_t j = q / im, i = q - j * im;
+    if (!live(j)) continue;
+    a[q] = from_float<S>(gelu_tanh(gu[j * 2 * im + i]) * gu[j * 2 * im + im + i]);
+  }
+}
+
 /// Scratch of the sort: counts [chunks, E], bad [chunks], totals [E], summary [E + 2].
 struct sort_scratch {
   std::int64_t *counts = nullptr, *bad = nullptr, *totals = nullptr, *summary = nullptr;
@@ -142,6 +175,23 @@ result<std::vector<std::int64_t>> read_offsets(const exec_context& ctx, const ch
                        " values are out of range [0, " + std::to_string(e) + ")");
   summary.pop_back();
   return summary;
+}
+
+/// The live rows of rows [count, H] = y [N, H] gathered by slot, in 16-byte words when rows allow.
+template <class S>
+status gather(const exec_context& ctx, const char* op, const S* y, const std::int64_t* sorted, std::int64_t count,
+              live_rows live, std::int64_t k, std::int64_t h, S* rows) {
+  const cudaStream_t stream = stream_of(ctx);
+  const bool wide = (h * static_cast<std::int64_t>(sizeof(S))) % 16 == 0 && reinterpret_cast<std::uintptr_t>(y) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(rows) % 16 == 0;
+  if (wide) {
+    const std::int64_t words = h * static_cast<std::int64_t>(sizeof(S)) / 16;
+    gather_rows_kernel<uint4><<<row_blocks(count), 128, 0, stream>>>(reinterpret_cast<const uint4*>(y), sorted, count,
+                                                                     live, k, words, reinterpret_cast<uint4*>(rows));
+  } else {
+    gather_rows_kernel<S><<<row_blocks(count), 128, 0, stream>>>(y, sorted, count, live, k, h, rows);
+  }
+  return launch_status(op, "gather_rows_kernel");
 }
 
 /// The combine's dynamic shared memory: K positions and K slots.

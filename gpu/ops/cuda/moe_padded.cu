@@ -60,32 +60,6 @@ __global__ void __launch_bounds__(chunk_slots)
   }
 }
 
-/// Row j = e·pad + r of rows [E·pad, h] = y[sorted[j] / K] for r < totals[e]; rows past an
-/// expert's count are left as they are (computed on, never read). W as gather_rows_kernel's.
-template <class W>
-__global__ void padded_gather_kernel(const W* __restrict__ y, const std::int64_t* __restrict__ sorted,
-                                     const std::int64_t* __restrict__ totals, std::int64_t e, std::int64_t pad,
-                                     std::int64_t k, std::int64_t words, W* __restrict__ rows) {
-  for (std::int64_t j = blockIdx.x; j < e * pad; j += gridDim.x) {
-    if (j % pad >= totals[j / pad]) continue;
-    const W* src = y + (sorted[j] / k) * words;
-    W* dst = rows + j * words;
-    for (std::int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
-  }
-}
-
-/// gated_gelu_kernel over the padded layout's live rows (r < totals[e] of row e·pad + r).
-template <class S>
-__global__ void padded_gated_gelu_kernel(const float* __restrict__ gu, const std::int64_t* __restrict__ totals,
-                                         std::int64_t e, std::int64_t pad, std::int64_t im, S* __restrict__ a) {
-  const std::int64_t n = e * pad * im, stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t q = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < n; q += stride) {
-    const std::int64_t j = q / im, i = q - j * im;
-    if (j % pad >= totals[j / pad]) continue;
-    a[q] = from_float<S>(gelu_tanh(gu[j * 2 * im + i]) * gu[j * 2 * im + im + i]);
-  }
-}
-
 /// One block: the condition of a captured branch, 1 when some expert has more than pad rows.
 __global__ void choose_pad_kernel(const std::int64_t* __restrict__ totals, std::int64_t e, std::int64_t pad,
                                   cudaGraphConditionalHandle handle) {
@@ -149,13 +123,8 @@ struct padded_experts {
   /// Makes both pads' products' choices (a host wait each, the first time), so that a capture
   /// may run either (as expert_product runs them).
   status prepare(const exec_context& ctx, const char* op, const S* gate_up, const S* down) const {
-    for (const std::int64_t pad : {small_pad, n})
-      for (const gemm_operands& g : {gate_up_product(pad, gate_up), down_product(pad, down)}) {
-        const status batched = gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, g, lt);
-        if (batched.code() != status_code::unsupported) TANDEM_RETURN_IF_ERROR(batched);
-        else TANDEM_RETURN_IF_ERROR(gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, expert(g, 0), lt));
-      }
-    return status::ok();
+    TANDEM_RETURN_IF_ERROR(prepare_at(ctx, op, small_pad, gate_up, down));
+    return small_pad == n ? status::ok() : prepare_at(ctx, op, n, gate_up, down);
   }
 
   /// Everything after the counts at `pad` rows an expert: placement, gather, the two products
@@ -168,17 +137,11 @@ struct padded_experts {
         indices.as<const std::int32_t>(), slots, e, ss.counts, pad, sorted, position);
     TANDEM_RETURN_IF_ERROR(launch_status(op, "padded_place_kernel"));
     const std::int64_t rows = e * pad;
-    const bool wide = (h * static_cast<std::int64_t>(sizeof(S))) % 16 == 0 && aligned16(y.data()) && aligned16(ys);
-    if (wide)
-      padded_gather_kernel<uint4><<<row_blocks(rows), 128, 0, stream>>>(
-          reinterpret_cast<const uint4*>(y.data()), sorted, ss.totals, e, pad, k,
-          h * static_cast<std::int64_t>(sizeof(S)) / 16, reinterpret_cast<uint4*>(ys));
-    else
-      padded_gather_kernel<S><<<row_blocks(rows), 128, 0, stream>>>(y.as<const S>(), sorted, ss.totals, e, pad, k, h, ys);
-    TANDEM_RETURN_IF_ERROR(launch_status(op, "padded_gather_kernel"));
+    const live_rows live{ss.totals, pad};
+    TANDEM_RETURN_IF_ERROR(gather<S>(ctx, op, y.as<const S>(), sorted, rows, live, k, h, ys));
     TANDEM_RETURN_IF_ERROR(expert_product(ctx, op, gate_up_product(pad, gate_up.as<const S>())));
-    padded_gated_gelu_kernel<S><<<blocks_for(rows * im, 256), 256, 0, stream>>>(gu, ss.totals, e, pad, im, a);
-    TANDEM_RETURN_IF_ERROR(launch_status(op, "padded_gated_gelu_kernel"));
+    gated_gelu_kernel<S><<<blocks_for(rows * im, 256), 256, 0, stream>>>(gu, rows, live, im, a);
+    TANDEM_RETURN_IF_ERROR(launch_status(op, "gated_gelu_kernel"));
     TANDEM_RETURN_IF_ERROR(expert_product(ctx, op, down_product(pad, down.as<const S>())));
     combine_kernel<S><<<static_cast<unsigned>(n), row_threads, combine_bytes, stream>>>(
         o, position, weights.as<const S>(), k, h, out.as<S>(), false);
@@ -186,8 +149,6 @@ struct padded_experts {
   }
 
  private:
-  static bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
   /// One batched call; where cuBLASLt cannot run the single product's algorithm batched (operands
   /// whose alignment it cannot keep across the batch), one call per expert with the same
   /// algorithm: the same bits either way.
@@ -196,6 +157,16 @@ struct padded_experts {
     if (batched.code() != status_code::unsupported) return batched;
     for (std::int64_t ex = 0; ex < g.batch; ++ex)
       TANDEM_RETURN_IF_ERROR(gemm(ctx, op, storage_dtype<S>(), dtype::float32, expert(g, ex), lt));
+    return status::ok();
+  }
+
+  /// Both products' choices at `pad` rows an expert: batched, else one expert's.
+  status prepare_at(const exec_context& ctx, const char* op, std::int64_t pad, const S* gate_up, const S* down) const {
+    for (const gemm_operands& g : {gate_up_product(pad, gate_up), down_product(pad, down)}) {
+      const status batched = gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, g, lt);
+      if (batched.code() != status_code::unsupported) TANDEM_RETURN_IF_ERROR(batched);
+      else TANDEM_RETURN_IF_ERROR(gemm_prepare(ctx, op, storage_dtype<S>(), dtype::float32, expert(g, 0), lt));
+    }
     return status::ok();
   }
 

@@ -20,14 +20,12 @@ using tandem::test::cuda::device_buffer;
 
 namespace {
 
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cuda_captured_work)
 
 BOOST_AUTO_TEST_CASE(a_replayed_capture_gives_the_bits_of_its_ops_run_one_by_one) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   for (const dtype s : {dtype::float32, dtype::bfloat16}) {
     BOOST_TEST_CONTEXT(to_string(s)) {
       device_buffer x(s, {256, 1536}), w1(s, {6144, 1536}), w2(s, {1536, 6144}), h(s, {256, 6144}), y(s, {256, 1536}),
@@ -57,7 +55,7 @@ BOOST_AUTO_TEST_CASE(a_replayed_capture_gives_the_bits_of_its_ops_run_one_by_one
 }
 
 BOOST_AUTO_TEST_CASE(a_work_that_waits_for_the_device_fails_its_capture) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   bool ran_on_capture_stream = false;
   auto captured = captured_work::capture(ctx, [&](const exec_context& c) {
     ran_on_capture_stream = c.stream.native != nullptr;

@@ -35,8 +35,6 @@ namespace attention_sampled {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 constexpr std::int64_t H = 8, G = 4;
 const std::vector<std::int32_t> lengths{4999, 64, 3129};
 
@@ -92,7 +90,7 @@ BOOST_AUTO_TEST_SUITE(cuda_attention_sampled)
 BOOST_DATA_TEST_CASE(a_backward_with_one_block_per_key_tile_matches_a_float64_reference_at_sampled_positions,
                      bdata::make(std::vector<std::int64_t>{0, 1000}) * bdata::make(std::vector<std::int64_t>{256, 512}),
                      window, D) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   std::vector<std::int32_t> cu{0};
   for (auto n : lengths) cu.push_back(cu.back() + n);
   const std::int64_t T = cu.back();

@@ -42,8 +42,6 @@ namespace {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 /// One scenario: builds its inputs from fixed seeds, runs, and returns its outputs' bytes by name.
 using run_result = std::vector<std::pair<std::string, std::vector<unsigned char>>>;
 struct scenario {
@@ -172,7 +170,7 @@ std::vector<std::string> scenario_names() {
 /// kernel, blocks of 8 rows); {37, 1, 64} a chunk of prefill beside a decoding sequence.
 void check_paged_rows_match_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d, std::int64_t window,
                                    const std::vector<std::int32_t>& fresh = {37, 1, 64}) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const std::vector<std::int32_t> lengths{300, 77, 129};
   const std::vector<std::int32_t> cu = offsets(lengths);
   const std::int64_t t = cu.back(), seqs = static_cast<std::int64_t>(lengths.size()), block = 16;
@@ -244,7 +242,7 @@ std::vector<unsigned char> leading_rows(const std::vector<unsigned char>& all, s
 /// rows over all of them: a token's result does not depend on how many tokens share its batch
 /// (row counts up to 1024 take an algorithm of their own, verified to give the same bits).
 void check_linear_rows_match(dtype s, std::int64_t in, std::int64_t out) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const std::int64_t all = 5000, width = static_cast<std::int64_t>(size_of(s));
   device_buffer x(s, {all, in}), w(s, {out, in}), dy(s, {all, out}), y(s, {all, out}), dx(s, {all, in});
   x.fill_uniform(11);
@@ -269,7 +267,7 @@ void check_linear_rows_match(dtype s, std::int64_t in, std::int64_t out) {
 /// over all of them (the kernels' blocks hold fewer rows when there are few: a decode step's rows
 /// must get the trainer's bits).
 void check_norm_rows_match(dtype s, std::int64_t d) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const std::int64_t all = 3000, heads = 4, hd = 256, width = static_cast<std::int64_t>(size_of(s));
   device_buffer x(s, {all, d}), w(s, {d}), res(s, {all, d}), scale(s, {1}), nw(s, {d});
   device_buffer y(s, {all, d}), out(s, {all, d}), pre(s, {all, d}), next(s, {all, d});
@@ -315,7 +313,7 @@ void check_norm_rows_match(dtype s, std::int64_t d) {
 /// A sequence's attention output alone is the bits of its rows in a packed batch behind another.
 void check_attention_sequence_matches_packed(dtype s, std::int64_t heads, std::int64_t kv_heads, std::int64_t d,
                                              std::int64_t window) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const std::int64_t before = 301, len = 517, t = before + len, width = static_cast<std::int64_t>(size_of(s));
   device_buffer q(s, {t, heads, d}), k(s, {t, kv_heads, d}), v(s, {t, kv_heads, d});
   device_buffer out(s, {t, heads, d}), lse(ops::statistics_type(s), {t, heads}), cu(dtype::int32, {3});
@@ -350,7 +348,7 @@ BOOST_AUTO_TEST_SUITE(cuda_determinism)
 BOOST_DATA_TEST_CASE(every_op_with_a_reduction_gives_the_same_bits_twice,
                      bdata::make(std::vector<std::string>{"float32", "bfloat16"}) * bdata::make(scenario_names()),
                      storage_name, name) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const dtype storage = storage_name == "float32" ? dtype::float32 : dtype::bfloat16;
   for (const scenario& sc : scenarios()) {
     if (sc.name != name) continue;

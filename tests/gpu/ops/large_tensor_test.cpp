@@ -23,8 +23,6 @@ namespace {
 
 void require_ok(const status& s) { BOOST_REQUIRE_MESSAGE(s.is_ok(), s.message()); }
 
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 constexpr std::int64_t vocab = 262144, width = 35 * 256;  // 2,348,810,240 elements
 constexpr std::int64_t boundary_row = (std::int64_t{1} << 31) / width;  // holds element 2^31
 
@@ -42,7 +40,7 @@ BOOST_AUTO_TEST_SUITE(cuda_large_tensors)
 
 BOOST_AUTO_TEST_CASE(a_table_past_two_to_the_31_elements_is_looked_up_and_gets_its_gradient_at_its_last_rows) {
   static_assert(vocab * width > (std::int64_t{1} << 31));
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   device_buffer table(dtype::bfloat16, {vocab, width});
   const std::vector<std::int64_t> rows{vocab - 1, boundary_row, 7};
   for (std::int64_t r : rows) table.upload_floats_at(r * width, row_values(r));
@@ -86,7 +84,7 @@ BOOST_AUTO_TEST_CASE(a_table_past_two_to_the_31_elements_is_looked_up_and_gets_i
 }
 
 BOOST_AUTO_TEST_CASE(an_adamw_step_over_more_than_two_to_the_31_elements_updates_the_last_ones) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   const std::int64_t n = vocab * width;
   device_buffer param(dtype::bfloat16, {n}), grad(dtype::float32, {n}), m(dtype::bfloat16, {n}), v(dtype::bfloat16, {n});
   // Known values at the end and around element 2^31; zero elsewhere (a zero gradient still moves

@@ -21,8 +21,6 @@ using tandem::test::cuda::device_buffer;
 
 namespace {
 
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 // 16 experts, 2 of them a token: 128 tokens get a small pad of 64 rows an expert (twice an even
 // router's mean of 16), so a routing that sends most tokens to one expert needs the pad of 128.
 constexpr std::int64_t experts = 16, top_k = 2, hidden = 64, inner = 32, tokens = 128;
@@ -51,7 +49,7 @@ std::vector<unsigned char> rows_of(const std::vector<unsigned char>& raw, std::i
 BOOST_AUTO_TEST_SUITE(cuda_moe_capture)
 
 BOOST_AUTO_TEST_CASE(a_token_of_a_few_padded_tokens_gets_the_bits_it_gets_among_many_sorted_tokens) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   constexpr std::int64_t many = ops::moe_capturable_tokens + 88;  // past the padded layout
   for (const dtype s : {dtype::float32, dtype::bfloat16}) {
     BOOST_TEST_CONTEXT(to_string(s)) {
@@ -82,7 +80,7 @@ BOOST_AUTO_TEST_CASE(a_token_of_a_few_padded_tokens_gets_the_bits_it_gets_among_
 }
 
 BOOST_AUTO_TEST_CASE(a_captured_forward_picks_its_pad_at_every_replay_and_gives_the_uncaptured_bits) {
-  const exec_context ctx = cuda_context();
+  const exec_context ctx = tandem::test::cuda::test_context();
   for (const dtype s : {dtype::float32, dtype::bfloat16}) {
     BOOST_TEST_CONTEXT(to_string(s)) {
       device_buffer gate_up(s, {experts, 2 * inner, hidden}), down(s, {experts, hidden, inner});

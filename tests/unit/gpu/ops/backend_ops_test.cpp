@@ -118,11 +118,9 @@ std::ostream& operator<<(std::ostream& o, const backend& b) { return o << b.name
 
 /// Every backend under test (see the file comment).
 #if TANDEM_BACKEND_OPS_ON_CUDA
-exec_context cuda_context() { return tandem::test::cuda::test_context(); }
-
 std::vector<backend> backends() {
-  return {backend{"cuda float32", cuda_context(), dtype::float32},
-          backend{"cuda bfloat16", cuda_context(), dtype::bfloat16}};
+  return {backend{"cuda float32", tandem::test::cuda::test_context(), dtype::float32},
+          backend{"cuda bfloat16", tandem::test::cuda::test_context(), dtype::bfloat16}};
 }
 #else
 std::vector<backend> backends() { return {backend{"cpu", exec_context::cpu(), dtype::float32}}; }
