@@ -194,13 +194,19 @@ __device__ __forceinline__ void normed(float (&v)[width<S>], float inv, const S*
   }
 }
 
+/// Blocks an SM should hold of rmsnorm_forward_vec_kernel: rows of six vectors a thread took 80
+/// registers in eight slots (three blocks an SM: E2B's 4,096 rows of 1536 made 1.3 rounds of 396
+/// blocks); in six, within 64 (no spill), four, and those rows one round.
+template <int K>
+inline constexpr int forward_min_blocks = K == 6 ? 4 : 1;
+
 /// Rows of nv vectors, G threads per row, blockDim / G rows per block; thread t of a group holds
 /// vectors t, t + G, ... (at most K). y may be x: a thread reads all its elements before it
 /// writes them, and no thread touches another's.
 template <class S, int G, int K>
-__global__ void __launch_bounds__(vec_threads) rmsnorm_forward_vec_kernel(const S* x, const S* __restrict__ w,
-                                                                          std::int64_t rows, int nv, float eps, S* y,
-                                                                          float* __restrict__ inv_rms) {
+__global__ void __launch_bounds__(vec_threads, forward_min_blocks<K>)
+    rmsnorm_forward_vec_kernel(const S* x, const S* __restrict__ w, std::int64_t rows, int nv, float eps, S* y,
+                               float* __restrict__ inv_rms) {
   constexpr int V = width<S>;
   const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
@@ -351,14 +357,21 @@ __device__ __forceinline__ uint4 rotated(const uint4& own, const uint4& partner,
   return pack<S>(out);
 }
 
+/// Blocks an SM should hold of rmsnorm_rope_vec_kernel: with a row a warp (lanes) its 44 registers
+/// left 5 blocks (1,280 threads, each with one 16-byte load of the row in flight) where the plain
+/// forward, at 28, has 8; capped at 40 registers (no spill), 6 fit. The other layouts keep what
+/// ptxas gives (48 registers spill the two-vector rows).
+template <rope_partner P>
+inline constexpr int rope_min_blocks = P == rope_partner::lanes ? 6 : 1;
+
 /// rmsnorm_forward_vec_kernel's layout and arithmetic over (token, head) rows of d = nv · V, then
 /// RoPE's rotation of the rounded normed row, each column with its partner (j ± d/2) found where
 /// P says (rope_partner). y may be x: a row's values are all loaded before any is written.
 template <class S, int G, int K, rope_partner P>
-__global__ void __launch_bounds__(vec_threads) rmsnorm_rope_vec_kernel(const S* x, const S* __restrict__ w,
-                                                                       const S* __restrict__ cos, const S* __restrict__ sin,
-                                                                       std::int64_t rows, std::int64_t heads, int nv,
-                                                                       float eps, S* y, float* __restrict__ inv_rms) {
+__global__ void __launch_bounds__(vec_threads, rope_min_blocks<P>)
+    rmsnorm_rope_vec_kernel(const S* x, const S* __restrict__ w, const S* __restrict__ cos, const S* __restrict__ sin,
+                            std::int64_t rows, std::int64_t heads, int nv, float eps, S* y,
+                            float* __restrict__ inv_rms) {
   constexpr int V = width<S>;
   const int R = static_cast<int>(blockDim.x) / G;  // rows per block (forward_rows_per_block)
   __shared__ float shared[vec_threads / 32];
@@ -464,6 +477,13 @@ __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_grou
 constexpr int backward_stages = 3;
 constexpr int narrow_backward_stages = 8;
 
+/// Blocks an SM holds of the backward: two with three stages of up to three vectors a thread
+/// (128 registers each), three with the narrow rows' eight stages of one (72 registers, 72 KB of
+/// shared memory each). An iteration of the narrow rows is a short chain of dependent steps (the
+/// copies' wait, the row's shuffle sum, the store) that 16 warps an SM left exposed.
+template <int STAGES>
+inline constexpr int backward_blocks_per_sm = STAGES == narrow_backward_stages ? 3 : 2;
+
 /// Shared memory of rmsnorm_backward_vec_kernel: the stages, each x and dy of R rows of K · G
 /// vectors (reused for the groups' dw sums, K · G · V floats, after the rows), then each stage's
 /// inv_rms of the row, a float per thread.
@@ -484,7 +504,7 @@ constexpr std::size_t backward_shared_bytes =
 /// Σ over the block's rows of dy · x · inv: each thread sums its rows in order, then the groups in
 /// group order.
 template <class S, int G, int K, int STAGES>
-__global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
+__global__ void __launch_bounds__(vec_threads, backward_blocks_per_sm<STAGES>) rmsnorm_backward_vec_kernel(
     const S* __restrict__ x, const S* __restrict__ w, const float* __restrict__ inv_rms, const S* __restrict__ dy,
     std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
     float* __restrict__ partial) {
@@ -612,9 +632,9 @@ __global__ void __launch_bounds__(vec_threads, 2) rmsnorm_backward_vec_kernel(
 
 /// dw[j] += Σ_b partial[b, j], blocks in order: finish_columns columns per block of 256 threads,
 /// finish_slices slices of consecutive blocks each summed in order, then the slices in order. Eight
-/// columns (a 32-byte sector a row) by 32 slices: a thread adds at most 9 of the at most 264
-/// partials, one round of loads, where 32 columns by 8 slices took four, in 8 blocks on E2B's rows
-/// of 256.
+/// columns (a 32-byte sector a row) by 32 slices: a thread adds at most 13 of the at most 396
+/// partials (9 of 264 past the narrow rows: backward_blocks), one round of loads, where 32 columns
+/// by 8 slices took four, in 8 blocks on E2B's rows of 256.
 constexpr int finish_columns = 8, finish_slices = 32;
 template <class S>
 __global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float* __restrict__ partial,
@@ -628,7 +648,7 @@ __global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float*
   const std::int64_t b0 = slice * per, b1 = std::min(blocks, b0 + per);
   float acc = 0.f;
   if (j < d) {
-#pragma unroll 8
+#pragma unroll 16
     for (std::int64_t b = b0; b < b1; ++b) acc += partial[b * d + j];
   }
   sums[slice][column] = acc;
@@ -665,8 +685,9 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 constexpr int forward_k = 8;   // vectors per thread, forward
 
 /// f(std::integral_constant<int, G>{}, std::integral_constant<int, K>{}) for the forward vector
-/// kernels' rows of nv vectors over g threads: K, the vectors a thread holds, the fewest of 1, 2 and
-/// forward_k that cover the row. A thread's slots past the row hold zeros, which add nothing to the
+/// kernels' rows of nv vectors over g threads: K, the vectors a thread holds, the fewest of 1, 2, 6
+/// and forward_k that cover the row (6: the hidden rows of E2B, E4B and 26B-A4B, 1536, 2560 and
+/// 2816 wide, fill it or nearly). A thread's slots past the row hold zeros, which add nothing to the
 /// sum of squares (an FMA of zeros), so a row's bits depend on G alone; but every slot takes
 /// registers (three of them a vector in rmsnorm_rope_vec_kernel): rows of 32 vectors in 8 slots
 /// ran the q norm and rotation of E2B's step at 15% of copy on an H100.
@@ -676,6 +697,7 @@ status with_forward_shape(int g, std::int64_t nv, F&& f) {
     constexpr int G = decltype(group)::value;
     if (nv <= G) return f(group, std::integral_constant<int, 1>{});
     if (nv <= 2 * G) return f(group, std::integral_constant<int, 2>{});
+    if (nv <= 6 * G) return f(group, std::integral_constant<int, 6>{});
     return f(group, std::integral_constant<int, forward_k>{});
   });
 }
@@ -694,7 +716,9 @@ int forward_rows_per_block(std::int64_t rows) {
 /// 128 registers of two blocks per SM.
 template <class S>
 inline constexpr int backward_k = sizeof(S) == 2 ? 3 : 4;
-constexpr std::int64_t backward_blocks = 132 * 2;
+/// The backward's grid: every block resident at once on the 132 SMs of an H100 / H200.
+template <int STAGES>
+inline constexpr std::int64_t backward_blocks = 132 * backward_blocks_per_sm<STAGES>;
 
 }  // namespace
 
@@ -825,10 +849,13 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         (dx.empty() || aligned16(dx.data()))) {
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value, R = vec_threads / G;
+        // One vector a thread (rows of at most 32 vectors): one slot, more stages.
+        const bool narrow = G == 32 && d / V <= 32;
         // A fixed number of rows per block (the shape alone decides it; the kernel interleaves
         // them across the blocks), whole groups of R rows.
         const std::int64_t groups = (rows + R - 1) / R;
-        const std::int64_t rows_per_block = (groups + backward_blocks - 1) / backward_blocks * R;
+        const std::int64_t grid = narrow ? backward_blocks<narrow_backward_stages> : backward_blocks<backward_stages>;
+        const std::int64_t rows_per_block = (groups + grid - 1) / grid * R;
         const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
         float* partial = nullptr;
         if (!dw.empty()) {
@@ -836,7 +863,6 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           if (!scratch) return scratch.error();
           partial = reinterpret_cast<float*>(scratch->data());
         }
-        // One vector a thread (rows of at most 32 vectors): one slot, more stages.
         const auto launch = [&](auto k_constant, auto stages_constant) {
           constexpr int K = decltype(k_constant)::value, STAGES = decltype(stages_constant)::value;
           constexpr std::size_t bytes = backward_shared_bytes<S, K, STAGES>;
@@ -851,7 +877,8 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         };
         const status launched = [&] {
           if constexpr (G == 32)
-            if (d / V <= 32) return launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{});
+            if (narrow)
+              return launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{});
           return launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{});
         }();
         TANDEM_RETURN_IF_ERROR(launched);
