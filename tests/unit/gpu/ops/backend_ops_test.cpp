@@ -1634,6 +1634,10 @@ const std::vector<op_case>& case_list() {
     // (two blocks and a part), the weight gradient's k of 300 tokens (A transposed).
     linear_cases(t, {{300, 600, 24}});
     moe_layout_cases(t);
+    // The narrow CUDA backward's grid of 396 blocks (three an SM): rows of 256 and 128 enough that
+    // its blocks again run more iterations than they have copy stages; rows of 1792 keep the
+    // forward's eight slots a thread in the table beside the six of 1536.
+    rmsnorm_cases(t, {{40000, 256, 3}, {40000, 128, 3}, {300, 1792, 3}});
     return t.cases;
   }();
   return cases;
