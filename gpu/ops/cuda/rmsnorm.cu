@@ -849,22 +849,21 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
         (dx.empty() || aligned16(dx.data()))) {
       return with_group(g, [&](auto group) -> status {
         constexpr int G = decltype(group)::value, R = vec_threads / G;
-        // One vector a thread (rows of at most 32 vectors): one slot, more stages.
-        const bool narrow = G == 32 && d / V <= 32;
-        // A fixed number of rows per block (the shape alone decides it; the kernel interleaves
-        // them across the blocks), whole groups of R rows.
-        const std::int64_t groups = (rows + R - 1) / R;
-        const std::int64_t grid = narrow ? backward_blocks<narrow_backward_stages> : backward_blocks<backward_stages>;
-        const std::int64_t rows_per_block = (groups + grid - 1) / grid * R;
-        const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
-        float* partial = nullptr;
-        if (!dw.empty()) {
-          auto scratch = op_scratch::get(ctx, op, static_cast<std::size_t>(blocks * d) * sizeof(float));
-          if (!scratch) return scratch.error();
-          partial = reinterpret_cast<float*>(scratch->data());
-        }
-        const auto launch = [&](auto k_constant, auto stages_constant) {
+        // The kernel's shape (one vector a thread for rows of at most 32 vectors: one slot, more
+        // stages) decides the grid; a fixed number of rows per block (the shape alone decides it;
+        // the kernel interleaves them across the blocks), whole groups of R rows.
+        const auto launch = [&](auto k_constant, auto stages_constant) -> status {
           constexpr int K = decltype(k_constant)::value, STAGES = decltype(stages_constant)::value;
+          constexpr std::int64_t grid = backward_blocks<STAGES>;
+          const std::int64_t groups = (rows + R - 1) / R;
+          const std::int64_t rows_per_block = (groups + grid - 1) / grid * R;
+          const std::int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
+          float* partial = nullptr;
+          if (!dw.empty()) {
+            auto scratch = op_scratch::get(ctx, op, static_cast<std::size_t>(blocks * d) * sizeof(float));
+            if (!scratch) return scratch.error();
+            partial = reinterpret_cast<float*>(scratch->data());
+          }
           constexpr std::size_t bytes = backward_shared_bytes<S, K, STAGES>;
           static_assert(backward_row_bytes<S, K, STAGES> >= std::size_t{K} * G * V * sizeof(float),
                         "the dw sums fit in the stages");
@@ -873,22 +872,16 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
               x.as<const S>(), w.empty() ? nullptr : w.as<const S>(), inv_rms.as<const float>(), dy.as<const S>(), rows,
               static_cast<int>(d / V), rows_per_block, dx.empty() ? nullptr : dx.as<S>(), accumulate_dx, partial);
-          return status::ok();
-        };
-        const status launched = [&] {
-          if constexpr (G == 32)
-            if (narrow)
-              return launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{});
-          return launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{});
-        }();
-        TANDEM_RETURN_IF_ERROR(launched);
-        TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
-        if (partial) {
+          TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_backward_vec_kernel"));
+          if (!partial) return status::ok();
           const auto finish_blocks = static_cast<unsigned>((d + finish_columns - 1) / finish_columns);
           rmsnorm_dw_finish_vec_kernel<S><<<finish_blocks, 256, 0, stream>>>(partial, blocks, d, dw.as<S>());
-          TANDEM_RETURN_IF_ERROR(launch_status(op, "rmsnorm_dw_finish_vec_kernel"));
-        }
-        return status::ok();
+          return launch_status(op, "rmsnorm_dw_finish_vec_kernel");
+        };
+        if constexpr (G == 32)
+          if (d / V <= 32)
+            return launch(std::integral_constant<int, 1>{}, std::integral_constant<int, narrow_backward_stages>{});
+        return launch(std::integral_constant<int, backward_k<S>>{}, std::integral_constant<int, backward_stages>{});
       });
     }
     if (!dw.empty()) {
