@@ -195,6 +195,52 @@ struct train_job {
   }
 };
 
+/// A colocated member's turns of its device between training and generation since its last train
+/// report (actors/runtime/device_turns.hpp): what moved, how long it took, and the device memory
+/// in use as each turn ended. All zero on a member that hosts one engine.
+struct device_turn_figures {
+  static constexpr const char* type_name = "device_turn_figures";
+  std::uint64_t offloads = 0;             ///< optimizer-state offloads (to pinned host memory) and restores
+  std::uint64_t restores = 0;
+  std::uint64_t offloaded_bytes = 0;
+  std::uint64_t restored_bytes = 0;
+  double offload_seconds = 0;
+  double restore_seconds = 0;
+  double cache_release_seconds = 0;       ///< the generator's KV cache freed for training, and made again
+  double cache_restore_seconds = 0;
+  std::uint64_t training_in_use_bytes = 0;    ///< device memory in use as the last training turn ended (0: the CPU)
+  std::uint64_t generation_in_use_bytes = 0;  ///< ... and as the last generation turn ended
+  double host_link_gb_per_s = 0;          ///< pinned host memory to the device, measured as the member started
+  bool operator==(const device_turn_figures&) const = default;
+  /// Another rank's figures into these: every rank's counts and bytes, the slowest rank's seconds,
+  /// the most memory in use, the slowest host link that was measured.
+  void merge(const device_turn_figures& o);
+
+  template <class F>
+  static decltype(auto) fields(F&& f, device_turn_figures& x) {
+    return f(named("offloads", x.offloads), named("restores", x.restores), named("offloaded_bytes", x.offloaded_bytes),
+             named("restored_bytes", x.restored_bytes), named("offload_seconds", x.offload_seconds),
+             named("restore_seconds", x.restore_seconds), named("cache_release_seconds", x.cache_release_seconds),
+             named("cache_restore_seconds", x.cache_restore_seconds), named("training_in_use_bytes", x.training_in_use_bytes),
+             named("generation_in_use_bytes", x.generation_in_use_bytes), named("host_link_gb_per_s", x.host_link_gb_per_s));
+  }
+};
+
+inline void device_turn_figures::merge(const device_turn_figures& o) {
+  offloads += o.offloads;
+  restores += o.restores;
+  offloaded_bytes += o.offloaded_bytes;
+  restored_bytes += o.restored_bytes;
+  offload_seconds = std::max(offload_seconds, o.offload_seconds);
+  restore_seconds = std::max(restore_seconds, o.restore_seconds);
+  cache_release_seconds = std::max(cache_release_seconds, o.cache_release_seconds);
+  cache_restore_seconds = std::max(cache_restore_seconds, o.cache_restore_seconds);
+  training_in_use_bytes = std::max(training_in_use_bytes, o.training_in_use_bytes);
+  generation_in_use_bytes = std::max(generation_in_use_bytes, o.generation_in_use_bytes);
+  if (o.host_link_gb_per_s > 0 && (host_link_gb_per_s == 0 || o.host_link_gb_per_s < host_link_gb_per_s))
+    host_link_gb_per_s = o.host_link_gb_per_s;
+}
+
 struct train_report {
   static constexpr const char* type_name = "train_report";
   std::string worker;                ///< the policy rank that answered
@@ -206,6 +252,7 @@ struct train_report {
   optimizer_result optimizer;        ///< the last optimizer step's
   double grad_norm_sum = 0;          ///< over the optimizer steps (their mean is the step's grad_norm)
   std::uint64_t weights_digest = 0;  ///< a hash of the weights after the step; 0: the engine offers none
+  device_turn_figures turns;         ///< a colocated member's device turns since its last report
   bool operator==(const train_report&) const = default;
 
   template <class F>
@@ -213,7 +260,7 @@ struct train_report {
     return f(named("worker", x.worker), named("version", x.version), named("micro_batches", x.micro_batches),
              named("optimizer_steps", x.optimizer_steps), named("metrics", x.metrics), named("loss", x.loss),
              named("optimizer", x.optimizer), named("grad_norm_sum", x.grad_norm_sum),
-             named("weights_digest", x.weights_digest));
+             named("weights_digest", x.weights_digest), named("turns", x.turns));
   }
 };
 

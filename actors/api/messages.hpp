@@ -254,6 +254,9 @@ struct step_report {
   gpu::ops::pg_loss_metrics metrics;           ///< merged over every rank
   std::vector<std::uint64_t> weights_digests;  ///< per policy rank after the step (0: none offered)
   refit_report refit;
+  /// Colocated members' device turns since the last step's report (plain::device_turn_figures),
+  /// merged over the policy ranks; all zero where no member hosts both engines.
+  plain::device_turn_figures turns;
 };
 
 /// Where the driver stands between steps (snapshot_atom): all a resumed run's driver needs to go

@@ -32,6 +32,24 @@ json traffic_json(const socket_thread::traffic_counts& t) {
   return {{"sent", t.sent_bytes}, {"received", t.received_bytes}, {"heartbeats", t.heartbeat_bytes}};
 }
 
+constexpr double gib_bytes = 1024.0 * 1024.0 * 1024.0;
+
+/// A colocated run's device turns (plain::device_turn_figures) under `phase` (train, sft): none
+/// where no member hosts both engines (every figure zero).
+void add_turn_metrics(json& record, const std::string& phase, const plain::device_turn_figures& t) {
+  if (t == plain::device_turn_figures{}) return;
+  record["timing/" + phase + "/offload_optimizer"] = t.offload_seconds;
+  record["timing/" + phase + "/restore_optimizer"] = t.restore_seconds;
+  record["timing/" + phase + "/release_kv_cache"] = t.cache_release_seconds;
+  record["timing/" + phase + "/restore_kv_cache"] = t.cache_restore_seconds;
+  record["performance/offload_optimizer_gb_per_s"] = ratio(static_cast<double>(t.offloaded_bytes) / 1e9, t.offload_seconds);
+  record["performance/restore_optimizer_gb_per_s"] = ratio(static_cast<double>(t.restored_bytes) / 1e9, t.restore_seconds);
+  record["performance/host_link_gb_per_s"] = t.host_link_gb_per_s;
+  record["memory/optimizer_offloaded_gib"] = static_cast<double>(t.offloaded_bytes) / gib_bytes;
+  record["memory/training_in_use_gib"] = static_cast<double>(t.training_in_use_bytes) / gib_bytes;
+  record["memory/generation_in_use_gib"] = static_cast<double>(t.generation_in_use_bytes) / gib_bytes;
+}
+
 }  // namespace
 
 std::string digest_hex(std::uint64_t digest) {
@@ -67,7 +85,7 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
   json events = json::array();
   for (const auto& e : r.events) events.push_back({{"sequence", e.sequence}, {"step", e.step + 1}, {"event", e.what}});
   const auto& p = r.phase_seconds;
-  return json{{"step", r.step + 1},
+  json record{{"step", r.step + 1},
               {"train/loss", r.loss},
               {"train/kl_penalty", m.kl_penalty},
               {"train/token_mult_prob_error", ratio(m.mult_prob_error_sum, tokens)},
@@ -113,11 +131,13 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"control_bytes", traffic_json(traffic)},
               {"weights_digests", digests_json(r)},
               {"events", events}};
+  add_turn_metrics(record, "train", r.turns);
+  return record;
 }
 
 json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
   const auto& p = r.phase_seconds;
-  return json{{"step", r.step + 1},
+  json record{{"step", r.step + 1},
               {"sft/loss", r.loss},
               {"sft/grad_norm", r.grad_norm_mean},
               {"sft/lr", r.optimizer.lr},
@@ -129,6 +149,8 @@ json sft_step_record(const step_report& r, const socket_thread::traffic_counts& 
               {"refit", refit_json(r.refit)},
               {"control_bytes", traffic_json(traffic)},
               {"weights_digests", digests_json(r)}};
+  add_turn_metrics(record, "sft", r.turns);
+  return record;
 }
 
 void add_validation_metrics(json& record, const validation_report& v) {

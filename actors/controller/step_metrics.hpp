@@ -27,12 +27,25 @@
 //                               validation ran; grpo.val_at_start's pass has a record of its own,
 //                               step 0, holding only them, as NeMo-RL logs it at step 0)
 // and tandem's own fields: generated_with, trained_to, trajectories, micro_batches, refit{...},
-// control_bytes{...} (the controller's traffic during the step), weights_digests.
+// control_bytes{...} (the controller's traffic during the step), weights_digests. A colocated run
+// (a member hosting both engines) adds its device turns since the last record (the slowest
+// rank's seconds, every rank's bytes):
+//   timing/train/{offload_optimizer, restore_optimizer}   the optimizer state to pinned host
+//                               memory while generating (policy.offload_optimizer_for_generation)
+//                               and back for training, seconds
+//   timing/train/{release_kv_cache, restore_kv_cache}     the generator's cache freed for training
+//                               and made again, seconds
+//   performance/{offload_optimizer, restore_optimizer}_gb_per_s beside
+//   performance/host_link_gb_per_s (pinned host memory to the device, measured as the member
+//                               started; 0 without offloading)
+//   memory/optimizer_offloaded_gib, memory/{training, generation}_in_use_gib (the device memory
+//                               in use as the last turn of each ended; 0 on the CPU)
 //
 // A step of the supervised warm-up (sft.max_num_steps) has a record of its own, as NeMo-RL's SFT
 // logs it: sft/loss (the mean next-token cross-entropy over the targets' tokens), sft/grad_norm,
 // sft/lr, sft/num_tokens, timing/sft/{policy_training, transfer_and_update_weights,
-// total_step_time}, with trained_to, refit{...}, control_bytes{...} and weights_digests; the pass
+// total_step_time}, with trained_to, refit{...}, control_bytes{...}, weights_digests and the device
+// turns' figures under timing/sft/ (as above); the pass
 // right after the warm-up's last step adds its validation metrics to that record.
 #pragma once
 

@@ -608,6 +608,7 @@ struct driver_state {
                                                                  v(live + 1)));
       rep.micro_batches += x.micro_batches;
       rep.weights_digests.push_back(x.weights_digest);
+      rep.turns.merge(x.turns);
       rep.loss += x.loss;  // each rank's share of each optimizer step's loss
       if (names.empty()) {  // every rank steps with the same all-reduced norms
         rep.optimizer = x.optimizer;

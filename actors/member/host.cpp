@@ -17,6 +17,7 @@
 #include "actors/member/data_plane.hpp"
 #include "actors/member/fault_injection.hpp"
 #include "orchestration/config/resolve.h"
+#include "orchestration/topology/placement.h"
 
 namespace tandem {
 namespace {
@@ -123,7 +124,13 @@ void join(host_ptr self, const control::peer_table& table) {
   if (st.failed || !st.plane || st.policy || st.rollout) return;
   if (gpu::status s = st.plane->join(table); !s) return fail(self, "data plane: " + s.message());
   const auto& w = st.s.welcome;
-  auto engines = make_engines(st.recipe, w.assigned.policy, w.assigned.rollout, st.plane->data_parallel());
+  // The device of this member's node it owns: the placement plan's, which the controller's matches.
+  const topology::placement_plan placement = topology::plan_placement(st.recipe);
+  if (st.s.rank < 0 || static_cast<std::size_t>(st.s.rank) >= placement.members.size())
+    return fail(self, "member rank " + std::to_string(st.s.rank) + " is outside the recipe's placement plan of " +
+                          std::to_string(placement.members.size()) + " members");
+  const std::int64_t device = placement.members[static_cast<std::size_t>(st.s.rank)].device;
+  auto engines = make_engines(st.recipe, w.assigned.policy, w.assigned.rollout, st.plane->data_parallel(), device);
   if (!engines) return fail(self, engines.error().message());
   st.engines = std::move(engines.value());
   auto& sys = self->system();
@@ -135,6 +142,7 @@ void join(host_ptr self, const control::peer_table& table) {
     c.loss = loss_settings(st.recipe);
     c.lr = policy_worker_config::learning_rates{st.recipe.policy.optimizer.lr, st.recipe.sft.lr};
     if (st.policy_root) c.refit_group = with_injected_faults(st.plane->refit());
+    c.turns = st.engines.turns;
     st.policy = spawn_policy_worker(sys, std::move(c));
     self->link_to(st.policy);
   }
@@ -145,12 +153,17 @@ void join(host_ptr self, const control::peer_table& table) {
     c.manifest = st.engines.rollout_layout;
     c.refit_group = st.plane->refit();
     c.refit_root = 0;
+    c.turns = st.engines.turns;
     st.rollout_live = st.engines.generate->weight_version();
     st.rollout = spawn_rollout_worker(sys, std::move(c));
     self->link_to(st.rollout);
   }
   log_line(st.s.log_name + ": data plane joined, engines ready (" +
-           (st.recipe.runtime.engine == config::engine_kind::fake ? std::string("fake") : std::string("gemma4")) + ")");
+           (st.recipe.runtime.engine == config::engine_kind::fake
+                ? std::string("fake")
+                : st.recipe.cluster.backend == config::compute_backend::cuda ? "gemma4 on cuda:" + std::to_string(device) + ", bfloat16"
+                                                                             : std::string("gemma4 on the cpu, float32")) +
+           ")");
   if (w.assigned.policy && w.data_parallel_rank == 0)
     send(self, control::manifest{0, st.engines.train->manifest()});
 }

@@ -23,6 +23,11 @@ constexpr const char* inline_refusal =
     "engine calls run inline, and a stream's broadcasts wait for every rank of the refit group "
     "(streams need engine_execution::off_scheduler)";
 
+/// The device's training turn on a colocated member (device_turns.hpp); nothing to take otherwise.
+gpu::status training_turn(const std::shared_ptr<device_turns>& turns) {
+  return turns ? turns->for_training() : gpu::status::ok();
+}
+
 struct policy_worker_state {
   static inline const char* name = "policy_worker";
 
@@ -83,7 +88,8 @@ struct policy_worker_state {
     kept->prompt_tokens = std::move(job.prompt_tokens);
     kept->lp_gen = std::move(job.lp_gen);
     auto work = [engine = config.engine, reference = job.reference ? config.reference : nullptr, kept,
-                 sampling = job.sampling]() -> gpu::status {
+                 sampling = job.sampling, turns = config.turns]() -> gpu::status {
+      if (gpu::status s = training_turn(turns); !s) return s;
       auto prev = engine->logprobs(kept->sequences, sampling);
       if (!prev) return prev.error();
       kept->lp_prev = std::move(prev.value());
@@ -121,6 +127,7 @@ struct policy_worker_state {
     double grad_norm_sum = 0;
     gpu::optimizer_result optimizer;
     std::uint64_t digest = 0;
+    plain::device_turn_figures turns;  // a colocated member's, since the last train job
   };
 
   caf::result<train_report> train(train_job& job) {
@@ -137,8 +144,13 @@ struct policy_worker_state {
     busy_with = "train";
     auto kept = std::make_shared<const step_batch>(std::move(*batch));
     batch.reset();
-    auto work = [engine = config.engine, loss = config.loss, lr = config.lr, kept, job = std::move(job)]() -> train_outcome {
+    auto work = [engine = config.engine, loss = config.loss, lr = config.lr, kept, job = std::move(job),
+                 turns = config.turns]() -> train_outcome {
       train_outcome out;
+      if (gpu::status s = training_turn(turns); !s) {
+        out.status = s;
+        return out;
+      }
       if (lr) {
         const bool supervised = job.objective == train_objective::cross_entropy;
         if (auto s = engine->set_learning_rate(supervised ? lr->cross_entropy : lr->policy_gradient); !s) {
@@ -191,6 +203,7 @@ struct policy_worker_state {
       // The digest of the new weights, taken on the engine thread right after the step: the
       // driver compares the data-parallel ranks' digests to catch a rank that drifted.
       out.digest = engine->weights_digest();
+      if (turns) out.turns = turns->take_figures();
       return out;
     };
     runner.run(self, std::move(work), [this, rp, step = kept->step](train_outcome r) mutable {
@@ -214,6 +227,7 @@ struct policy_worker_state {
       report.optimizer = r.optimizer;
       report.grad_norm_sum = r.grad_norm_sum;
       report.weights_digest = r.digest;
+      report.turns = r.turns;
       rp.deliver(std::move(report));
     });
     return rp;
@@ -231,13 +245,15 @@ struct policy_worker_state {
     const std::filesystem::path path(job.directory);
     const bool attestation = job.part == save_part::attestation;
     // The answer carries the digest of the weights saved (the controller compares the ranks').
-    auto work = [engine, path, attestation, name = config.name, v = job.version]() -> gpu::result<std::uint64_t> {
+    auto work = [engine, path, attestation, name = config.name, v = job.version,
+                 turns = config.turns]() -> gpu::result<std::uint64_t> {
       const std::uint64_t digest = engine->weights_digest();
       if (attestation) {
         if (gpu::status s = write_attestation(path, name, v, digest); !s) return s;
         return digest;
       }
       reach(fault_point::save_weights_before, v);
+      if (gpu::status s = training_turn(turns); !s) return s;  // a save reads the optimizer state
       if (gpu::status s = engine->save(path); !s) return s;
       reach(fault_point::save_weights_after, v);
       return digest;
@@ -273,7 +289,9 @@ struct policy_worker_state {
     auto rp = self->make_response_promise<load_report>();
     busy_with = "load";
     batch.reset();  // a step's batch belongs to the weights it was computed with
-    auto work = [engine = config.engine, dir = std::filesystem::path(job.directory)]() -> gpu::result<std::uint64_t> {
+    auto work = [engine = config.engine, dir = std::filesystem::path(job.directory),
+                 turns = config.turns]() -> gpu::result<std::uint64_t> {
+      if (gpu::status s = training_turn(turns); !s) return s;
       if (gpu::status s = engine->load(dir); !s) return s;
       return engine->weights_digest();
     };

@@ -28,6 +28,7 @@
 
 #include "actors/api/engine_call.hpp"
 #include "actors/api/policy_actor.hpp"
+#include "actors/runtime/device_turns.hpp"
 #include "gpu/comm/communicator.h"
 #include "gpu/engine/train_engine.h"
 #include "gpu/ops/pg_loss.h"
@@ -56,6 +57,10 @@ struct policy_worker_config {
   /// its rank 0, the root. None: stream is refused. Its broadcasts block until every rank takes
   /// part, so streams need engine_execution::off_scheduler (inline, stream is refused).
   std::shared_ptr<gpu::communicator> refit_group;
+  /// A colocated member's device turns (shared with its rollout worker): every engine call takes
+  /// the training turn first, and each train report carries the turns' figures. None: the
+  /// engine has its device alone.
+  std::shared_ptr<device_turns> turns;
 };
 
 /// Spawns a policy worker (an event-based actor; engine calls per config.execution). A config

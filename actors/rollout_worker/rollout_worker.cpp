@@ -76,7 +76,12 @@ struct rollout_worker_state {
     busy_with = "generate";
     const weight_version version = job.version;
     auto engine = config.engine;
-    auto work = [engine, job = std::move(job), name = config.name] { return run_generation(*engine, job, name); };
+    auto work = [engine, job = std::move(job), name = config.name,
+                 turns = config.turns]() -> gpu::result<std::vector<trajectory>> {
+      if (turns)  // a colocated member: the trainer hands the device over first
+        if (gpu::status s = turns->for_generation(); !s) return s;
+      return run_generation(*engine, job, name);
+    };
     runner.run(self, std::move(work), [this, rp, version](gpu::result<std::vector<trajectory>> r) mutable {
       call_done();
       if (!r) {

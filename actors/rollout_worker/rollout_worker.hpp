@@ -30,6 +30,7 @@
 
 #include "actors/api/engine_call.hpp"
 #include "actors/api/rollout_actor.hpp"
+#include "actors/runtime/device_turns.hpp"
 #include "gpu/comm/communicator.h"
 #include "gpu/engine/generate_engine.h"
 #include "gpu/engine/weight_manifest.h"
@@ -49,6 +50,9 @@ struct rollout_worker_config {
   /// refused).
   std::shared_ptr<gpu::communicator> refit_group;
   int refit_root = 0;  ///< the policy root's rank in refit_group
+  /// A colocated member's device turns (shared with its policy worker): a generate job takes the
+  /// generation turn first. None: the engine has its device alone.
+  std::shared_ptr<device_turns> turns;
 };
 
 /// Spawns a rollout worker (an event-based actor; engine calls per config.execution). A config

@@ -10,7 +10,9 @@
 #include <utility>
 
 #include "actors/environment/external_environment.hpp"
+#include "actors/runtime/device_turns.hpp"
 #include "actors/runtime/recipe_settings.hpp"
+#include "gpu/core/device_query.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
@@ -52,11 +54,29 @@ const char* name_of(config::environment_kind e) {
   return "?";
 }
 
-gpu::status gemma4_backend(const config::recipe_config& recipe) {
-  if (recipe.cluster.backend == config::compute_backend::cpu) return gpu::status::ok();
-  return not_built("runtime.engine: gemma4: the Gemma 4 engines run in the RL loop on cluster.backend: cpu only; "
-                   "their CUDA versions are not built yet");
+/// The weights' and activations' storage of the Gemma 4 engines: float32 on the CPU (the
+/// reference), bfloat16 on CUDA.
+gpu::dtype weight_dtype(const config::recipe_config& recipe) {
+  return recipe.cluster.backend == config::compute_backend::cuda ? gpu::dtype::bfloat16 : gpu::dtype::float32;
 }
+
+}  // namespace
+
+gpu::result<gpu::exec_context> member_context(const config::recipe_config& recipe, std::int64_t device_index) {
+  if (recipe.cluster.backend == config::compute_backend::cpu) return gpu::exec_context::cpu();
+  const gpu::backend_info b = gpu::query_backend();
+  const std::string where = "cluster.backend: cuda: this member is placed on device " + std::to_string(device_index) +
+                            " of its node";
+  if (!b.cuda_built) return not_built(where + ", but this build of tandem has no CUDA backend (build it with the CUDA toolkit)");
+  if (device_index < 0 || device_index >= static_cast<std::int64_t>(b.devices.size()))
+    return refused(where + ", but this process sees " + std::to_string(b.devices.size()) + " CUDA device" +
+                   (b.devices.size() == 1 ? "" : "s") + (b.device_problem.empty() ? "" : " (" + b.device_problem + ")"));
+  gpu::exec_context ctx;
+  ctx.dev = gpu::device::cuda(static_cast<int>(device_index));
+  return ctx;
+}
+
+namespace {
 
 /// A train engine whose deleter keeps `keep` (what the engine reads through a raw pointer: its
 /// data-parallel group) alive as long as the engine, so a member that ends mid-step never leaves
@@ -141,19 +161,24 @@ gpu::result<member_engines> make_fake_engines(const config::recipe_config& recip
     g.bucket_bytes = refit_bucket_bytes(recipe);
     g.verify_checksums = false;  // the rollout worker checks every bucket's checksum itself
     auto generator = std::make_shared<gpu::fake_generate_engine>(g);
-    if (trainer && recipe.policy.generation.colocated) {
-      if (gpu::status s = generator->share_weights(trainer->shared_weights()); !s) return s;
-    }
     out.rollout_layout = generator->manifest();
-    out.generate = std::move(generator);
+    out.generate = generator;
+    if (trainer && recipe.policy.generation.colocated) {
+      const auto shared = [&]() -> gpu::result<std::shared_ptr<gpu::generate_engine>> {
+        if (gpu::status s = generator->share_weights(trainer->shared_weights()); !s) return s;
+        return std::shared_ptr<gpu::generate_engine>(generator);
+      };
+      auto turns = device_turns::create(trainer, shared, gpu::exec_context::cpu(), recipe.policy.offload_optimizer_for_generation);
+      if (!turns) return turns.error();
+      out.turns = std::move(*turns);
+    }
   }
   return out;
 }
 
-gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& recipe, bool policy, bool rollout,
-                                                std::shared_ptr<gpu::communicator> data_parallel,
+gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& recipe, const gpu::exec_context& ctx, bool policy,
+                                                bool rollout, std::shared_ptr<gpu::communicator> data_parallel,
                                                 const gpu::train_engine_options& train) {
-  if (gpu::status s = gemma4_backend(recipe); !s) return s;
   const bool colocated = policy && rollout && recipe.policy.generation.colocated;
   member_engines out;
   out.data_parallel = std::move(data_parallel);
@@ -162,7 +187,7 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
   if (policy) {
     auto source = open_policy_checkpoint(recipe);
     if (!source) return source.error();
-    auto engine = gpu::gemma4_train_engine::create(gpu::exec_context::cpu(), std::move(*source), train, out.data_parallel.get());
+    auto engine = gpu::gemma4_train_engine::create(ctx, std::move(*source), train, out.data_parallel.get());
     if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the train engine: " + engine.error().message());
     trainer = holding(std::move(*engine), out.data_parallel);
     out.train = trainer;
@@ -170,7 +195,7 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
     if (wants_reference(recipe)) {
       auto again = open_policy_checkpoint(recipe);
       if (!again) return again.error();
-      auto reference = gpu::gemma4_train_engine::create(gpu::exec_context::cpu(), std::move(*again), train, nullptr);
+      auto reference = gpu::gemma4_train_engine::create(ctx, std::move(*again), train, nullptr);
       if (!reference)
         return refused("policy.model_name: " + recipe.policy.model_name + ": the reference policy: " + reference.error().message());
       out.reference = std::shared_ptr<gpu::gemma4_train_engine>(std::move(*reference));
@@ -178,24 +203,37 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
     }
   }
   if (rollout) {
-    auto source = open_policy_checkpoint(recipe);
-    if (!source) return source.error();
-    auto options = generate_settings(recipe, *source, colocated);
-    if (!options) return options.error();
-    const std::vector<std::int32_t> eos = eos_ids(source->config);
-    auto engine = gpu::gemma4_generate_engine::create(gpu::exec_context::cpu(), std::move(*source), *options);
-    if (!engine) return refused("policy.model_name: " + recipe.policy.model_name + ": the generate engine: " + engine.error().message());
-    out.rollout_layout = (*engine)->manifest();
-    std::shared_ptr<gpu::generate_engine> generator;
-    if (colocated) {
-      if (gpu::status s = (*engine)->share_weights(trainer->shared_weights()); !s) return s;
-      generator = holding(std::move(*engine), trainer);  // it reads the trainer's weights: the trainer outlives it
-    } else {
-      generator = std::shared_ptr<gpu::gemma4_generate_engine>(std::move(*engine));
+    const auto make_generator = [&]() -> gpu::result<std::shared_ptr<gpu::generate_engine>> {
+      auto source = open_policy_checkpoint(recipe);
+      if (!source) return source.error();
+      auto options = generate_settings(recipe, *source, colocated);
+      if (!options) return options.error();
+      const std::vector<std::int32_t> eos = eos_ids(source->config);
+      auto engine = gpu::gemma4_generate_engine::create(ctx, std::move(*source), *options);
+      if (!engine)
+        return refused("policy.model_name: " + recipe.policy.model_name + ": the generate engine: " + engine.error().message());
+      out.rollout_layout = (*engine)->manifest();
+      std::shared_ptr<gpu::generate_engine> generator;
+      if (colocated) {
+        if (gpu::status s = (*engine)->share_weights(trainer->shared_weights()); !s) return s;
+        generator = holding(std::move(*engine), trainer);  // it reads the trainer's weights: the trainer outlives it
+      } else {
+        generator = std::shared_ptr<gpu::gemma4_generate_engine>(std::move(*engine));
+      }
+      if (!recipe.policy.generation.stop_token_ids && !eos.empty())
+        generator = std::make_shared<with_eos_stops>(std::move(generator), eos);
+      return generator;
+    };
+    if (!colocated) {
+      auto generator = make_generator();
+      if (!generator) return generator.error();
+      out.generate = std::move(*generator);
+      return out;
     }
-    if (!recipe.policy.generation.stop_token_ids && !eos.empty())
-      generator = std::make_shared<with_eos_stops>(std::move(generator), eos);
-    out.generate = std::move(generator);
+    auto turns = device_turns::create(trainer, make_generator, ctx, recipe.policy.offload_optimizer_for_generation);
+    if (!turns) return turns.error();
+    out.generate = (*turns)->generator();
+    out.turns = std::move(*turns);
   }
   return out;
 }
@@ -203,12 +241,17 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
 }  // namespace
 
 gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
-                                         std::shared_ptr<gpu::communicator> data_parallel) {
+                                         std::shared_ptr<gpu::communicator> data_parallel, std::int64_t device_index) {
   const gpu::train_engine_options train = train_engine_settings(recipe);
   if (gpu::status s = gpu::check_train_engine_options("policy", train); !s) return s;
-  if (recipe.runtime.engine == config::engine_kind::fake)
+  if (recipe.runtime.engine == config::engine_kind::fake) {
+    if (recipe.cluster.backend != config::compute_backend::cpu)
+      return not_built("runtime.engine: fake: the fake engines run on cluster.backend: cpu only");
     return make_fake_engines(recipe, policy, rollout, std::move(data_parallel), train);
-  return make_gemma4_engines(recipe, policy, rollout, std::move(data_parallel), train);
+  }
+  auto ctx = member_context(recipe, device_index);
+  if (!ctx) return ctx.error();
+  return make_gemma4_engines(recipe, *ctx, policy, rollout, std::move(data_parallel), train);
 }
 
 gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config& recipe) {
@@ -219,7 +262,7 @@ gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config&
                    ": no such directory; the Gemma 4 engines load a local checkpoint directory (`tandem run` resolves a "
                    "path relative to the recipe, a preset or a model in the local Hugging Face cache to one before any "
                    "member starts; nothing is downloaded)");
-  auto c = gpu::open_checkpoint(name, gpu::dtype::float32);
+  auto c = gpu::open_checkpoint(name, weight_dtype(recipe));
   if (!c) return refused("policy.model_name: " + c.error().message());
   if (!c->files)
     return refused("policy.model_name: " + name +
@@ -239,16 +282,21 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
   // prefix holder's partial block: the room a request needs alone.
   const std::int64_t B = o.kv_block_size;
   const std::int64_t per_sequence = (o.max_sequence_length + B - 1) / B + 2;
-  const std::int64_t block = gpu::kv_block_bytes(model.config, gpu::dtype::float32, B);
+  const gpu::dtype stored = weight_dtype(recipe);
+  const std::int64_t block = gpu::kv_block_bytes(model.config, stored, B);
   const double wanted = static_cast<double>(o.max_num_sequences) * static_cast<double>(per_sequence * block);
   // What the memory plan leaves generation: the usable share of the device, less the weights
-  // (twice on a dedicated generator, which stages a refit's copy) and a colocated trainer's state.
+  // (twice on a dedicated generator, which stages a refit's copy) and what a colocated trainer
+  // keeps on the device while it generates: its gradients (the weights' dtype, zero between
+  // steps), a master copy where master_weights_dtype differs from the weights' and the AdamW
+  // moments, unless policy.offload_optimizer_for_generation moves them to host memory.
   const double elements = static_cast<double>(model.layout.total_elements);
+  const double width = static_cast<double>(gpu::size_of(stored));
   const gpu::train_engine_options t = train_engine_settings(recipe);
-  double resident = elements * 4.0 * (colocated_trainer ? 1.0 : 2.0);
-  if (colocated_trainer) {
-    const std::int64_t master = t.master_dtype == gpu::dtype::float32 ? 0 : state_bytes(t.master_dtype);
-    resident += elements * static_cast<double>(4 + state_bytes(t.first_moment_dtype) + state_bytes(t.second_moment_dtype) + master);
+  double resident = elements * width * (colocated_trainer ? 1.0 : 2.0);
+  if (colocated_trainer && !p.offload_optimizer_for_generation) {
+    const std::int64_t master = t.master_dtype == stored ? 0 : state_bytes(t.master_dtype);
+    resident += elements * (width + static_cast<double>(state_bytes(t.first_moment_dtype) + state_bytes(t.second_moment_dtype) + master));
   }
   const double usable = p.generation.gpu_memory_utilization * recipe.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   const double allowed = usable - resident;
@@ -274,7 +322,6 @@ gpu::result<std::vector<std::vector<std::int32_t>>> parity_prompt_set(const conf
                                                                       std::uint64_t seed, std::size_t count) {
   if (recipe.runtime.engine == config::engine_kind::fake)
     return gpu::parity_prompts(seed, count, fake_model_of(recipe).vocab);
-  if (gpu::status s = gemma4_backend(recipe); !s) return s;
   // The controller loads no weights: the vocabulary and the special ids come from config.json.
   auto c = gpu::load_model_config(recipe.policy.model_name);
   if (!c)

@@ -6,8 +6,10 @@
 //
 //   runtime.engine      fake: fake_train_engine / fake_generate_engine over the fake model
 //                       (runtime.fake_weight_mb, grpo.seed, policy.max_total_sequence_length)
-//                       gemma4 (cluster.backend cpu): cpu_train_engine / gemma4_generate_engine in
-//                       float32 over the checkpoint directory policy.model_name (below)
+//                       gemma4: gemma4_train_engine / gemma4_generate_engine over the checkpoint
+//                       directory policy.model_name (below), in float32 on cluster.backend cpu,
+//                       in bfloat16 on cluster.backend cuda (the member's device of the placement
+//                       plan, member_context)
 //   the parity task     its prompts (gpu/engine/parity_task.h) over the engines' vocabulary, its
 //                       held-out prompts (another seed) and its reward; the external environment's
 //                       scoring; the run's task as a whole (datasets, arithmetic, math) is
@@ -27,8 +29,9 @@
 // a fork and a prefix holder on top), so a step's rollouts never preempt one another. That is
 // capped by what the memory plan gives generation (orchestration/topology/memory_plan.h):
 // policy.generation.gpu_memory_utilization x cluster.device_memory_gib, less the generator's
-// float32 weights (twice on a dedicated rollout member, which stages a refit's copy beside the
-// live one) and, colocated, the trainer's gradients and optimizer state beside the shared weights
+// weights (twice on a dedicated rollout member, which stages a refit's copy beside the live one)
+// and, colocated, the trainer's gradients and optimizer state beside the shared weights unless
+// policy.offload_optimizer_for_generation moves them off the device while it generates
 // (activations and scratch are not counted). Under the cap the generator preempts and recomputes
 // sequences instead; a cap that cannot hold one full-length sequence is refused naming the keys.
 //
@@ -42,7 +45,9 @@
 #include <vector>
 
 #include "actors/environment/scoring.hpp"
+#include "actors/runtime/device_turns.hpp"
 #include "gpu/comm/communicator.h"
+#include "gpu/core/exec_context.h"
 #include "gpu/core/status.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/generate_engine.h"
@@ -64,18 +69,27 @@ struct member_engines {
   /// A hash of the trainer's weights now (0: the engine offers none); called between engine calls.
   std::function<std::uint64_t()> weights_digest;
   std::shared_ptr<gpu::communicator> data_parallel;  ///< kept alive as long as the trainer uses it
+  /// Colocated (one member hosting both engines): their turns on the device, shared by its
+  /// policy worker and rollout worker (device_turns.hpp). Null otherwise.
+  std::shared_ptr<device_turns> turns;
 };
 
-/// The engines for a member hosting a policy rank and/or a rollout worker. Colocated: the
+/// The engines for a member hosting a policy rank and/or a rollout worker, on its device
+/// `device_index` of its node (the placement plan's; cluster.backend cuda only). Colocated: the
 /// generator reads the trainer's weights in place. `data_parallel` is the ring of the policy ranks
-/// (null for a single rank). Fails (unsupported) for runtime.engine gemma4 on cluster.backend
-/// cuda, (invalid_argument) for a fake model, a checkpoint, a KV budget or train options the
-/// engines refuse, each naming the recipe key.
+/// (null for a single rank). Fails (unsupported) for the fake engines on cuda or a build without
+/// CUDA, (invalid_argument) for a device this process cannot see, a fake model, a checkpoint, a KV
+/// budget or train options the engines refuse, each naming the recipe key.
 gpu::result<member_engines> make_engines(const config::recipe_config& recipe, bool policy, bool rollout,
-                                         std::shared_ptr<gpu::communicator> data_parallel);
+                                         std::shared_ptr<gpu::communicator> data_parallel, std::int64_t device_index = 0);
+
+/// Where a member's engines compute: the CPU on cluster.backend cpu; on cuda, CUDA device
+/// `device_index` (the placement plan's local index), refused (unsupported) in a build without
+/// CUDA and (invalid_argument) when this process does not see that device, naming both.
+gpu::result<gpu::exec_context> member_context(const config::recipe_config& recipe, std::int64_t device_index);
 
 /// runtime.engine gemma4: the checkpoint policy.model_name names, opened as the engines open it
-/// (every header and name checked, no weight read); invalid_argument "policy.model_name: ..." for
+/// (for float32 on the CPU, bfloat16 on CUDA; every header and name checked, no weight read); invalid_argument "policy.model_name: ..." for
 /// a name that is no directory, a broken checkpoint or a directory with a config.json only.
 /// `tandem run` calls it before any member starts.
 gpu::result<gpu::checkpoint> open_policy_checkpoint(const config::recipe_config& recipe);

@@ -81,6 +81,7 @@ class gemma4_train_engine final : public train_engine {
   status offload_state() override;
   status restore_state() override;
   train_memory_state memory_state() const override { return state_; }
+  std::int64_t offloaded_state_bytes() const override { return memory().optimizer; }
   weight_source shared_weights() const override;
 
   const model_config& config() const { return source_.config; }

@@ -198,6 +198,9 @@ class train_engine {
   virtual status offload_state() = 0;
   virtual status restore_state() = 0;
   virtual train_memory_state memory_state() const = 0;
+  /// Bytes offload_state() copies to host memory and restore_state() copies back (the optimizer
+  /// state: moments and a separate master; 0 for an engine that keeps none on its device).
+  virtual std::int64_t offloaded_state_bytes() const = 0;
 
   /// The live weights, tensor by tensor in manifest order, for a colocated generator to read in
   /// place (weight_source.h). The addresses stay valid and fixed for the engine's lifetime:

@@ -178,7 +178,7 @@ void declare_policy(schema& s) {
       .not_built_unless([](const R& r) { return r.policy.offload_optimizer_for_logprob; }, false, "true", "offloading the optimizer state for the logprob pass is not built yet");
   key(s, "policy.offload_optimizer_for_generation", "Colocated: move optimizer state to host memory while generating")
       .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_generation; })
-      .not_built_unless([](const R& r) { return r.policy.offload_optimizer_for_generation; }, false, "true", "offloading the optimizer state while generating is not built yet");
+      .shown_by("tests/integration/runtime/gemma4_run_test.cpp: offloading_the_optimizer_state_while_generating_changes_no_bit_of_a_colocated_run_and_records_the_turns; tests/gpu/runtime/colocated_cuda_run_test.cpp: a_colocated_run_on_one_gpu_generates_every_step_with_the_weights_the_trainer_just_produced");
   key(s, "policy.recompute_granularity", "Activation recompute in backward: none (every activation and the head's logits kept), selective (attention and MLP insides), full (whole layers)")
       .choice<recompute_granularity>({{"none", recompute_granularity::none},
                                       {"selective", recompute_granularity::selective},
@@ -366,7 +366,10 @@ void declare_cluster(schema& s) {
   key(s, "cluster.backend", "Compute backend: cuda (bf16, GPUs) or cpu (float32 reference)")
       .choice<compute_backend>({{"cuda", compute_backend::cuda}, {"cpu", compute_backend::cpu}}, "cuda",
                                [](R& r) -> auto& { return r.cluster.backend; })
-      .not_built_unless([](const R& r) { return r.cluster.backend; }, compute_backend::cpu, "cuda", "the CUDA engines are not built yet");
+      .not_built_when([](const R& r) { return r.cluster.backend == compute_backend::cuda && r.cluster.num_nodes * r.cluster.gpus_per_node > 1; },
+                      "cuda", "on CUDA the RL loop runs on one device (cluster.num_nodes 1, cluster.gpus_per_node 1, policy and "
+                      "rollout colocated); refits and gradients between devices over NCCL are not built yet")
+      .shown_by("tests/gpu/runtime/colocated_cuda_run_test.cpp: a_colocated_run_on_one_gpu_generates_every_step_with_the_weights_the_trainer_just_produced; tests/unit/actors/runtime/engine_factory_test.cpp: gemma4_on_cuda_without_the_members_device_is_refused_naming_the_device_and_what_the_process_sees");
   key(s, "cluster.num_nodes", "Nodes in the job").integer(1).at_least(1)
       .to([](R& r) -> auto& { return r.cluster.num_nodes; })
       .shown_by("tests/unit/orchestration/topology/placement_test.cpp: dedicated_generation_on_several_nodes_puts_whole_training_nodes_first_then_rollout_nodes").at_most(65536);
@@ -389,11 +392,11 @@ void declare_cluster(schema& s) {
 }
 
 void declare_runtime(schema& s) {
-  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model of policy.model_name; cluster.backend cpu) or fake (deterministic stand-ins that exercise the runtime; they ignore the model's own settings)")
+  key(s, "runtime.engine", "Engines behind the actors: gemma4 (the model of policy.model_name: float32 on cluster.backend cpu, bfloat16 on cuda) or fake (deterministic stand-ins that exercise the runtime; they ignore the model's own settings)")
       .choice<engine_kind>({{"gemma4", engine_kind::gemma4}, {"fake", engine_kind::fake}}, "gemma4",
                            [](R& r) -> auto& { return r.runtime.engine; })
-      .not_built_when([](const R& r) { return r.runtime.engine == engine_kind::gemma4 && r.cluster.backend == compute_backend::cuda; },
-                      "gemma4", "the Gemma 4 engines run in the RL loop on cluster.backend: cpu only; their CUDA versions are not built yet")
+      .not_built_when([](const R& r) { return r.runtime.engine == engine_kind::fake && r.cluster.backend == compute_backend::cuda; },
+                      "fake", "the fake engines run on cluster.backend: cpu only")
       .shown_by("tests/unit/actors/runtime/engine_factory_test.cpp: runtime_engine_gemma4_builds_the_cpu_engines_over_the_checkpoint_that_policy_model_name_names; tests/integration/runtime/gemma4_run_test.cpp: a_colocated_gemma4_run_trains_every_step_with_identical_policy_ranks_and_generates_with_the_newest_weights; tests/integration/runtime/gemma4_run_test.cpp: colocated_and_dedicated_gemma4_runs_of_one_recipe_and_seed_give_bitwise_identical_generations_and_metrics");
   key(s, "runtime.fake_weight_mb", "Fake engines: size of the fake model's weights in MiB").integer(16).at_least(1)
       .at_most(65536).to([](R& r) -> auto& { return r.runtime.fake_weight_mb; }).gemma4_ignores()

@@ -53,7 +53,8 @@ namespace tandem::control {
 /// (the engine's state, or a data-parallel rank's attestation of a step checkpoint) and answers
 /// the weights digest; load_request and load_result (a resumed run's ranks load a checkpoint).
 /// Version 10: shutdown says whether the run failed (the members of a failed run exit with 1).
-inline constexpr std::uint16_t protocol_version = 10;
+/// Version 11: a train result carries the colocated member's device turns (plain::device_turn_figures).
+inline constexpr std::uint16_t protocol_version = 11;
 
 /// Every message kind, closed: a frame of any other kind is refused. Values are the wire codes
 /// (0 is never sent). Each line: sender -> receiver, when; the reply it expects.

@@ -1,6 +1,6 @@
-// The per-phase memory estimate. Conventions: compute dtype bfloat16 on cuda, float32 on cpu;
-// parameters, gradients and optimizer state are sharded over data-parallel ranks and gathered one
-// unit (layer or embedding table) at a time, double-buffered; gradients reduce into float32 shards.
+// The per-phase memory estimate. Conventions: compute dtype bfloat16 on cuda, float32 on cpu, the
+// weights and their gradients in it; parameters, gradients and optimizer state are sharded over
+// data-parallel ranks and gathered one unit (layer or embedding table) at a time, double-buffered.
 #include "orchestration/topology/memory_plan.h"
 
 #include <cmath>
@@ -41,8 +41,9 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
   const double dp = static_cast<double>(std::max<std::int64_t>(w.data_parallel_size, 1));
   const std::string shard = dp > 1 ? ", 1/" + std::to_string(static_cast<long long>(dp)) + " shard" : "";
   const auto& opt = c.policy.optimizer;
-  // On cpu the float32 parameters are the master weights; on cuda a separate copy unless bf16.
-  const double master = (cuda || opt.master_weights_dtype != state_dtype::float32) ? bytes_of(opt.master_weights_dtype) : 0;
+  // The parameters are the master weights when master_weights_dtype is their dtype (bfloat16 on
+  // cuda, float32 on cpu); otherwise the master is a separate copy in its own dtype.
+  const double master = bytes_of(opt.master_weights_dtype) == cb ? 0 : bytes_of(opt.master_weights_dtype);
   const double moments = bytes_of(opt.first_moment_dtype) + bytes_of(opt.second_moment_dtype);
   const double seq = static_cast<double>(c.policy.max_total_sequence_length);
   const double V = static_cast<double>(m.vocab_size);
@@ -61,7 +62,7 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
   const double train_tokens = static_cast<double>(c.policy.train_micro_batch_size) * seq;
 
   plan.training.phase = "training";
-  plan.training.items = {params, gathered, {"gradients (float32" + shard + ")", P * 4.0 / dp}, master_item, moment_item,
+  plan.training.items = {params, gathered, {std::string("gradients (") + compute_name + shard + ")", P * cb / dp}, master_item, moment_item,
                          {"activations (" + std::to_string(static_cast<long long>(train_tokens)) + " tokens per micro-batch)",
                           train_tokens * saved * cb},
                          {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
@@ -100,12 +101,13 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
     }
   }
   const double usable = plan.device_bytes * c.policy.generation.gpu_memory_utilization;
-  plan.kv_cache_bytes = usable - plan.generation.total_bytes();
   // A sequence of the longest allowed length: full layers cache every position, sliding layers
-  // at most the window.
+  // at most the window. The generator makes no more cache than max_num_sequences of them need.
   const double per_sequence =
       cb * (static_cast<double>(m.kv_elements_per_token_full) * seq +
             static_cast<double>(m.kv_elements_per_token_sliding) * std::min(seq, static_cast<double>(m.sliding_window)));
+  plan.kv_cache_bytes = std::min(usable - plan.generation.total_bytes(),
+                                 static_cast<double>(c.policy.generation.max_num_sequences) * per_sequence);
   plan.kv_cache_sequences = plan.kv_cache_bytes > 0 && per_sequence > 0 ? plan.kv_cache_bytes / per_sequence : 0;
   plan.kv_cache_tokens = plan.kv_cache_sequences * seq;
   char utilization[16];

@@ -29,7 +29,8 @@ struct memory_plan {
   phase_budget training;              ///< on each policy device
   phase_budget logprobs;              ///< on each policy device
   phase_budget generation;            ///< on each rollout device, KV cache last
-  double kv_cache_bytes = 0;          ///< what generation leaves for the KV cache (may be < 0)
+  double kv_cache_bytes = 0;          ///< the KV cache: what generation leaves for it (may be < 0), at most what
+                                      ///< policy.generation.max_num_sequences full-length sequences need
   double kv_cache_sequences = 0;      ///< sequences of max_total_sequence_length that fit in it
   double kv_cache_tokens = 0;         ///< kv_cache_sequences x max_total_sequence_length
   std::vector<std::string> warnings;  ///< phases over budget, a KV cache too small for one sequence

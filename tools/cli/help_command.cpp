@@ -314,8 +314,8 @@ recipe, then the overrides, over the schema defaults. Prints the result as YAML,
 commented with the file:line:column (or override) that set it. On errors prints every one as
   FILE:LINE:COLUMN: error: KEY.PATH: MESSAGE
 and exits 1 (a report shows the first 50 errors and counts the rest). A well-formed recipe that
-asks for something this build cannot run yet (dynamic sampling, datasets, checkpoints, the CUDA
-engines, ...) still validates, with one note per such setting on stderr:
+asks for something this build cannot run yet (context parallelism, CUDA over several devices,
+...) still validates, with one note per such setting on stderr:
   FILE:LINE:COLUMN: note: KEY.PATH: VALUE: what is not built
 `tandem run` refuses it with the same list. With runtime.engine: fake, settings only the Gemma 4
 engines read are noted as ignored. --minimize prints the recipe's keys whose value equals what it

@@ -74,6 +74,8 @@ class fake_train_engine final : public train_engine {
   status offload_state() override;
   status restore_state() override;
   train_memory_state memory_state() const override { return state_; }
+  /// The fake engine keeps no optimizer state.
+  std::int64_t offloaded_state_bytes() const override { return 0; }
   weight_source shared_weights() const override;
 
   /// The options in use (after normalized()).

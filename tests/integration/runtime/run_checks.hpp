@@ -47,6 +47,46 @@ inline std::vector<json> records(const std::filesystem::path& file) {
 
 inline std::uint64_t digest(const json& hex) { return std::stoull(hex.get<std::string>(), nullptr, 16); }
 
+/// Step `step`'s trajectories (generations.jsonl's step numbers, from 1) generated again outside
+/// the run by the generator make_engines builds from `config` (policy.model_name: the weights the
+/// step was generated with; its backend, device 0), each request at the coordinates the run
+/// recorded and in the run's order: one line per trajectory whose tokens differ (empty: none).
+inline std::vector<std::string> regenerated_differently(const tandem::config::recipe_config& config,
+                                                        const std::vector<json>& generations, int step) {
+  auto generator = tandem::make_engines(config, false, true, nullptr);
+  BOOST_TEST_REQUIRE(bool(generator), (generator ? std::string() : generator.error().message()));
+  std::vector<tandem::gpu::generation_request> requests;
+  std::vector<std::vector<std::int32_t>> recorded;
+  for (const json& t : generations) {
+    if (t["step"].get<int>() != step) continue;
+    tandem::gpu::generation_request r;
+    r.id = requests.size();
+    r.prompt = t["prompt"].get<std::vector<std::int32_t>>();
+    r.sampling = tandem::sampling_settings(config);
+    r.rng = {t["rng"]["seed"].get<std::uint64_t>(), t["rng"]["step"].get<std::uint32_t>(), t["rng"]["round"].get<std::uint32_t>(),
+             t["rng"]["prompt"].get<std::uint32_t>(), t["rng"]["sample"].get<std::uint32_t>(), 0};
+    r.max_new_tokens = static_cast<std::int32_t>(config.policy.generation.max_new_tokens);
+    requests.push_back(std::move(r));
+    recorded.push_back(t["tokens"].get<std::vector<std::int32_t>>());
+  }
+  BOOST_TEST_REQUIRE(!requests.empty(), "no trajectory of step " << step);
+  const auto submitted = generator->generate->submit(requests);
+  BOOST_TEST_REQUIRE(bool(submitted), submitted.message());
+  std::vector<std::vector<std::int32_t>> again(requests.size());
+  for (;;) {
+    auto left = generator->generate->step();
+    BOOST_TEST_REQUIRE(bool(left), (left ? std::string() : left.error().message()));
+    for (auto& f : generator->generate->collect()) again[f.id] = f.tokens;
+    if (*left == 0) break;
+  }
+  std::vector<std::string> differing;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    if (again[i] != recorded[i])
+      differing.push_back("step " + std::to_string(step) + " trajectory " + std::to_string(i) + ": " +
+                          json(recorded[i]).dump() + " in the run, " + json(again[i]).dump() + " again");
+  return differing;
+}
+
 /// The recipe as the run resolved it (for the fake model's options and the sampling settings).
 inline tandem::config::recipe_config resolved(const std::string& recipe, const std::vector<std::string>& overrides) {
   auto r = tandem::config::resolve_recipe(recipe, overrides);

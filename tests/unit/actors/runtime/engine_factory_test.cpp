@@ -15,6 +15,7 @@
 
 #include "actors/runtime/engine_factory.hpp"
 #include "actors/runtime/recipe_settings.hpp"
+#include "gpu/core/device_query.h"
 #include "gpu/engine/gemma4_generate_engine.h"
 #include "gpu/engine/gemma4_train_engine.h"
 #include "gpu/engine/fake/fake_generate_engine.h"
@@ -153,16 +154,34 @@ BOOST_AUTO_TEST_CASE(runtime_engine_gemma4_builds_the_cpu_engines_over_the_check
   BOOST_TEST((rollout_only->rollout_layout == trainer->manifest()));
 }
 
-BOOST_AUTO_TEST_CASE(gemma4_on_cuda_is_refused_as_not_built_naming_the_backend) {
+BOOST_AUTO_TEST_CASE(gemma4_on_cuda_without_the_members_device_is_refused_naming_the_device_and_what_the_process_sees) {
   auto recipe = gemma4_recipe({});
+  recipe.cluster.backend = tc::compute_backend::cuda;
+  const tg::backend_info b = tg::query_backend();
+  const auto engines = tandem::make_engines(recipe, true, true, nullptr, static_cast<std::int64_t>(b.devices.size()));
+  BOOST_TEST_REQUIRE(!engines);
+  if (!b.cuda_built) {
+    BOOST_TEST((engines.error().code() == tg::status_code::unsupported));
+    BOOST_TEST(engines.error().message().find("this build of tandem has no CUDA backend") != std::string::npos,
+               engines.error().message());
+    return;
+  }
+  BOOST_TEST((engines.error().code() == tg::status_code::invalid_argument));
+  const std::string prefix = "cluster.backend: cuda: this member is placed on device " + std::to_string(b.devices.size()) +
+                             " of its node, but this process sees " + std::to_string(b.devices.size()) + " CUDA device";
+  BOOST_TEST(engines.error().message().starts_with(prefix), engines.error().message());
+  // The controller loads no weights: the parity prompts come from config.json on any backend.
+  BOOST_TEST(bool(tandem::training_prompts(recipe)));
+}
+
+BOOST_AUTO_TEST_CASE(the_fake_engines_on_cuda_are_refused_as_not_built) {
+  auto recipe = gemma4_recipe({});
+  recipe.runtime.engine = tc::engine_kind::fake;
   recipe.cluster.backend = tc::compute_backend::cuda;
   const auto engines = tandem::make_engines(recipe, true, true, nullptr);
   BOOST_TEST_REQUIRE(!engines);
   BOOST_TEST((engines.error().code() == tg::status_code::unsupported));
-  BOOST_TEST(engines.error().message() ==
-             "runtime.engine: gemma4: the Gemma 4 engines run in the RL loop on cluster.backend: cpu only; their CUDA "
-             "versions are not built yet");
-  BOOST_TEST(refusal(tandem::training_prompts(recipe)) == engines.error().message());
+  BOOST_TEST(engines.error().message() == "runtime.engine: fake: the fake engines run on cluster.backend: cpu only");
 }
 
 BOOST_AUTO_TEST_CASE(a_name_that_is_no_checkpoint_directory_is_refused_naming_policy_model_name) {

@@ -13,41 +13,50 @@ BOOST_AUTO_TEST_SUITE(not_built_test)
 
 BOOST_AUTO_TEST_CASE(a_not_built_setting_is_located_where_the_recipe_sets_it_and_a_parents_where_the_parent_does) {
   temp_dir d;
-  d.write("parent.yaml", "policy:\n  offload_optimizer_for_generation: true\n");
+  d.write("parent.yaml", "policy:\n  offload_optimizer_for_logprob: true\n");
   const auto child = d.write("child.yaml",
                              "defaults: parent.yaml\npolicy:\n  model_name: tiny-all\n  context_parallel_size: 2\n"
                              "runtime:\n  engine: fake\ncluster:\n  backend: cpu\n");
   const resolution r = resolve_recipe(child);
   BOOST_TEST_REQUIRE(r.errors.empty(), to_string(r.errors));
   BOOST_TEST(to_notes(unbuilt_settings(*r.recipe)) ==
-             d.path().string() + "/parent.yaml:2:37: note: policy.offload_optimizer_for_generation: true: offloading the "
-                                     "optimizer state while generating is not built yet\n" +
+             d.path().string() + "/parent.yaml:2:34: note: policy.offload_optimizer_for_logprob: true: offloading the "
+                                     "optimizer state for the logprob pass is not built yet\n" +
                  child + ":4:26: note: policy.context_parallel_size: 2: context parallelism is not built yet\n");
 }
 
 BOOST_AUTO_TEST_CASE(a_default_that_asks_for_something_not_built_names_the_recipe_and_says_it_is_the_default) {
   temp_dir d;
-  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\nruntime:\n  engine: fake\n");
+  const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\n");
   const resolution res = resolve_recipe(r);
   BOOST_TEST_REQUIRE(res.errors.empty(), to_string(res.errors));
   const config_errors found = unbuilt_settings(*res.recipe);
   BOOST_TEST_REQUIRE(found.size() == 1u, to_notes(found));
-  BOOST_TEST(found[0].to_string() == r + ": error: cluster.backend: cuda (the default): the CUDA engines are not built yet",
+  BOOST_TEST(found[0].to_string() == r + ": error: cluster.backend: cuda (the default): on CUDA the RL loop runs on one device "
+                                         "(cluster.num_nodes 1, cluster.gpus_per_node 1, policy and rollout colocated); refits "
+                                         "and gradients between devices over NCCL are not built yet",
              found[0].to_string());
 }
 
-BOOST_AUTO_TEST_CASE(the_gemma4_engines_are_built_for_the_cpu_backend_and_refused_on_cuda_saying_why) {
+BOOST_AUTO_TEST_CASE(the_gemma4_engines_run_on_the_cpu_and_on_one_cuda_device_and_the_fake_engines_on_the_cpu_only) {
   temp_dir d;
   const auto r = d.write("r.yaml", "policy:\n  model_name: tiny-all\ncluster:\n  backend: cpu\n");
   const resolution cpu = resolve_recipe(r);
   BOOST_TEST_REQUIRE(cpu.errors.empty(), to_string(cpu.errors));
   BOOST_TEST(to_notes(unbuilt_settings(*cpu.recipe)) == "");  // runtime.engine: gemma4, the default, runs on the CPU
-  const resolution cuda = resolve_recipe(r, {"cluster.backend=cuda"});
-  BOOST_TEST_REQUIRE(cuda.errors.empty(), to_string(cuda.errors));
-  BOOST_TEST(to_notes(unbuilt_settings(*cuda.recipe)) ==
-             "override 1 'cluster.backend=cuda': note: cluster.backend: cuda: the CUDA engines are not built yet\n" + r +
-                 ": note: runtime.engine: gemma4 (the default): the Gemma 4 engines run in the RL loop on cluster.backend: "
-                 "cpu only; their CUDA versions are not built yet\n");
+  const resolution one_gpu = resolve_recipe(r, {"cluster.backend=cuda", "cluster.gpus_per_node=1"});
+  BOOST_TEST_REQUIRE(one_gpu.errors.empty(), to_string(one_gpu.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*one_gpu.recipe)) == "");
+  const resolution fake = resolve_recipe(r, {"cluster.backend=cuda", "cluster.gpus_per_node=1", "runtime.engine=fake"});
+  BOOST_TEST_REQUIRE(fake.errors.empty(), to_string(fake.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*fake.recipe)) ==
+             "override 3 'runtime.engine=fake': note: runtime.engine: fake: the fake engines run on cluster.backend: cpu only\n");
+  const resolution two_gpus = resolve_recipe(r, {"cluster.backend=cuda", "cluster.gpus_per_node=2"});
+  BOOST_TEST_REQUIRE(two_gpus.errors.empty(), to_string(two_gpus.errors));
+  BOOST_TEST(to_notes(unbuilt_settings(*two_gpus.recipe)) ==
+             "override 1 'cluster.backend=cuda': note: cluster.backend: cuda: on CUDA the RL loop runs on one device "
+             "(cluster.num_nodes 1, cluster.gpus_per_node 1, policy and rollout colocated); refits and gradients between "
+             "devices over NCCL are not built yet\n");
 }
 
 BOOST_AUTO_TEST_CASE(an_override_that_turns_on_something_not_built_is_named_as_the_override) {

@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(every_kind_has_a_round_trip_case_above_and_default_messages
 
 BOOST_AUTO_TEST_CASE(the_header_and_a_heartbeat_body_are_laid_out_as_codec_hpp_documents) {
   const tc::frame f = encoded(tc::heartbeat{.sender_rank = -1, .sequence = 0x0102030405060708ull});
-  const std::vector<int> expected = {'T', 'N', 'D', 'M', 10, 0, 3, 0, 12, 0, 0, 0,        // header (protocol 10)
+  const std::vector<int> expected = {'T', 'N', 'D', 'M', 11, 0, 3, 0, 12, 0, 0, 0,        // header (protocol 11)
                                      0xFF, 0xFF, 0xFF, 0xFF,                              // sender_rank -1
                                      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01};     // sequence
   std::vector<int> got;
@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_frame_of_another_protocol_version_is_refused_naming_both_
   BOOST_TEST((e.code == tc::codec_errc::version_mismatch));
   BOOST_TEST(e.offset == 4u);
   BOOST_TEST(mentions(e.text, "protocol version 1"), e.text);
-  BOOST_TEST(mentions(e.text, "this build speaks 10"), e.text);
+  BOOST_TEST(mentions(e.text, "this build speaks 11"), e.text);
 }
 
 BOOST_AUTO_TEST_CASE(a_small_kind_declaring_a_body_beyond_its_kinds_limit_is_refused_before_anything_is_read) {

@@ -29,9 +29,11 @@ tt::model_facts facts() {
   return m;
 }
 
-/// cuda, 1 GiB devices, half of it for generation, float32 optimizer state, sequences of 100.
+/// cuda, 1 GiB devices, half of it for generation, float32 optimizer state, sequences of 100,
+/// more running sequences than any KV cache below holds.
 tc::recipe_config recipe() {
   tc::recipe_config c;
+  c.policy.generation.max_num_sequences = 1 << 30;
   c.cluster.backend = tc::compute_backend::cuda;
   c.cluster.device_memory_gib = 1.0;
   c.policy.max_total_sequence_length = 100;
@@ -77,7 +79,7 @@ BOOST_AUTO_TEST_CASE(the_parameter_shard_is_two_bytes_per_parameter_over_dp_on_c
   tc::recipe_config c = recipe();
   tt::memory_plan p = tt::plan_memory(c, worlds(false, 4), facts());
   BOOST_TEST(bytes(p.training, "parameters (bfloat16, 1/4 shard)") == 500'000.0);
-  BOOST_TEST(bytes(p.training, "gradients (float32, 1/4 shard)") == 1'000'000.0);
+  BOOST_TEST(bytes(p.training, "gradients (bfloat16, 1/4 shard)") == 500'000.0);
   BOOST_TEST(bytes(p.training, "gathered unit, double-buffered (1000 elements)") == 4'000.0);
   c.cluster.backend = tc::compute_backend::cpu;
   p = tt::plan_memory(c, worlds(false, 4), facts());
@@ -93,7 +95,7 @@ BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
   BOOST_TEST(p.device_bytes == gib);
   const std::vector<std::string> expected = {"parameters (bfloat16, 1/4 shard)",
                                              "gathered unit, double-buffered (1000 elements)",
-                                             "gradients (float32, 1/4 shard)",
+                                             "gradients (bfloat16, 1/4 shard)",
                                              "master weights, 1/4 shard",
                                              "AdamW moments, 1/4 shard",
                                              "activations (200 tokens per micro-batch)",
@@ -103,7 +105,7 @@ BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
   BOOST_TEST(bytes(p.training, "activations (200 tokens per micro-batch)") == 200.0 * 50 * 2);
   BOOST_TEST(bytes(p.training, "logits and their gradient (chunk of 10 tokens, float32)") == 2.0 * 10 * 100 * 4);
   BOOST_TEST(bytes(p.training, "head logits kept for the backward (200 tokens, recompute none)") == 200.0 * 100 * 2);
-  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 1'000'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000 + 40'000);
+  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 500'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000 + 40'000);
 }
 
 BOOST_AUTO_TEST_CASE(the_moments_take_the_bytes_of_their_dtypes) {
@@ -117,12 +119,13 @@ BOOST_AUTO_TEST_CASE(the_moments_take_the_bytes_of_their_dtypes) {
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, "AdamW moments, 1/4 shard") == 1'500'000.0);
 }
 
-BOOST_AUTO_TEST_CASE(master_weights_are_a_separate_copy_on_cuda_and_the_parameters_themselves_on_cpu) {
-  tc::recipe_config c = recipe();
+BOOST_AUTO_TEST_CASE(master_weights_are_a_separate_copy_only_in_another_dtype_than_the_parameters) {
+  tc::recipe_config c = recipe();  // cuda: bfloat16 parameters, a float32 master beside them
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, "master weights, 1/4 shard") == 1'000'000.0);
-  c.policy.optimizer.master_weights_dtype = tc::state_dtype::bfloat16;
+  c.policy.optimizer.master_weights_dtype = tc::state_dtype::bfloat16;  // the parameters themselves
+  BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, "master weights, 1/4 shard") == 0.0);
+  c.cluster.backend = tc::compute_backend::cpu;  // float32 parameters, a bfloat16 master beside them
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, "master weights, 1/4 shard") == 500'000.0);
-  c.cluster.backend = tc::compute_backend::cpu;
   c.policy.optimizer.master_weights_dtype = tc::state_dtype::float32;
   BOOST_TEST(bytes(tt::plan_memory(c, worlds(false, 4), facts()).training, "master weights, 1/4 shard") == 0.0);
 }
@@ -191,15 +194,25 @@ BOOST_AUTO_TEST_CASE(the_kv_cache_gets_the_usable_memory_minus_the_rest_of_gener
   BOOST_TEST(p.warnings.empty());
 }
 
+BOOST_AUTO_TEST_CASE(the_kv_cache_holds_no_more_than_max_num_sequences_sequences_of_the_longest_length) {
+  tc::recipe_config c = recipe();
+  c.policy.generation.max_num_sequences = 64;  // 64 x 100 tokens x 10 elements x 2 bytes
+  const tt::memory_plan p = tt::plan_memory(c, worlds(true, 4), facts());
+  BOOST_TEST(p.kv_cache_bytes == 128'000.0);
+  BOOST_TEST(bytes(p.generation, "KV cache (policy.generation.gpu_memory_utilization 0.50)") == 128'000.0);
+  BOOST_TEST(p.kv_cache_sequences == 64.0);
+  BOOST_TEST(p.generation.total_bytes() == 2'000'000.0 + 500'000.0 + 128'000.0);  // a full copy, the training shard
+}
+
 BOOST_AUTO_TEST_CASE(phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about) {
   tc::recipe_config c = recipe();
   tt::model_facts m = facts();
-  m.parameters = 268'435'456;  // 2^28: training holds 18 bytes each (4.5 GiB), logprobs 14 (3.5 GiB)
+  m.parameters = 268'435'456;  // 2^28: training holds 16 bytes each (4 GiB), logprobs 14 (3.5 GiB)
   const tt::memory_plan p = tt::plan_memory(c, worlds(false, 1), m);
   BOOST_TEST(p.kv_cache_bytes == 0.0);  // the bfloat16 copy (0.5 GiB) fills the usable half
   BOOST_TEST(p.kv_cache_tokens == 0.0);
   const std::vector<std::string> expected = {
-      "training needs 4.50 GiB per device, more than its 1.00 GiB (cluster.device_memory_gib)",
+      "training needs 4.00 GiB per device, more than its 1.00 GiB (cluster.device_memory_gib)",
       "logprobs needs 3.50 GiB per device, more than its 1.00 GiB (cluster.device_memory_gib)",
       "generation leaves room for 0 KV-cache tokens, less than one sequence of policy.max_total_sequence_length (100)"};
   BOOST_TEST(p.warnings == expected, boost::test_tools::per_element());
