@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(the_listing_finds_the_top_level_recipes_and_with_recursion_
 /// What each shipped recipe asks for that this build cannot run yet, in schema order: the DAPO
 /// recipes keep their real settings, so until the later issues build them, this is their list.
 std::vector<std::string> expected_unbuilt(const std::string& name) {
-  if (name.starts_with("tiny-")) return {};
+  if (!name.starts_with("dapo-")) return {};  // the tiny recipes and one-GPU ones run today
   std::vector<std::string> keys;  // dynamic sampling, validation and offloading while generating are built
   if (name.starts_with("dapo-gemma4-12b") || name.starts_with("dapo-gemma4-31b"))
     keys.push_back("policy.offload_optimizer_for_logprob");
