@@ -1,6 +1,7 @@
 // `tandem run RECIPE [--dry-run] [--no-spawn] [--fresh]`: resolve, validate, load the model config;
 // print the plan, or run it (the controller here, the members of this node spawned here unless
 // --no-spawn) into its run directory (logger.log_dir; --fresh: a new sibling when it holds a run).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -46,6 +47,21 @@ config::resolved_recipe with_model_directory(const config::resolved_recipe& aske
 }
 
 /// Runs the plan; progress lines on `out`.
+/// The dry run's memory plan in one line, printed as a CUDA run starts, so the device memory each
+/// step's record and log line show in use can be read beside it.
+std::string memory_plan_line(const config::recipe_config& c, const topology::placement_plan& plan,
+                             const topology::model_facts& facts) {
+  const topology::memory_plan mem = topology::plan_memory(c, plan.sizes, facts);
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "memory plan per device: training %.2f GiB, logprobs %.2f GiB, generation %.2f GiB (a KV cache of %.2f GiB); "
+                "what is in use as each turn ends is in every step's record (memory/*_in_use_gib)",
+                mem.training.total_bytes() / gib, mem.logprobs.total_bytes() / gib, mem.generation.total_bytes() / gib,
+                std::max(mem.kv_cache_bytes, 0.0) / gib);
+  return text;
+}
+
 int execute(const config::resolved_recipe& asked, const resolved_model& model, bool spawn, bool fresh, std::ostream& out,
             std::ostream& err) {
   const config::resolved_recipe r = with_model_directory(asked, model);
@@ -102,6 +118,7 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
   run_output lines(out, is_terminal(out), err, is_terminal(err), prepared->files.log);
   lines.out(prepared->first_line);
   for (const auto& note : prepared->notes) lines.out(note);
+  if (c.cluster.backend == config::compute_backend::cuda) lines.out(memory_plan_line(c, o.plan, model.facts));
   o.report = [&lines](const std::string& line) { lines.out(line); };  // on several threads, one call per line
   o.step_lines = [&lines](const step_line& line) { lines.step(line.compact, line.full); };
   o.progress = [&lines](std::size_t done, std::size_t total) { lines.generation(done, total); };
