@@ -209,17 +209,17 @@ gpu::result<member_engines> make_gemma4_engines(const config::recipe_config& rec
       auto options = generate_settings(recipe, *source, colocated);
       if (!options) return options.error();
       const std::vector<std::int32_t> eos = eos_ids(source->config);
-      auto engine = gpu::gemma4_generate_engine::create(ctx, std::move(*source), *options);
+      // Colocated, it reads the trainer's weights in place from the start: no copy is loaded.
+      auto engine = colocated ? gpu::gemma4_generate_engine::create_sharing(ctx, std::move(*source), trainer->shared_weights(), *options)
+                              : gpu::gemma4_generate_engine::create(ctx, std::move(*source), *options);
       if (!engine)
         return refused("policy.model_name: " + recipe.policy.model_name + ": the generate engine: " + engine.error().message());
       out.rollout_layout = (*engine)->manifest();
       std::shared_ptr<gpu::generate_engine> generator;
-      if (colocated) {
-        if (gpu::status s = (*engine)->share_weights(trainer->shared_weights()); !s) return s;
+      if (colocated)
         generator = holding(std::move(*engine), trainer);  // it reads the trainer's weights: the trainer outlives it
-      } else {
+      else
         generator = std::shared_ptr<gpu::gemma4_generate_engine>(std::move(*engine));
-      }
       if (!recipe.policy.generation.stop_token_ids && !eos.empty())
         generator = std::make_shared<with_eos_stops>(std::move(generator), eos);
       return generator;

@@ -84,8 +84,30 @@ result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_w
     return fail(status_code::invalid_argument, "create: the weight slab (" + std::to_string(weights.bytes()) + " bytes on " +
                                                    weights.dev().to_string() + ") is not a resident slab of the layout's " +
                                                    std::to_string(source.layout.total_bytes()) + " bytes on " + ctx.dev.to_string());
+  auto e = assemble(ctx, std::move(source), options);
+  if (!e) return e.error();
+  (*e)->weights_ = std::move(weights);
+  if (auto s = (*e)->rebind(slab_addresses((*e)->weights_, (*e)->source_.layout)); !s) return s;
+  // The load and the cache's fill ran outside the engine's stream: finish them before it reads.
+  if (status s = wait_for_device((*e)->ctx_); !s) return fail(s.code(), "create: " + s.message());
+  return e;
+}
+
+result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_sharing(const exec_context& ctx, checkpoint source,
+                                                                                       const weight_source& shared,
+                                                                                       const gemma4_generate_options& options) {
+  if (status s = check_create(ctx, source, options); !s) return s;
+  auto e = assemble(ctx, std::move(source), options);
+  if (!e) return e.error();
+  if (status s = (*e)->share_weights(shared); !s) return s;
+  // The cache's fill ran outside the engine's stream: finish it before it reads.
+  if (status s = wait_for_device((*e)->ctx_); !s) return fail(s.code(), "create: " + s.message());
+  return e;
+}
+
+result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::assemble(const exec_context& ctx, checkpoint source,
+                                                                                 const gemma4_generate_options& options) {
   std::unique_ptr<gemma4_generate_engine> e(new gemma4_generate_engine());
-  e->weights_ = std::move(weights);
   e->source_ = std::move(source);
   e->options_ = options;
   auto cache = make_cache(ctx, e->source_.config, e->weight_type(), options);
@@ -102,9 +124,6 @@ result<std::unique_ptr<gemma4_generate_engine>> gemma4_generate_engine::create_w
                                                   head_chunk_rows);
   e->manifest_ = layout_manifest(e->source_.layout, checkpoint_names(e->source_));
   e->plan_ = bucket_plan(e->manifest_, options.bucket_bytes);
-  if (auto s = e->rebind(slab_addresses(e->weights_, e->source_.layout)); !s) return s;
-  // The load and the cache's fill ran outside the engine's stream: finish them before it reads.
-  if (status s = wait_for_device(e->ctx_); !s) return fail(s.code(), "create: " + s.message());
   return e;
 }
 

@@ -120,6 +120,13 @@ class gemma4_generate_engine final : public generate_engine {
   /// resident slab of the layout's bytes on ctx.dev, which the engine takes.
   static result<std::unique_ptr<gemma4_generate_engine>> create_with_weights(const exec_context& ctx, checkpoint source, slab weights,
                                                                              const gemma4_generate_options& options);
+  /// The same reading `shared` in place from the start (a colocated trainer's weights, as
+  /// share_weights binds them), so no copy of its own is ever read or held: `source` gives the
+  /// config, layout and names (its weight files are not read). The owner of `shared` must outlive
+  /// the engine.
+  static result<std::unique_ptr<gemma4_generate_engine>> create_sharing(const exec_context& ctx, checkpoint source,
+                                                                        const weight_source& shared,
+                                                                        const gemma4_generate_options& options);
 
   /// Also refuses token ids outside the vocabulary, stop tokens outside it, invalid sampling
   /// parameters, and a request whose prompt plus max_new_tokens the KV pools could not hold
@@ -185,6 +192,10 @@ class gemma4_generate_engine final : public generate_engine {
   };
 
   gemma4_generate_engine() = default;
+  /// An engine of `source` and `options` on ctx with its cache, scratch and plans and no weights
+  /// bound yet (create_with_weights and create_sharing bind them).
+  static result<std::unique_ptr<gemma4_generate_engine>> assemble(const exec_context& ctx, checkpoint source,
+                                                                  const gemma4_generate_options& options);
   static status check_create(const exec_context& ctx, const checkpoint& source, const gemma4_generate_options& options);
   status check_request(const generation_request& r) const;
   status rebind(const std::vector<const std::byte*>& addresses);

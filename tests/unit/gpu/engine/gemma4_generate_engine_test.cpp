@@ -501,6 +501,30 @@ BOOST_AUTO_TEST_CASE(a_colocated_generator_reads_the_trainers_weights_in_place_a
   BOOST_TEST(std::memcmp(lp->data() + r.prompt.size(), f.logprobs.data(), 4 * f.logprobs.size()) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_generator_made_over_the_trainers_weights_generates_as_one_that_shared_them_after_loading_its_own) {
+  const fs::path dir = fixtures / "sliding_only";
+  auto trainer = train_engine(dir);
+  BOOST_REQUIRE(trainer->train_cross_entropy({{1, 2, 3, 4, 5, 6}, {0, 6}}, 5).has_value());
+  BOOST_REQUIRE(trainer->optimizer_step().has_value());  // weights the checkpoint does not hold
+  auto made = tg::gemma4_generate_engine::create_sharing(test_context, open(dir, tg::dtype::float32), trainer->shared_weights(), {});
+  BOOST_REQUIRE_MESSAGE(made.has_value(), (made.has_value() ? "" : made.error().message()));
+  auto sharing = std::move(*made);
+  BOOST_TEST(sharing->shares_weights());
+  BOOST_TEST(sharing->weights_digest() == trainer->weights_digest());
+  auto later = engine(dir);
+  BOOST_REQUIRE(later->share_weights(trainer->shared_weights()).is_ok());
+  const auto r = request(3, {8, 9, 10}, 6, {1.0, 0, 1.0});
+  BOOST_REQUIRE(sharing->submit(std::span(&r, 1)).is_ok());
+  BOOST_REQUIRE(later->submit(std::span(&r, 1)).is_ok());
+  const auto a = run_all(*sharing).at(3), b = run_all(*later).at(3);
+  BOOST_TEST(a.tokens == b.tokens);
+  BOOST_TEST(std::memcmp(a.logprobs.data(), b.logprobs.data(), 4 * a.logprobs.size()) == 0);
+  // A weight source of another layout is refused naming what differs, as share_weights refuses it.
+  auto other = train_engine(fixtures / "full_only");
+  const auto refused = tg::gemma4_generate_engine::create_sharing(test_context, open(dir, tg::dtype::float32), other->shared_weights(), {});
+  BOOST_TEST(!refused.has_value());
+}
+
 BOOST_AUTO_TEST_CASE(bad_requests_are_refused_by_name_and_nothing_queued_is_lost) {
   auto e = engine(fixtures / "full_only");
   const auto good = request(1, {1, 2}, 3);
