@@ -8,9 +8,10 @@
 //   (dedicated refit, 4 buckets, 1048576 bytes), control 5120 bytes, 0.11 s, weights 0x... on every policy rank
 // (one line), and on a colocated run the device turns since the last step (step_line.cpp
 // turns_text: the optimizer state's offload and restore with their bandwidth beside the host
-// link's, the KV cache freed and made, the device memory in use as each turn ended). tmpe is train/token_mult_prob_error (1: the trainer scored each token as the
-// generator did), gen_kl train/gen_kl_error (0: exact), as metrics.jsonl has them (step_metrics.hpp);
-// loss is pg loss + beta x KL; tok/tokens the masked tokens trained on.
+// link's, the KV cache freed and made, the device memory in use as each turn ended). tmpe is
+// train/token_mult_prob_error (1: the trainer scored each token as the generator did), gen_kl
+// train/gen_kl_error (0: exact), as metrics.jsonl has them (step_metrics.hpp); loss is pg loss +
+// beta x KL; tok/tokens the masked tokens trained on.
 #pragma once
 
 #include <cstdint>
