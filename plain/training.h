@@ -212,6 +212,11 @@ struct device_turn_figures {
   std::uint64_t generation_in_use_bytes = 0;  ///< ... and as the last generation turn ended
   double host_link_gb_per_s = 0;          ///< pinned host memory to the device, measured as the member started
   bool operator==(const device_turn_figures&) const = default;
+  /// No turn was taken (a member that hosts one engine): every figure zero.
+  bool empty() const { return *this == device_turn_figures{}; }
+  /// 1e9 bytes a second of the offloads and of the restores (0 when none ran).
+  double offload_gb_per_s() const { return offload_seconds > 0 ? static_cast<double>(offloaded_bytes) / 1e9 / offload_seconds : 0.0; }
+  double restore_gb_per_s() const { return restore_seconds > 0 ? static_cast<double>(restored_bytes) / 1e9 / restore_seconds : 0.0; }
   /// Another rank's figures into these: every rank's counts and bytes, the slowest rank's seconds,
   /// the most memory in use, the slowest host link that was measured.
   void merge(const device_turn_figures& o);

@@ -22,16 +22,15 @@ std::string digests_text(const step_report& r) {
 /// (49.3 GB/s), host link 52 GB/s; KV cache freed in 0.002 s, made in 0.004 s; in use as training
 /// ended 70.1 GiB, as generation ended 21.4 GiB" for a colocated run; empty otherwise.
 std::string turns_text(const plain::device_turn_figures& t) {
-  if (t == plain::device_turn_figures{}) return "";
+  if (t.empty()) return "";
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-  const auto rate = [](std::uint64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0.0; };
   char text[512];
   std::snprintf(text, sizeof text,
                 "; turns: optimizer state %.3g GiB offloaded in %.3g s (%.3g GB/s), restored in %.3g s (%.3g GB/s), host link "
                 "%.3g GB/s; KV cache freed in %.3g s, made in %.3g s; in use as training ended %.3g GiB, as generation "
                 "ended %.3g GiB",
-                static_cast<double>(t.offloaded_bytes) / gib, t.offload_seconds, rate(t.offloaded_bytes, t.offload_seconds),
-                t.restore_seconds, rate(t.restored_bytes, t.restore_seconds), t.host_link_gb_per_s, t.cache_release_seconds,
+                static_cast<double>(t.offloaded_bytes) / gib, t.offload_seconds, t.offload_gb_per_s(), t.restore_seconds,
+                t.restore_gb_per_s(), t.host_link_gb_per_s, t.cache_release_seconds,
                 t.cache_restore_seconds, static_cast<double>(t.training_in_use_bytes) / gib,
                 static_cast<double>(t.generation_in_use_bytes) / gib);
   return text;

@@ -37,13 +37,13 @@ constexpr double gib_bytes = 1024.0 * 1024.0 * 1024.0;
 /// A colocated run's device turns (plain::device_turn_figures) under `phase` (train, sft): none
 /// where no member hosts both engines (every figure zero).
 void add_turn_metrics(json& record, const std::string& phase, const plain::device_turn_figures& t) {
-  if (t == plain::device_turn_figures{}) return;
+  if (t.empty()) return;
   record["timing/" + phase + "/offload_optimizer"] = t.offload_seconds;
   record["timing/" + phase + "/restore_optimizer"] = t.restore_seconds;
   record["timing/" + phase + "/release_kv_cache"] = t.cache_release_seconds;
   record["timing/" + phase + "/restore_kv_cache"] = t.cache_restore_seconds;
-  record["performance/offload_optimizer_gb_per_s"] = ratio(static_cast<double>(t.offloaded_bytes) / 1e9, t.offload_seconds);
-  record["performance/restore_optimizer_gb_per_s"] = ratio(static_cast<double>(t.restored_bytes) / 1e9, t.restore_seconds);
+  record["performance/offload_optimizer_gb_per_s"] = t.offload_gb_per_s();
+  record["performance/restore_optimizer_gb_per_s"] = t.restore_gb_per_s();
   record["performance/host_link_gb_per_s"] = t.host_link_gb_per_s;
   record["memory/optimizer_offloaded_gib"] = static_cast<double>(t.offloaded_bytes) / gib_bytes;
   record["memory/training_in_use_gib"] = static_cast<double>(t.training_in_use_bytes) / gib_bytes;
