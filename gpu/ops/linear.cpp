@@ -66,7 +66,9 @@ std::vector<std::string> linear_algorithm_choices() {
     char times[96] = "";
     if (c.chosen_us > 0) std::snprintf(times, sizeof times, ": %.1f us, row-invariant %.1f us", c.chosen_us, c.reference_us);
     lines.push_back(c.shape + " at " + std::to_string(c.bucket) + " rows: " + std::to_string(c.equal) + " of " +
-                    std::to_string(c.candidates) + " probed give the bits; " + c.chosen + times);
+                    std::to_string(c.candidates) + " probed give the bits" +
+                    (c.reference_row_invariant ? "" : " (the row-invariant algorithm itself does not at other rows)") +
+                    "; " + c.chosen + times);
   }
 #endif
   return lines;

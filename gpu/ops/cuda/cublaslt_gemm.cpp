@@ -242,8 +242,9 @@ status make_preference(std::string_view op, cublasLtMatmulPreference_t& out, std
 // must pass cublasLtMatmulAlgoCheck at the call's descriptors and at the probe's, within the
 // workspace and the alignments of the call's pointers; at most max_enumerated_probes of the
 // configured ones are then probed per shape and bucket (those failing the checks do not count).
-// The probe runs each on random operands of the call's k; those that give the very bits of the
-// row-invariant algorithm (every element summed in the same order), and the row-invariant
+// The probe runs each on random operands of the call's k at three row counts of the bucket
+// (probe_rows); those that give the very bits of the row-invariant algorithm at every one of them
+// (every element summed in the same order, whatever m), and the row-invariant
 // algorithm itself, are timed at the call's own shape and operands, and the fastest is kept for
 // the bucket (a later one only when more than timing_margin faster: the heuristic's order
 // breaks ties and noise; its order is an estimate, so the first algorithm that gives the bits
@@ -271,6 +272,30 @@ constexpr float timing_margin = 0.03f;
 /// A candidate whose first timed run takes longer than this many times the best time per run so
 /// far is not timed further (it cannot win; a slow configuration costs two runs, not eight).
 constexpr float timing_cutoff = 2.f;
+
+/// The row counts a bucket's candidates are probed at: the bucket's own (first: the reference's
+/// bits are taken there), the fewest rows of the bucket (1 for the first bucket) and an odd count
+/// between. An algorithm's bits per row are checked across the bucket, not at one m: one whose
+/// tiling or order changes with m (a kernel the library picks per call, a stream-K schedule) shows
+/// it at one of them, and, chosen by timing, it would give one run's bits and not the next's.
+std::vector<std::int64_t> probe_rows(std::int64_t bucket) {
+  const std::int64_t fewest = bucket == small_rows_floor ? 1 : bucket / 2 + 1;
+  return {bucket, fewest, ((fewest + bucket) / 2) | 1};
+}
+
+/// B' [k, rows] and C [n, rows] (column-major) of the probe at one row count, destroyed with it.
+struct probe_layouts {
+  std::int64_t rows = 0;
+  cublasLtMatrixLayout_t b = nullptr, c = nullptr;
+  probe_layouts() = default;
+  probe_layouts(probe_layouts&& o) noexcept : rows(o.rows), b(std::exchange(o.b, nullptr)), c(std::exchange(o.c, nullptr)) {}
+  probe_layouts(const probe_layouts&) = delete;
+  probe_layouts& operator=(const probe_layouts&) = delete;
+  ~probe_layouts() {
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+  }
+};
 
 std::int64_t rows_bucket(std::int64_t m) {
   std::int64_t b = small_rows_floor;
@@ -594,7 +619,8 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
                                                      "-row bucket: run it once outside the stream capture (the "
                                                      "choice waits for the device)"};
   const std::int64_t n = std::min(g.n, probe_columns), k = g.k;
-  // The probe's operands, contiguous: A [bucket, k], B [k, n] (or [n, k]), C [bucket, n].
+  // The probe's operands, contiguous: A [bucket, k], B [k, n] (or [n, k]), C [bucket, n]; the
+  // products are taken at each of probe_rows(bucket) rows over A's and C's first rows.
   descriptors q;
   const cublasOperation_t op_a = g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = CUBLAS_OP_N;
   const std::int64_t ld_b = g.transpose_b ? k : n;
@@ -603,10 +629,15 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   TANDEM_LT_CALL(op, cublasLtMatmulDescSetAttribute, q.matmul, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b));
   TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.a, cuda_type(ab), static_cast<std::uint64_t>(g.transpose_b ? k : n),
                  static_cast<std::uint64_t>(g.transpose_b ? n : k), ld_b);
-  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.b, cuda_type(ab), static_cast<std::uint64_t>(k),
-                 static_cast<std::uint64_t>(bucket), k);
-  TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &q.c, cuda_type(c_type), static_cast<std::uint64_t>(n),
-                 static_cast<std::uint64_t>(bucket), n);
+  const std::vector<std::int64_t> row_counts = probe_rows(bucket);
+  std::vector<probe_layouts> at(row_counts.size());
+  for (std::size_t i = 0; i < row_counts.size(); ++i) {
+    at[i].rows = row_counts[i];
+    TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &at[i].b, cuda_type(ab), static_cast<std::uint64_t>(k),
+                   static_cast<std::uint64_t>(at[i].rows), k);
+    TANDEM_LT_CALL(op, cublasLtMatrixLayoutCreate, &at[i].c, cuda_type(c_type), static_cast<std::uint64_t>(n),
+                   static_cast<std::uint64_t>(at[i].rows), n);
+  }
   const std::uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
   if (auto st = make_preference(op, q.preference, none, key); !st) return st;
   // The heuristic at the bucket's rows and the call's real n (the probe's n only sizes the check).
@@ -634,43 +665,67 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(a.p, host_a.data(), a_bytes, cudaMemcpyHostToDevice, stream));
   TANDEM_CUDA_CHECK(cudaMemcpyAsync(b.p, host_b.data(), b_bytes, cudaMemcpyHostToDevice, stream));
   const float alpha = 1.f, beta = g.accumulate ? 1.f : 0.f;
-  // C of `algo` on the probe, read back; cublasLtMatmul's status (an algorithm that does not
-  // launch is passed over: its error cleared, a sticky one returned).
-  auto run = [&](const cublasLtMatmulAlgo_t& algo, std::vector<unsigned char>& out) -> result<cublasStatus_t> {
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.p, host_c.data(), c_bytes, cudaMemcpyHostToDevice, stream));
-    const cublasStatus_t launched = cublasLtMatmul(handle, q.matmul, &alpha, b.p, q.a, a.p, q.b, &beta, c.p, q.c, c.p,
-                                                   q.c, &algo, workspace, gemm_workspace_bytes, stream);
+  // C's first rows of `algo` on the probe at `rows` rows, read back; cublasLtMatmul's status (an
+  // algorithm that does not launch is passed over: its error cleared, a sticky one returned).
+  auto run = [&](const cublasLtMatmulAlgo_t& algo, const probe_layouts& rows,
+                 std::vector<unsigned char>& out) -> result<cublasStatus_t> {
+    const std::size_t bytes = static_cast<std::size_t>(rows.rows * n) * size_of(c_type);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(c.p, host_c.data(), bytes, cudaMemcpyHostToDevice, stream));
+    const cublasStatus_t launched = cublasLtMatmul(handle, q.matmul, &alpha, b.p, q.a, a.p, rows.b, &beta, c.p, rows.c,
+                                                   c.p, rows.c, &algo, workspace, gemm_workspace_bytes, stream);
     if (launched != CUBLAS_STATUS_SUCCESS) {
       if (auto st = passed_over(stream); !st) return st;
       return launched;
     }
-    out.resize(c_bytes);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data(), c.p, c_bytes, cudaMemcpyDeviceToHost, stream));
+    out.resize(bytes);
+    TANDEM_CUDA_CHECK(cudaMemcpyAsync(out.data(), c.p, bytes, cudaMemcpyDeviceToHost, stream));
     const host_wait waiting;
     TANDEM_CUDA_CHECK(cudaStreamSynchronize(stream));
     return CUBLAS_STATUS_SUCCESS;
   };
+  // The reference's rows at the bucket's row count (at[0]): what every candidate must give, at
+  // every row count, in the rows it computes.
   std::vector<unsigned char> want, got;
-  auto wanted = run(reference, want);
+  auto wanted = run(reference, at[0], want);
   if (!wanted) return wanted.error();
   if (*wanted != CUBLAS_STATUS_SUCCESS) return lt_status(op, "cublasLtMatmul", *wanted);
-  // Whether `algo` runs the call and the probe, within the workspace and the pointers' alignments.
+  // Whether `algo` runs the call and the probe at each row count, within the workspace and the
+  // pointers' alignments.
   auto fits = [&](const cublasLtMatmulAlgo_t& algo) {
-    return aligned_for(algo, key) && runs(handle, real, algo) && runs(handle, q, algo);
+    if (!aligned_for(algo, key) || !runs(handle, real, algo)) return false;
+    return std::all_of(at.begin(), at.end(), [&](const probe_layouts& rows) {
+      cublasLtMatmulHeuristicResult_t checked{};
+      return cublasLtMatmulAlgoCheck(handle, q.matmul, q.a, rows.b, rows.c, rows.c, &algo, &checked) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             checked.workspaceSize <= gemm_workspace_bytes;
+    });
+  };
+  // Whether `algo`'s rows equal the reference's at every row count (a launch refused: not equal).
+  auto gives_the_bits = [&](const cublasLtMatmulAlgo_t& algo) -> result<bool> {
+    for (const probe_layouts& rows : at) {
+      auto ran = run(algo, rows, got);
+      if (!ran) return ran.error();
+      if (*ran != CUBLAS_STATUS_SUCCESS || !std::equal(got.begin(), got.end(), want.begin())) return false;
+    }
+    return true;
   };
   // The candidates that give the reference's bits, in order of preference: the heuristic's, the
   // reference among them (else after them), then the configured ones.
   std::vector<cublasLtMatmulAlgo_t> tried, equal;
-  int probed = 1;  // the reference's run
+  int probed = 1;  // the reference
   auto probe = [&](const cublasLtMatmulAlgo_t& algo) -> status {
-    auto ran = run(algo, got);
-    if (!ran) return ran.error();
-    if (*ran != CUBLAS_STATUS_SUCCESS) return status::ok();
+    auto same = gives_the_bits(algo);
+    if (!same) return same.error();
     ++probed;
-    if (got == want) equal.push_back(algo);
+    if (*same) equal.push_back(algo);
     return status::ok();
   };
-  for (int i = 0; i < count; ++i) {
+  // The reference too must give its own bits at the other row counts, else no row count's
+  // choice can be trusted: then it alone is kept (the rows of a call may depend on m; the
+  // determinism tests would show it).
+  auto reference_holds = gives_the_bits(reference);
+  if (!reference_holds) return reference_holds.error();
+  for (int i = 0; *reference_holds && i < count; ++i) {
     if (found[static_cast<std::size_t>(i)].state != CUBLAS_STATUS_SUCCESS) continue;
     cublasLtMatmulAlgo_t algo = found[static_cast<std::size_t>(i)].algo;
     if (!without_split_k(algo) || among(tried, algo)) continue;
@@ -688,7 +743,7 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   }
   int enumerated = 0;
   for (const cublasLtMatmulAlgo_t& algo : configured) {
-    if (enumerated == max_enumerated_probes) break;
+    if (!*reference_holds || enumerated == max_enumerated_probes) break;
     if (among(tried, algo) || !fits(algo)) continue;
     ++enumerated;
     if (auto st = probe(algo); !st) return st;
@@ -700,6 +755,8 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   choice.bucket = bucket;
   choice.candidates = probed;
   choice.equal = static_cast<int>(equal.size());
+  choice.rows_probed = row_counts;
+  choice.reference_row_invariant = *reference_holds;
   choice.chosen = algo_text(kept->algo);
   choice.chosen_us = kept->us;
   choice.reference_us = kept->reference_us;

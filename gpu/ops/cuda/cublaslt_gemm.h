@@ -17,8 +17,9 @@
 // decode step's few rows into a handful of blocks, so up to 1024 rows a call takes, per power-of-
 // two bucket of m, the fastest (timed at the first call's own shape and operands) of the row-
 // invariant algorithm and those candidates that give its very bits on random operands of the
-// call's k: the heuristic's algorithms for the bucket and up to 256 configurations (tile, stage
-// count) of cuBLASLt's other algorithms for the call's types, all without split-K. The choice is
+// call's k, at the bucket's row count and at two others within it: the heuristic's algorithms for
+// the bucket and up to 256 configurations (tile, stage count) of cuBLASLt's other algorithms for
+// the call's types, all without split-K. The choice is
 // made once per shape and bucket, on the first call, with host waits: that call must not be in a
 // stream capture (it fails with invalid_argument there; run the shape once outside the capture
 // first). gemm_choices() lists the choices made, for reports.
@@ -104,6 +105,10 @@ struct gemm_choice {
   std::int64_t bucket = 0;    ///< rows
   int candidates = 0;         ///< configurations probed for bit-equality (the reference included)
   int equal = 0;              ///< of them giving the reference's bits (the reference included)
+  std::vector<std::int64_t> rows_probed;  ///< the row counts each was run at (the bucket's first)
+  /// Whether the row-invariant algorithm itself gave the same bits per row at each of them (if not,
+  /// it alone is kept and nothing else is probed: a token's bits then depend on its batch).
+  bool reference_row_invariant = true;
   /// The kept algorithm as cuBLASLt reads it back: "algo <id>, tile <name or id>, stages <name or
   /// id>", then ", cluster <id>", ", swizzle <n>", ", custom option <n>" where not 0 (cuBLASLt's
   /// names: a tile is rows x columns of its column-major C, n x m here; "undefined" where the

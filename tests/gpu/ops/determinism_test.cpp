@@ -25,6 +25,7 @@
 #include "gpu/core/exec_context.h"
 #include "gpu/ops/adamw.h"
 #include "gpu/ops/attention.h"
+#include "gpu/ops/cuda/cublaslt_gemm.h"
 #include "gpu/ops/dispatch.h"
 #include "gpu/ops/elementwise.h"
 #include "gpu/ops/embedding.h"
@@ -262,6 +263,76 @@ void check_linear_rows_match(dtype s, std::int64_t in, std::int64_t out) {
   }
 }
 
+/// The MoE experts' products (float32 results of `s` operands, C = A · B_eᵀ with k `k` and n `n`,
+/// as gpu/ops/cuda/moe.cu and moe_padded.cu call gemm) at every layout a token may take: its
+/// expert's rows alone at a few row counts (the sorted layout), and 16 experts' pads in one batched
+/// call (the padded layout of a decode step), give the bits of the same rows of one call over 5000
+/// rows. Failures name the layout and list the row-count choices made.
+void check_expert_products_match(dtype s, std::int64_t k, std::int64_t n) {
+  namespace lt = ops::cuda;
+  const exec_context ctx = tandem::test::cuda::test_context();
+  constexpr std::int64_t all = 5000, experts = 16;
+  device_buffer a(s, {all, k}), b(s, {experts, n, k}), c_all(dtype::float32, {experts, all, n});
+  device_buffer workspace(dtype::float32, {static_cast<std::int64_t>(lt::gemm_workspace_bytes / 4)});
+  a.fill_uniform(41);
+  b.fill_uniform(42, -0.5, 0.5);
+  const std::int64_t width = static_cast<std::int64_t>(size_of(s));
+  auto product = [&](std::int64_t rows, const void* a_at, const void* b_at, void* c_at) {
+    lt::gemm_operands g;
+    g.transpose_b = true;
+    g.m = rows, g.n = n, g.k = k;
+    g.a = a_at, g.lda = k;
+    g.b = b_at, g.ldb = k;
+    g.c = c_at, g.ldc = n;
+    g.row_invariant = true;
+    return g;
+  };
+  auto b_of = [&](std::int64_t e) { return static_cast<const char*>(b.view().data()) + e * n * k * width; };
+  auto choices = [] {
+    std::string text;
+    for (const lt::gemm_choice& c : lt::gemm_choices())
+      text += "\n  " + c.shape + " at " + std::to_string(c.bucket) + " rows: " + std::to_string(c.equal) + " of " +
+              std::to_string(c.candidates) + (c.reference_row_invariant ? "" : " (reference not row-invariant)") + "; " +
+              c.chosen;
+    return text;
+  };
+  for (std::int64_t e = 0; e < experts; ++e)
+    require_ok(lt::gemm(ctx, "expert product", s, dtype::float32,
+                        product(all, a.view().data(), b_of(e), static_cast<float*>(c_all.view().data()) + e * all * n),
+                        workspace.view().data()));
+  const std::vector<unsigned char> want = c_all.raw();
+  const std::int64_t row_bytes = n * 4;
+  auto expert_rows = [&](std::int64_t e, std::int64_t first, std::int64_t rows) {
+    const auto at = want.begin() + (e * all + first) * row_bytes;
+    return std::vector<unsigned char>(at, at + rows * row_bytes);
+  };
+  // The sorted layout: expert 3's first `rows` rows alone.
+  for (const std::int64_t rows : {1, 37, 75, 128, 600, 637, 1024}) {
+    device_buffer c(dtype::float32, {rows, n});
+    require_ok(lt::gemm(ctx, "expert product", s, dtype::float32, product(rows, a.view().data(), b_of(3), c.view().data()),
+                        workspace.view().data()));
+    BOOST_TEST((c.raw() == expert_rows(3, 0, rows)), "expert 3 alone at " << rows << " rows differs" << choices());
+  }
+  // The padded layout: expert e's pad is rows [e·pad, (e+1)·pad) of A, one batched call.
+  for (const std::int64_t pad : {64, 128}) {
+    device_buffer c(dtype::float32, {experts, pad, n});
+    lt::gemm_operands g = product(pad, a.view().data(), b.view().data(), c.view().data());
+    g.batch = experts, g.stride_a = pad * k, g.stride_b = n * k, g.stride_c = pad * n;
+    const status batched = lt::gemm(ctx, "expert product", s, dtype::float32, g, workspace.view().data());
+    BOOST_TEST_REQUIRE((batched.is_ok() || batched.code() == status_code::unsupported), batched.message());
+    if (!batched.is_ok()) {
+      BOOST_TEST_MESSAGE("no batched call at pad " << pad << ": " << batched.message());
+      continue;
+    }
+    const std::vector<unsigned char> got = c.raw();
+    for (std::int64_t e = 0; e < experts; ++e) {
+      const auto at = got.begin() + e * pad * row_bytes;
+      BOOST_TEST((std::vector<unsigned char>(at, at + pad * row_bytes) == expert_rows(e, e * pad, pad)),
+                 "expert " << e << " of the batched call at pad " << pad << " differs" << choices());
+    }
+  }
+}
+
 /// rmsnorm_forward, residual_norm_forward (with the layer scalar and the next norm) and
 /// rmsnorm_rope_forward over the first `rows` rows of the same inputs give the bits of those rows
 /// over all of them (the kernels' blocks hold fewer rows when there are few: a decode step's rows
@@ -399,6 +470,14 @@ BOOST_AUTO_TEST_CASE(a_linear_row_gets_the_same_bits_whatever_the_row_count) {
     // inner 32), where a bucket's algorithm is probed at the bucket's rows (1024 for 600).
     BOOST_TEST_CONTEXT(to_string(s) << " storage, 64 -> 256") { check_linear_rows_match(s, 64, 256); }
     BOOST_TEST_CONTEXT(to_string(s) << " storage, 32 -> 64") { check_linear_rows_match(s, 32, 64); }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_expert_row_gets_the_same_bits_sorted_alone_or_padded_in_a_batch) {
+  for (const dtype s : {dtype::float32, dtype::bfloat16}) {
+    // The MoE capture test's experts: hidden 64, inner 32 (gate_up 64 -> 64, down 32 -> 64).
+    BOOST_TEST_CONTEXT(to_string(s) << " operands, gate_up 64 -> 64") { check_expert_products_match(s, 64, 64); }
+    BOOST_TEST_CONTEXT(to_string(s) << " operands, down 32 -> 64") { check_expert_products_match(s, 32, 64); }
   }
 }
 
