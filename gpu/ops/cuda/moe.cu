@@ -210,7 +210,11 @@ status moe_experts_forward(const exec_context& ctx, dtype storage, const tensor&
   constexpr const char* op = "moe_experts_forward";
   TANDEM_RETURN_IF_ERROR(use_device(ctx));
   if (y.dim(0) == 0) return status::ok();
-  if (y.dim(0) <= moe_capturable_tokens) return moe_padded_forward(ctx, storage, y, gate_up, down, weights, indices, out);
+  if (y.dim(0) <= moe_capturable_tokens) {  // the padded layout, unless a token lists an expert twice
+    auto padded = moe_padded_forward(ctx, storage, y, gate_up, down, weights, indices, out);
+    if (!padded) return padded.error();
+    if (*padded) return status::ok();
+  }
   std::size_t combine_bytes = 0;
   TANDEM_RETURN_IF_ERROR(combine_shared(op, weights.dim(1), combine_bytes));
   return with_storage(storage, op, [&](auto zero) -> status {

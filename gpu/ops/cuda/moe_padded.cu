@@ -3,12 +3,14 @@
 // count_e of [E·pad, ...] buffers; the products run over all E·pad rows in one batched
 // row-invariant call per matrix (cublaslt_gemm.h), so a real row gets the bits the per-expert call
 // with M = count_e gives it (moe.cu's sorted layout), and rows past a count are computed and never
-// read. The pad is padded_rows(N, K, E) when every expert's count fits it, else N (a token takes
-// an expert at most once). Outside a capture the counts are read back (one host wait, as the
-// sorted layout's) to pick the pad and refuse an index outside [0, E); in a capture a kernel picks
-// it on the device and an if/else conditional node runs the products at that pad
-// (captured_branch.h), the indices trusted as the router wrote them (one outside [0, E) adds
-// nothing to its token; the uncaptured run of the same step refuses it).
+// read. The pad is padded_rows(N, K, E) when every expert's count fits it, else N (the most a
+// count can be when a token takes an expert at most once, as the router gives them). Outside a
+// capture the counts are read back (one host wait, as the sorted layout's) to pick the pad and
+// refuse an index outside [0, E); a count past N (a token listing one expert twice, which the
+// contract allows) fits no pad, and the forward declines (the caller takes the sorted layout). In a
+// capture a kernel picks the pad on the device and an if/else conditional node runs the products
+// at that pad (captured_branch.h), the indices trusted as the router wrote them (one outside
+// [0, E) adds nothing to its token; the uncaptured run of the same step refuses it).
 #include "gpu/ops/cuda/moe_padded.h"
 
 #include <algorithm>
@@ -183,8 +185,8 @@ struct padded_experts {
 
 /// The forward over the padded layout (see above).
 template <class S>
-status padded_forward(const exec_context& ctx, const char* op, const tensor& y, const tensor& gate_up, const tensor& down,
-                      const tensor& weights, const tensor& indices, const tensor& out, std::size_t combine_bytes) {
+result<bool> padded_forward(const exec_context& ctx, const char* op, const tensor& y, const tensor& gate_up, const tensor& down,
+                            const tensor& weights, const tensor& indices, const tensor& out, std::size_t combine_bytes) {
   padded_experts<S> x(y, gate_up, weights);
   scratch_plan sizing;
   x.carve(sizing);
@@ -199,34 +201,43 @@ status padded_forward(const exec_context& ctx, const char* op, const tensor& y, 
   auto captured = capturing(ctx);
   if (!captured) return captured.error();
   if (*captured) {
-    if (x.small_pad == x.n) return at(x.n)(ctx);
-    return capture_branch(
-        ctx, op,
-        [&](cudaGraphConditionalHandle handle) {
-          choose_pad_kernel<<<1, 256, 0, stream_of(ctx)>>>(x.ss.totals, x.e, x.small_pad, handle);
-          return launch_status(op, "choose_pad_kernel");
-        },
-        at(x.n), at(x.small_pad));
+    if (x.small_pad == x.n) TANDEM_RETURN_IF_ERROR(at(x.n)(ctx));
+    else
+      TANDEM_RETURN_IF_ERROR(capture_branch(
+          ctx, op,
+          [&](cudaGraphConditionalHandle handle) {
+            choose_pad_kernel<<<1, 256, 0, stream_of(ctx)>>>(x.ss.totals, x.e, x.small_pad, handle);
+            return launch_status(op, "choose_pad_kernel");
+          },
+          at(x.n), at(x.small_pad)));
+    return true;
   }
   auto offsets = read_offsets(ctx, op, x.slots, x.e, x.ss);
   if (!offsets) return offsets.error();
   std::int64_t largest = 0;
   for (std::size_t ex = 0; ex + 1 < offsets->size(); ++ex) largest = std::max(largest, (*offsets)[ex + 1] - (*offsets)[ex]);
+  if (largest > x.n) return false;  // a token lists an expert twice: no pad holds that expert's rows
   TANDEM_RETURN_IF_ERROR(x.prepare(ctx, op, gate_up.as<const S>(), down.as<const S>()));
-  return at(largest <= x.small_pad ? x.small_pad : x.n)(ctx);
+  TANDEM_RETURN_IF_ERROR(at(largest <= x.small_pad ? x.small_pad : x.n)(ctx));
+  return true;
 }
 
 }  // namespace
 
-status moe_padded_forward(const exec_context& ctx, dtype storage, const tensor& y, const tensor& gate_up,
-                          const tensor& down, const tensor& weights, const tensor& indices, const tensor& out) {
+result<bool> moe_padded_forward(const exec_context& ctx, dtype storage, const tensor& y, const tensor& gate_up,
+                                const tensor& down, const tensor& weights, const tensor& indices, const tensor& out) {
   constexpr const char* op = "moe_experts_forward";
   std::size_t combine_bytes = 0;
   TANDEM_RETURN_IF_ERROR(combine_shared(op, weights.dim(1), combine_bytes));
-  return with_storage(storage, op, [&](auto zero) -> status {
+  bool ran = false;
+  TANDEM_RETURN_IF_ERROR(with_storage(storage, op, [&](auto zero) -> status {
     using S = decltype(zero);
-    return padded_forward<S>(ctx, op, y, gate_up, down, weights, indices, out, combine_bytes);
-  });
+    auto r = padded_forward<S>(ctx, op, y, gate_up, down, weights, indices, out, combine_bytes);
+    if (!r) return r.error();
+    ran = *r;
+    return status::ok();
+  }));
+  return ran;
 }
 
 }  // namespace tandem::gpu::ops::cuda

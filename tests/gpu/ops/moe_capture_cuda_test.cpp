@@ -1,8 +1,9 @@
 // The MoE experts' forward on cuda:0 at a decode step's size (gpu/ops/cuda/moe_padded.cu's padded
 // layout): a token's output does not depend on the tokens around it (a few tokens, padded, give
-// the bits that many tokens, sorted, give); captured once as a graph, the forward picks its pad on
-// the device at every replay (an if/else conditional node) and gives the uncaptured forward's bits
-// whether the routing fits the small pad or not.
+// the bits that many tokens, sorted, give; tokens that list one expert twice, more slots there than
+// tokens, take the sorted layout and the same bits); captured once as a graph, the forward picks
+// its pad on the device at every replay (an if/else conditional node) and gives the uncaptured
+// forward's bits whether the routing fits the small pad or not.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
@@ -26,14 +27,27 @@ namespace {
 constexpr std::int64_t experts = 16, top_k = 2, hidden = 64, inner = 32, tokens = 128;
 static_assert(tokens <= ops::moe_capturable_tokens);
 
-/// The experts of slot (t, j): spread evenly (8 or 9 rows an expert at 128 tokens), or, skewed,
-/// slot 0 of every token at expert 3 (128 rows or more there, past the small pad).
-std::vector<std::int32_t> routing(std::int64_t n, bool skewed, int shift) {
+/// How the test routes its tokens.
+enum class route {
+  even,      ///< spread evenly (8 or 9 rows an expert at 128 tokens)
+  skewed,    ///< slot 0 of every token at expert 3 (128 rows or more there, past the small pad)
+  repeated,  ///< skewed, and slot 1 of every 16th token at expert 3 too: more slots than tokens there
+};
+
+const char* name_of(route r) { return r == route::even ? "even" : r == route::skewed ? "skewed" : "repeated"; }
+
+/// The experts of slot (t, j). A router gives each token distinct experts; the contract allows a
+/// token to list one twice, as route::repeated does.
+std::vector<std::int32_t> routing(std::int64_t n, route r, int shift) {
   std::vector<std::int32_t> idx(static_cast<std::size_t>(n * top_k));
   for (std::int64_t t = 0; t < n; ++t)
-    for (std::int64_t j = 0; j < top_k; ++j)
-      idx[static_cast<std::size_t>(t * top_k + j)] =
-          skewed && j == 0 ? 3 : static_cast<std::int32_t>((t * 7 + j * 5 + shift) % experts);
+    for (std::int64_t j = 0; j < top_k; ++j) {
+      auto e = static_cast<std::int32_t>((t * 7 + j * 5 + shift) % experts);
+      if (r != route::even && j == 0) e = 3;
+      if (r == route::skewed && j == 1 && e == 3) e = 4;  // distinct, as a router's
+      if (r == route::repeated && j == 1 && t % 16 == 0) e = 3;
+      idx[static_cast<std::size_t>(t * top_k + j)] = e;
+    }
   return idx;
 }
 
@@ -60,8 +74,8 @@ BOOST_AUTO_TEST_CASE(a_token_of_a_few_padded_tokens_gets_the_bits_it_gets_among_
           out(s, {many, hidden});
       y.fill_uniform(3);
       weights.fill_uniform(4, 0, 1);
-      for (const bool skewed : {false, true}) {
-        indices.upload_ints(routing(many, skewed, 0));
+      for (const route r : {route::even, route::skewed, route::repeated}) {
+        indices.upload_ints(routing(many, r, 0));
         BOOST_REQUIRE(ops::moe_experts_forward(ctx, y.view(), gate_up.view(), down.view(), weights.view(),
                                                indices.view(), out.view())
                           .is_ok());
@@ -72,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_token_of_a_few_padded_tokens_gets_the_bits_it_gets_among_
                                                weights.view().rows(0, tokens), indices.view().rows(0, tokens), few_out)
                           .is_ok());
         BOOST_TEST((rows_of(out.raw(), 0, tokens, size_of(s)) == rows_of(all, 0, tokens, size_of(s))),
-                   (skewed ? "skewed" : "even") << " routing: the padded forward of " << tokens
+                   name_of(r) << " routing: the forward of " << tokens
                                                 << " tokens differs from theirs among " << many);
       }
     }
@@ -94,22 +108,22 @@ BOOST_AUTO_TEST_CASE(a_captured_forward_picks_its_pad_at_every_replay_and_gives_
       };
       y.fill_uniform(7);
       weights.fill_uniform(8, 0, 1);
-      indices.upload_ints(routing(tokens, false, 0));
+      indices.upload_ints(routing(tokens, route::even, 0));
       BOOST_REQUIRE(work(ctx).is_ok());  // uncaptured first: both pads' products chosen, the scratch grown
       BOOST_REQUIRE(wait_for_device(ctx).is_ok());
       auto captured = captured_work::capture(ctx, work);
       BOOST_REQUIRE_MESSAGE(captured.has_value(), (captured.has_value() ? "" : captured.error().message()));
       // Even, skewed, even again, skewed with new values: the pad flips at each replay.
       int round = 0;
-      for (const bool skewed : {false, true, false, true}) {
+      for (const route r : {route::even, route::skewed, route::even, route::skewed}) {
         ++round;
         y.fill_uniform(10 + static_cast<std::uint64_t>(round));
-        indices.upload_ints(routing(tokens, skewed, round));
+        indices.upload_ints(routing(tokens, r, round));
         BOOST_REQUIRE(work(ctx).is_ok());
         const std::vector<unsigned char> eager = out.raw();
         out.fill_uniform(99);  // the replay must write every element again
         BOOST_REQUIRE(captured->replay(ctx).is_ok());
-        BOOST_TEST((out.raw() == eager), "round " << round << (skewed ? ", skewed" : ", even")
+        BOOST_TEST((out.raw() == eager), "round " << round << ", " << name_of(r)
                                                   << ": the replay differs from the uncaptured forward");
       }
     }
