@@ -54,10 +54,10 @@ const char* name_of(config::environment_kind e) {
   return "?";
 }
 
-/// The weights' and activations' storage of the Gemma 4 engines: float32 on the CPU (the
-/// reference), bfloat16 on CUDA.
+/// The weights' and activations' storage of the Gemma 4 engines: policy.precision (float32 on the
+/// CPU, the reference; bfloat16 on CUDA unless the recipe asks for float32).
 gpu::dtype weight_dtype(const config::recipe_config& recipe) {
-  return recipe.cluster.backend == config::compute_backend::cuda ? gpu::dtype::bfloat16 : gpu::dtype::float32;
+  return config::compute_dtype(recipe) == config::state_dtype::bfloat16 ? gpu::dtype::bfloat16 : gpu::dtype::float32;
 }
 
 }  // namespace

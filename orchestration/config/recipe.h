@@ -12,6 +12,9 @@ namespace tandem::config {
 enum class compute_backend { cpu, cuda };
 enum class recompute_granularity { none, selective, full };
 enum class state_dtype { float32, bfloat16 };
+/// policy.precision: the dtype the Gemma 4 engines store weights and activations in (automatic:
+/// float32 on the cpu backend, bfloat16 on cuda; compute_dtype() resolves it).
+enum class compute_precision { automatic, float32, bfloat16 };
 enum class importance_sampling_type { tis, icepop, seq_mask_tis };
 enum class environment_kind { parity, arithmetic, math, external };
 enum class engine_kind { gemma4, fake };
@@ -108,6 +111,7 @@ struct refit_config {
 
 struct policy_config {
   std::string model_name;
+  compute_precision precision{};
   std::int64_t train_global_batch_size{};
   std::int64_t train_micro_batch_size{};
   std::optional<std::int64_t> logprob_batch_size;  // null: a rank's whole share per pass
@@ -219,5 +223,16 @@ struct recipe_config {
   cluster_config cluster;
   runtime_config runtime;
 };
+
+/// The dtype of the Gemma 4 engines' weights, gradients and activations: policy.precision, or
+/// where it is automatic, float32 on the cpu backend (the reference) and bfloat16 on cuda.
+inline state_dtype compute_dtype(const recipe_config& r) {
+  switch (r.policy.precision) {
+    case compute_precision::float32: return state_dtype::float32;
+    case compute_precision::bfloat16: return state_dtype::bfloat16;
+    case compute_precision::automatic: break;
+  }
+  return r.cluster.backend == compute_backend::cuda ? state_dtype::bfloat16 : state_dtype::float32;
+}
 
 }  // namespace tandem::config

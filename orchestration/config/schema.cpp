@@ -179,6 +179,15 @@ void declare_policy(schema& s) {
   key(s, "policy.offload_optimizer_for_generation", "Colocated: move optimizer state to host memory while generating")
       .boolean(false).to([](R& r) -> auto& { return r.policy.offload_optimizer_for_generation; })
       .shown_by("tests/integration/runtime/gemma4_run_test.cpp: offloading_the_optimizer_state_while_generating_changes_no_bit_of_a_colocated_run_and_records_the_turns; tests/gpu/runtime/colocated_cuda_run_test.cpp: a_colocated_run_on_one_gpu_generates_every_step_with_the_weights_the_trainer_just_produced");
+  key(s, "policy.precision", "Dtype of the Gemma 4 engines' weights, gradients and activations: auto (float32 on "
+         "cluster.backend cpu, bfloat16 on cuda), float32 (the reference's numerics on a GPU too), or bfloat16")
+      .choice<compute_precision>({{"auto", compute_precision::automatic},
+                                  {"float32", compute_precision::float32},
+                                  {"bfloat16", compute_precision::bfloat16}},
+                                 "auto", [](R& r) -> auto& { return r.policy.precision; })
+      .not_built_when([](const R& r) { return r.policy.precision == compute_precision::bfloat16 && r.cluster.backend == compute_backend::cpu; },
+                      "bfloat16", "bfloat16 runs on cluster.backend: cuda; the CPU computes in float32")
+      .fake_ignores().shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: policy_precision_float32_on_cuda_plans_float32_weights_and_activations; tests/unit/orchestration/config/compute_dtype_test.cpp: policy_precision_auto_is_float32_on_cpu_and_bfloat16_on_cuda_and_an_explicit_value_wins");
   key(s, "policy.recompute_granularity", "Activation recompute in backward: none (every activation and the head's logits kept), selective (attention and MLP insides), full (whole layers)")
       .choice<recompute_granularity>({{"none", recompute_granularity::none},
                                       {"selective", recompute_granularity::selective},

@@ -1,6 +1,7 @@
-// The per-phase memory estimate. Conventions: compute dtype bfloat16 on cuda, float32 on cpu, the
-// weights and their gradients in it; parameters, gradients and optimizer state are sharded over
-// data-parallel ranks and gathered one unit (layer or embedding table) at a time, double-buffered.
+// The per-phase memory estimate. Conventions: compute dtype policy.precision's (bfloat16 on cuda,
+// float32 on cpu unless set), the weights and their gradients in it; parameters, gradients and
+// optimizer state are sharded over data-parallel ranks and gathered one unit (layer or embedding
+// table) at a time, double-buffered.
 #include "orchestration/topology/memory_plan.h"
 
 #include <cmath>
@@ -11,7 +12,6 @@
 namespace tandem::topology {
 namespace {
 
-using config::compute_backend;
 using config::recompute_granularity;
 using config::state_dtype;
 
@@ -34,15 +34,15 @@ double phase_budget::total_bytes() const {
 memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const model_facts& m) {
   memory_plan plan;
   plan.device_bytes = c.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
-  const bool cuda = c.cluster.backend == compute_backend::cuda;
-  const double cb = cuda ? 2.0 : 4.0;
-  const char* compute_name = cuda ? "bfloat16" : "float32";
+  const bool bf16 = config::compute_dtype(c) == state_dtype::bfloat16;
+  const double cb = bf16 ? 2.0 : 4.0;
+  const char* compute_name = bf16 ? "bfloat16" : "float32";
   const double P = static_cast<double>(m.parameters);
   const double dp = static_cast<double>(std::max<std::int64_t>(w.data_parallel_size, 1));
   const std::string shard = dp > 1 ? ", 1/" + std::to_string(static_cast<long long>(dp)) + " shard" : "";
   const auto& opt = c.policy.optimizer;
-  // The parameters are the master weights when master_weights_dtype is their dtype (bfloat16 on
-  // cuda, float32 on cpu); otherwise the master is a separate copy in its own dtype.
+  // The parameters are the master weights when master_weights_dtype is their dtype (policy.precision's:
+  // bfloat16 on cuda, float32 on cpu unless set); otherwise the master is a separate copy in its own dtype.
   const double master = bytes_of(opt.master_weights_dtype) == cb ? 0 : bytes_of(opt.master_weights_dtype);
   const double moments = bytes_of(opt.first_moment_dtype) + bytes_of(opt.second_moment_dtype);
   const double seq = static_cast<double>(c.policy.max_total_sequence_length);

@@ -47,7 +47,8 @@ std::string render_plan(const config::resolved_recipe& r, const model_facts& m, 
   out += "tandem run " + r.file + " (dry run: nothing is started)\n\n";
   out += "model       " + m.name + " (" + m.model_type + ", " + std::to_string(m.num_layers) + " layers, " +
          count(m.parameters) + " parameters)\n";
-  out += std::string("backend     ") + (cuda ? "cuda (bfloat16 compute, float32 accumulation)" : "cpu (float32 reference)") + "\n";
+  const bool bf16 = config::compute_dtype(c) == config::state_dtype::bfloat16;
+  out += std::string("backend     ") + (cuda ? "cuda" : "cpu") + (bf16 ? " (bfloat16 compute, float32 accumulation)" : cuda ? " (float32 compute)" : " (float32 reference)") + "\n";
   out += "cluster     " + std::to_string(c.cluster.num_nodes) + " node(s) x " + std::to_string(c.cluster.gpus_per_node) +
          (cuda ? " GPU(s)" : " CPU device(s)") + ", " + fmt("%.1f GiB", c.cluster.device_memory_gib) + " per device\n";
   if (p.sizes.colocated) {

@@ -90,6 +90,15 @@ BOOST_AUTO_TEST_CASE(the_parameter_shard_is_two_bytes_per_parameter_over_dp_on_c
   BOOST_TEST(bytes(p.training, "gathered unit, double-buffered (1000 elements)") == 0.0);
 }
 
+BOOST_AUTO_TEST_CASE(policy_precision_float32_on_cuda_plans_float32_weights_and_activations) {
+  tc::recipe_config c = recipe();
+  c.policy.precision = tc::compute_precision::float32;
+  const tt::memory_plan p = tt::plan_memory(c, worlds(false, 1), facts());
+  BOOST_TEST(bytes(p.training, "parameters (float32)") == 4'000'000.0);
+  BOOST_TEST(bytes(p.training, "gradients (float32)") == 4'000'000.0);
+  BOOST_TEST(bytes(p.training, "master weights") == 0.0);  // the float32 master is the parameters
+}
+
 BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(false, 4), facts());
   BOOST_TEST(p.device_bytes == gib);
