@@ -20,19 +20,32 @@ std::string digests_text(const step_report& r) {
 
 /// "; turns: optimizer state 0.54 GiB offloaded in 0.012 s (45.1 GB/s), restored in 0.011 s
 /// (49.3 GB/s), host link 52 GB/s; KV cache freed in 0.002 s, made in 0.004 s; in use as training
-/// ended 70.1 GiB, as generation ended 21.4 GiB" for a colocated run; empty otherwise.
+/// ended 70.1 GiB, as generation ended 21.4 GiB" for a colocated run; empty otherwise. A transfer
+/// that did not run this step, or memory not measured (the CPU's), is left out.
 std::string turns_text(const plain::device_turn_figures& t) {
   if (t.empty()) return "";
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-  char text[512];
-  std::snprintf(text, sizeof text,
-                "; turns: optimizer state %.3g GiB offloaded in %.3g s (%.3g GB/s), restored in %.3g s (%.3g GB/s), host link "
-                "%.3g GB/s; KV cache freed in %.3g s, made in %.3g s; in use as training ended %.3g GiB, as generation "
-                "ended %.3g GiB",
-                static_cast<double>(t.offloaded_bytes) / gib, t.offload_seconds, t.offload_gb_per_s(), t.restore_seconds,
-                t.restore_gb_per_s(), t.host_link_gb_per_s, t.cache_release_seconds,
-                t.cache_restore_seconds, static_cast<double>(t.training_in_use_bytes) / gib,
-                static_cast<double>(t.generation_in_use_bytes) / gib);
+  auto fmt = [](const char* f, auto... v) {
+    char text[160];
+    std::snprintf(text, sizeof text, f, v...);
+    return std::string(text);
+  };
+  std::string moved;
+  if (t.offloads > 0)
+    moved += fmt("%.3g GiB offloaded in %.3g s (%.3g GB/s)", static_cast<double>(t.offloaded_bytes) / gib, t.offload_seconds,
+                 t.offload_gb_per_s());
+  if (t.restores > 0)
+    moved += (moved.empty() ? fmt("%.3g GiB ", static_cast<double>(t.restored_bytes) / gib) : std::string(", ")) +
+             fmt("restored in %.3g s (%.3g GB/s)", t.restore_seconds, t.restore_gb_per_s());
+  std::string text = "; turns: ";
+  if (!moved.empty()) text += "optimizer state " + moved + ", ";
+  if (t.host_link_gb_per_s > 0) text += fmt("host link %.3g GB/s; ", t.host_link_gb_per_s);
+  text += fmt("KV cache freed in %.3g s, made in %.3g s", t.cache_release_seconds, t.cache_restore_seconds);
+  std::string in_use;
+  if (t.training_in_use_bytes > 0) in_use += fmt(" as training ended %.3g GiB", static_cast<double>(t.training_in_use_bytes) / gib);
+  if (t.generation_in_use_bytes > 0)
+    in_use += (in_use.empty() ? "" : ",") + fmt(" as generation ended %.3g GiB", static_cast<double>(t.generation_in_use_bytes) / gib);
+  if (!in_use.empty()) text += "; in use" + in_use;
   return text;
 }
 

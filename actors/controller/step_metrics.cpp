@@ -42,12 +42,16 @@ void add_turn_metrics(json& record, const std::string& phase, const plain::devic
   record["timing/" + phase + "/restore_optimizer"] = t.restore_seconds;
   record["timing/" + phase + "/release_kv_cache"] = t.cache_release_seconds;
   record["timing/" + phase + "/restore_kv_cache"] = t.cache_restore_seconds;
-  record["performance/offload_optimizer_gb_per_s"] = t.offload_gb_per_s();
-  record["performance/restore_optimizer_gb_per_s"] = t.restore_gb_per_s();
+  // Rates and memory only where measured: no offload (or restore) this step, or a device whose
+  // memory is the host's (0 in use), leaves its key out rather than record a 0 nothing measured.
+  if (t.offloads > 0) record["performance/offload_optimizer_gb_per_s"] = t.offload_gb_per_s();
+  if (t.restores > 0) record["performance/restore_optimizer_gb_per_s"] = t.restore_gb_per_s();
   record["performance/host_link_gb_per_s"] = t.host_link_gb_per_s;
   record["memory/optimizer_offloaded_gib"] = static_cast<double>(t.offloaded_bytes) / gib_bytes;
-  record["memory/training_in_use_gib"] = static_cast<double>(t.training_in_use_bytes) / gib_bytes;
-  record["memory/generation_in_use_gib"] = static_cast<double>(t.generation_in_use_bytes) / gib_bytes;
+  if (t.training_in_use_bytes > 0)
+    record["memory/training_in_use_gib"] = static_cast<double>(t.training_in_use_bytes) / gib_bytes;
+  if (t.generation_in_use_bytes > 0)
+    record["memory/generation_in_use_gib"] = static_cast<double>(t.generation_in_use_bytes) / gib_bytes;
 }
 
 }  // namespace

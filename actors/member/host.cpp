@@ -1,6 +1,7 @@
 // The member's host (state machine in host.hpp).
 #include "actors/member/host.hpp"
 
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <variant>
@@ -161,9 +162,20 @@ void join(host_ptr self, const control::peer_table& table) {
   log_line(st.s.log_name + ": data plane joined, engines ready (" +
            (st.recipe.runtime.engine == config::engine_kind::fake
                 ? std::string("fake")
-                : st.recipe.cluster.backend == config::compute_backend::cuda ? "gemma4 on cuda:" + std::to_string(device) + ", bfloat16"
-                                                                             : std::string("gemma4 on the cpu, float32")) +
+                : (st.recipe.cluster.backend == config::compute_backend::cuda ? "gemma4 on cuda:" + std::to_string(device)
+                                                                              : std::string("gemma4 on the cpu")) +
+                      (config::compute_dtype(st.recipe) == config::state_dtype::bfloat16 ? ", bfloat16" : ", float32")) +
            ")");
+  if (st.engines.turns && st.engines.turns->startup_figures().offloads > 0) {
+    const plain::device_turn_figures& f = st.engines.turns->startup_figures();
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  ": optimizer state %.3g GiB moved to pinned host memory for the first generation turn in %.3g s "
+                  "(%.3g GB/s, its pinned buffers allocated then; later steps reuse them), host link %.3g GB/s",
+                  static_cast<double>(f.offloaded_bytes) / (1024.0 * 1024.0 * 1024.0), f.offload_seconds, f.offload_gb_per_s(),
+                  f.host_link_gb_per_s);
+    log_line(st.s.log_name + text);
+  }
   if (w.assigned.policy && w.data_parallel_rank == 0)
     send(self, control::manifest{0, st.engines.train->manifest()});
 }

@@ -39,6 +39,7 @@ gpu::result<std::shared_ptr<device_turns>> device_turns::create(
   auto generator = make_generator();
   if (!generator) return generator.error();
   turns->generate_ = std::move(*generator);
+  turns->startup_ = turns->take_figures();
   return turns;
 }
 

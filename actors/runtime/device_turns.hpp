@@ -19,7 +19,9 @@
 // engine as it was; a failure says which engine and what failed, and the turn stays the one before
 // (the next call tries again). The figures of every transition (seconds, bytes, the device memory
 // in use as each turn ends) accumulate until take_figures(), which the policy worker's train
-// report carries to the controller.
+// report carries to the controller; the first generation turn's, taken as the member starts (the
+// first offload allocates the pinned host buffers, which takes far longer than a copy), are kept
+// apart (startup_figures) so that no step's rates include it.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +56,12 @@ class device_turns {
   gpu::status for_training();
 
   /// The figures since the last call (and the host link's bandwidth, measured once), then zeroes
-  /// the counts.
+  /// the counts. The first is the first step's: the start-up turn is not among them.
   plain::device_turn_figures take_figures();
+
+  /// The first generation turn's figures, taken by create() before any step: the optimizer state's
+  /// first offload, its pinned host buffers allocated then.
+  const plain::device_turn_figures& startup_figures() const { return startup_; }
 
  private:
   enum class turn { training, generating };
@@ -73,6 +79,7 @@ class device_turns {
   bool offload_optimizer_ = false;
   turn turn_ = turn::training;
   plain::device_turn_figures figures_;
+  plain::device_turn_figures startup_;
 };
 
 }  // namespace tandem
