@@ -50,13 +50,14 @@ std::string lower(std::string s) {
 }
 
 /// The metrics of `table` a default plot shows: by kind (a name of several kinds under its first),
-/// then by name.
+/// then by name. Timings (timing/...: seconds, such as timing/train/reward_calculation) are not a
+/// kind's even when their names hold one.
 std::vector<std::string> default_metrics(const tr::metric_table& table) {
   std::vector<std::string> names;
   for (const auto& kind : plotted_kinds())
     for (const auto& [name, series] : table) {
       const std::string l = lower(name);
-      if (l.find(kind) == std::string::npos) continue;
+      if (l.starts_with("timing/") || l.find(kind) == std::string::npos) continue;
       const auto first = std::find_if(plotted_kinds().begin(), plotted_kinds().end(),
                                       [&](const std::string& k) { return l.find(k) != std::string::npos; });
       if (*first == kind) names.push_back(name);

@@ -232,6 +232,15 @@ BOOST_AUTO_TEST_CASE(plot_with_metrics_draws_exactly_those_into_the_file_named) 
   BOOST_TEST(contents(png).substr(0, 4) == "\x89PNG");
 }
 
+BOOST_AUTO_TEST_CASE(a_default_plot_leaves_out_timings_whose_names_hold_a_plotted_kind) {
+  dir.write("timed/metrics.jsonl", "{\"step\":1,\"train/reward\":0.5,\"timing/train/reward_calculation\":0.001}\n"
+                                   "{\"step\":2,\"train/reward\":0.75,\"timing/train/reward_calculation\":0.002}\n");
+  const std::string timed = (dir.path() / "timed").string();
+  const cli_result r = cli({"plot", timed});
+  BOOST_TEST_REQUIRE(r.code == 0, r.err);
+  BOOST_TEST(r.out == "plotted train/reward of " + timed + "/metrics.jsonl to " + timed + "/metrics.png\n");
+}
+
 BOOST_AUTO_TEST_CASE(a_single_step_still_plots) {
   dir.write("one/metrics.jsonl", "{\"step\":1,\"loss\":0.5}\n");
   const cli_result r = cli({"plot", (dir.path() / "one").string()});
