@@ -157,6 +157,7 @@ controller_result run_to_end(const controller_options& o) {
   s.steps = o.steps;
   s.records = o.records;
   s.checkpoints = o.checkpoints;
+  s.memory_plan = o.memory_plan;
   s.socket = socket;
   s.listener = caf::actor{self};
   s.report = o.report;

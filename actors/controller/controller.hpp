@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/controller/memory_plan_figures.hpp"
 #include "actors/controller/step_line.hpp"
 #include "actors/runtime/run_keys.hpp"
 #include "orchestration/config/recipe.h"
@@ -55,6 +56,9 @@ struct controller_options {
   records::run_files records;
   /// Step checkpoints and the one this run resumes from (checkpoint_state.hpp).
   checkpoint_plan checkpoints;
+  /// The dry run's memory plan per phase (a CUDA run's), put beside the device memory in use in
+  /// every step's record and line; zero: none.
+  memory_plan_figures memory_plan;
   /// Ranks 0 .. spawn_local-1 are started here; the others are started by a launcher and
   /// connect on their own. -1: every rank.
   std::int64_t spawn_local = -1;

@@ -216,6 +216,7 @@ void start_loop(controller_ptr self) {
   ls.progress = st.s.progress;
   ls.records = st.s.records;
   ls.checkpoints = st.s.checkpoints;
+  ls.memory_plan = st.s.memory_plan;
   st.loop = spawn_rl_loop(self->system(), std::move(ls));
   self->link_to(st.loop);
 }

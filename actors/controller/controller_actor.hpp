@@ -44,6 +44,7 @@
 #include <caf/atom.hpp>
 
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/memory_plan_figures.hpp"
 #include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
 #include "actors/controller/checkpoint_state.hpp"
@@ -79,6 +80,8 @@ struct controller_settings {
   records::run_files records;
   /// Step checkpoints and the one this run resumes from (checkpoint_state.hpp).
   checkpoint_plan checkpoints;
+  /// The dry run's memory plan per phase, beside the memory in use in the step records (zero: none).
+  memory_plan_figures memory_plan;
   /// Not started yet: the actor starts it with its bridge's events.
   std::shared_ptr<socket_thread> socket;
   /// Receives ctl_listen and ctl_done.

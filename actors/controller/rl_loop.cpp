@@ -105,7 +105,8 @@ std::optional<records::file_error> write_records(rl_loop_state& st, const step_r
     for (std::size_t i = 0; i < r.trajectories.size(); ++i)
       if (auto e = files.generations->append(trajectory_record(r, i, static_cast<std::uint64_t>(st.s.recipe.grpo.seed)).dump()))
         return e;
-  json record = r.supervised ? sft_step_record(r, traffic, seconds) : step_record(r, traffic, seconds, st.metric_settings);
+  json record = r.supervised ? sft_step_record(r, traffic, seconds, st.metric_settings)
+                             : step_record(r, traffic, seconds, st.metric_settings);
   if (validation) add_validation_metrics(record, *validation);
   st.last_record = record;
   if (files.metrics)
@@ -432,7 +433,8 @@ void next_step(loop_ptr self) {
     ++st.done;
     // Lines count each phase's own steps; records number every step of the run.
     const bool sft = st.done <= st.sft_steps;
-    say(self, format_step_line(r, {sft ? st.done : st.done - st.sft_steps, sft ? st.sft_steps : st.steps, traffic, seconds}));
+    say(self, format_step_line(r, {sft ? st.done : st.done - st.sft_steps, sft ? st.sft_steps : st.steps, traffic, seconds,
+                                   st.metric_settings.plan}));
     record_step(self, std::move(r), traffic, seconds);
   };
   auto failed = [self, warm_up](caf::error& e) {
@@ -516,6 +518,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   dc.rewards.advantages = rl_settings->advantages;
   dc.rewards.overlong_filtering = rl_settings->overlong_filtering;
   st.metric_settings.importance = dc.loss.importance;
+  st.metric_settings.plan = st.s.memory_plan;
   dc.micro_batch_tokens = micro_batch_token_budget(recipe);
   dc.train_global_batch_size = rl_settings->train_global_batch_size;
   dc.max_trajectory_age_steps = static_cast<std::uint32_t>(recipe.grpo.max_trajectory_age_steps);

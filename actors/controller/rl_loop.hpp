@@ -52,6 +52,7 @@
 #include "actors/api/policy_actor.hpp"
 #include "actors/api/rollout_actor.hpp"
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/memory_plan_figures.hpp"
 #include "actors/controller/step_line.hpp"
 #include "orchestration/config/recipe.h"
 #include "actors/controller/checkpoint_state.hpp"
@@ -83,6 +84,9 @@ struct rl_loop_settings {
   /// Step checkpoints (checkpointing.*) and the one this run resumes from: the members load it
   /// after the handshake, the driver goes on from its snapshot (checkpoint_state.hpp).
   checkpoint_plan checkpoints;
+  /// The dry run's memory plan per phase, put beside the memory in use in each step's record and
+  /// line; zero: none.
+  memory_plan_figures memory_plan;
 };
 
 /// Spawns the loop, which starts with the handshake at once.

@@ -20,9 +20,10 @@ std::string digests_text(const step_report& r) {
 
 /// "; turns: optimizer state 0.54 GiB offloaded in 0.012 s (45.1 GB/s), restored in 0.011 s
 /// (49.3 GB/s), host link 52 GB/s; KV cache freed in 0.002 s, made in 0.004 s; in use as training
-/// ended 70.1 GiB, as generation ended 21.4 GiB" for a colocated run; empty otherwise. A transfer
-/// that did not run this step, or memory not measured (the CPU's), is left out.
-std::string turns_text(const plain::device_turn_figures& t) {
+/// ended 70.1 GiB (plan 68.5), as generation ended 21.4 GiB (plan 20.9)" for a colocated run;
+/// empty otherwise. A transfer that did not run this step, memory not measured (the CPU's) or a
+/// phase without a plan is left out.
+std::string turns_text(const plain::device_turn_figures& t, const memory_plan_figures& plan) {
   if (t.empty()) return "";
   constexpr double gib = 1024.0 * 1024.0 * 1024.0;
   auto fmt = [](const char* f, auto... v) {
@@ -41,10 +42,14 @@ std::string turns_text(const plain::device_turn_figures& t) {
   if (!moved.empty()) text += "optimizer state " + moved + ", ";
   if (t.host_link_gb_per_s > 0) text += fmt("host link %.3g GB/s; ", t.host_link_gb_per_s);
   text += fmt("KV cache freed in %.3g s, made in %.3g s", t.cache_release_seconds, t.cache_restore_seconds);
+  auto planned = [&](double bytes) { return bytes > 0 ? fmt(" (plan %.3g)", bytes / gib) : std::string(); };
   std::string in_use;
-  if (t.training_in_use_bytes > 0) in_use += fmt(" as training ended %.3g GiB", static_cast<double>(t.training_in_use_bytes) / gib);
+  if (t.training_in_use_bytes > 0)
+    in_use += fmt(" as training ended %.3g GiB", static_cast<double>(t.training_in_use_bytes) / gib) + planned(plan.training_bytes);
   if (t.generation_in_use_bytes > 0)
-    in_use += (in_use.empty() ? "" : ",") + fmt(" as generation ended %.3g GiB", static_cast<double>(t.generation_in_use_bytes) / gib);
+    in_use += (in_use.empty() ? "" : ",") +
+              fmt(" as generation ended %.3g GiB", static_cast<double>(t.generation_in_use_bytes) / gib) +
+              planned(plan.generation_bytes);
   if (!in_use.empty()) text += "; in use" + in_use;
   return text;
 }
@@ -71,7 +76,7 @@ step_line format_step_line(const step_report& r, const step_line_facts& f) {
                 number, steps, r.reward_mean, loss, tmpe, gen_kl, tokens, from, to, to_string(r.refit.mode).c_str(),
                 r.refit.buckets, static_cast<long long>(r.refit.bytes),
                 static_cast<unsigned long long>(f.traffic.sent_bytes + f.traffic.received_bytes), f.seconds);
-  line.full = text + digests_text(r) + turns_text(r.turns);
+  line.full = text + digests_text(r) + turns_text(r.turns, f.plan);
   return line;
 }
 
@@ -90,7 +95,7 @@ step_line format_sft_step_line(const step_report& r, const step_line_facts& f) {
                 number, steps, r.loss, r.grad_norm_mean, tokens, from, to, to_string(r.refit.mode).c_str(), r.refit.buckets,
                 static_cast<long long>(r.refit.bytes),
                 static_cast<unsigned long long>(f.traffic.sent_bytes + f.traffic.received_bytes), f.seconds);
-  line.full = text + digests_text(r) + turns_text(r.turns);
+  line.full = text + digests_text(r) + turns_text(r.turns, f.plan);
   return line;
 }
 

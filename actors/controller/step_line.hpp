@@ -19,6 +19,7 @@
 
 #include "actors/api/messages.hpp"
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/memory_plan_figures.hpp"
 
 namespace tandem {
 
@@ -28,6 +29,7 @@ struct step_line_facts {
   std::int64_t steps = 0;   ///< the run's
   socket_thread::traffic_counts traffic;  ///< the controller's during the step
   double seconds = 0;       ///< the whole step
+  memory_plan_figures plan;  ///< put beside the memory in use (zero: none)
 };
 
 /// One step's line, in both forms.

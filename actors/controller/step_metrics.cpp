@@ -36,7 +36,8 @@ constexpr double gib_bytes = 1024.0 * 1024.0 * 1024.0;
 
 /// A colocated run's device turns (plain::device_turn_figures) under `phase` (train, sft): none
 /// where no member hosts both engines (every figure zero).
-void add_turn_metrics(json& record, const std::string& phase, const plain::device_turn_figures& t) {
+void add_turn_metrics(json& record, const std::string& phase, const plain::device_turn_figures& t,
+                      const memory_plan_figures& plan) {
   if (t.empty()) return;
   record["timing/" + phase + "/offload_optimizer"] = t.offload_seconds;
   record["timing/" + phase + "/restore_optimizer"] = t.restore_seconds;
@@ -48,10 +49,15 @@ void add_turn_metrics(json& record, const std::string& phase, const plain::devic
   if (t.restores > 0) record["performance/restore_optimizer_gb_per_s"] = t.restore_gb_per_s();
   record["performance/host_link_gb_per_s"] = t.host_link_gb_per_s;
   record["memory/optimizer_offloaded_gib"] = static_cast<double>(t.offloaded_bytes) / gib_bytes;
-  if (t.training_in_use_bytes > 0)
+  // Each phase's memory in use beside the plan's figure for it.
+  if (t.training_in_use_bytes > 0) {
     record["memory/training_in_use_gib"] = static_cast<double>(t.training_in_use_bytes) / gib_bytes;
-  if (t.generation_in_use_bytes > 0)
+    if (plan.training_bytes > 0) record["memory/training_planned_gib"] = plan.training_bytes / gib_bytes;
+  }
+  if (t.generation_in_use_bytes > 0) {
     record["memory/generation_in_use_gib"] = static_cast<double>(t.generation_in_use_bytes) / gib_bytes;
+    if (plan.generation_bytes > 0) record["memory/generation_planned_gib"] = plan.generation_bytes / gib_bytes;
+  }
 }
 
 }  // namespace
@@ -135,11 +141,12 @@ json step_record(const step_report& r, const socket_thread::traffic_counts& traf
               {"control_bytes", traffic_json(traffic)},
               {"weights_digests", digests_json(r)},
               {"events", events}};
-  add_turn_metrics(record, "train", r.turns);
+  add_turn_metrics(record, "train", r.turns, s.plan);
   return record;
 }
 
-json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds) {
+json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
+                     const step_metric_settings& s) {
   const auto& p = r.phase_seconds;
   json record{{"step", r.step + 1},
               {"sft/loss", r.loss},
@@ -153,7 +160,7 @@ json sft_step_record(const step_report& r, const socket_thread::traffic_counts& 
               {"refit", refit_json(r.refit)},
               {"control_bytes", traffic_json(traffic)},
               {"weights_digests", digests_json(r)}};
-  add_turn_metrics(record, "sft", r.turns);
+  add_turn_metrics(record, "sft", r.turns, s.plan);
   return record;
 }
 

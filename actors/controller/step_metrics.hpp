@@ -57,6 +57,7 @@
 
 #include "actors/api/messages.hpp"
 #include "actors/bridge/socket_thread.hpp"
+#include "actors/controller/memory_plan_figures.hpp"
 #include "gpu/ops/pg_loss.h"
 #include "orchestration/records/tensorboard_events.h"
 
@@ -65,6 +66,7 @@ namespace tandem {
 /// The settings a step's metrics depend on.
 struct step_metric_settings {
   gpu::ops::importance_correction importance = gpu::ops::importance_correction::tis;
+  memory_plan_figures plan;
 };
 
 /// A weights digest as the records print it: "0x" and 16 hex digits.
@@ -75,7 +77,8 @@ nlohmann::json step_record(const step_report& r, const socket_thread::traffic_co
                            const step_metric_settings& s);
 
 /// A warm-up step's record (numbered from 1, as every step).
-nlohmann::json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds);
+nlohmann::json sft_step_record(const step_report& r, const socket_thread::traffic_counts& traffic, double seconds,
+                               const step_metric_settings& s);
 
 /// Adds the validation metrics of `v` to `record`, the record of the step the pass ran after.
 void add_validation_metrics(nlohmann::json& record, const validation_report& v);

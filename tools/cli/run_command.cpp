@@ -56,7 +56,7 @@ std::string memory_plan_line(const config::recipe_config& c, const topology::pla
   char text[320];
   std::snprintf(text, sizeof text,
                 "memory plan per device: training %.2f GiB, logprobs %.2f GiB, generation %.2f GiB (a KV cache of %.2f GiB); "
-                "what is in use as each turn ends is in every step's record (memory/*_in_use_gib)",
+                "every step's record puts what is in use as each turn ends beside it (memory/*_in_use_gib, *_planned_gib)",
                 mem.training.total_bytes() / gib, mem.logprobs.total_bytes() / gib, mem.generation.total_bytes() / gib,
                 std::max(mem.kv_cache_bytes, 0.0) / gib);
   return text;
@@ -118,7 +118,11 @@ int execute(const config::resolved_recipe& asked, const resolved_model& model, b
   run_output lines(out, is_terminal(out), err, is_terminal(err), prepared->files.log);
   lines.out(prepared->first_line);
   for (const auto& note : prepared->notes) lines.out(note);
-  if (c.cluster.backend == config::compute_backend::cuda) lines.out(memory_plan_line(c, o.plan, model.facts));
+  if (c.cluster.backend == config::compute_backend::cuda) {
+    lines.out(memory_plan_line(c, o.plan, model.facts));
+    const topology::memory_plan mem = topology::plan_memory(c, o.plan.sizes, model.facts);
+    o.memory_plan = {mem.training.total_bytes(), mem.generation.total_bytes()};
+  }
   o.report = [&lines](const std::string& line) { lines.out(line); };  // on several threads, one call per line
   o.step_lines = [&lines](const step_line& line) { lines.step(line.compact, line.full); };
   o.progress = [&lines](std::size_t done, std::size_t total) { lines.generation(done, total); };

@@ -123,6 +123,9 @@ BOOST_AUTO_TEST_CASE(a_colocated_run_on_one_gpu_generates_every_step_with_the_we
       BOOST_TEST(s["performance/host_link_gb_per_s"].get<double>() > 0, s.dump());
       BOOST_TEST(s["memory/generation_in_use_gib"].get<double>() > 0, s.dump());
       BOOST_TEST((s.contains("memory/training_in_use_gib") || n == 0), s.dump());
+      // Beside each, the dry run's plan for that phase.
+      BOOST_TEST(s.contains("memory/generation_planned_gib"), s.dump());
+      BOOST_TEST((s.contains("memory/training_planned_gib") || n == 0), s.dump());
     }
   }
 }

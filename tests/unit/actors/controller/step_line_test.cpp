@@ -72,4 +72,35 @@ BOOST_AUTO_TEST_CASE(policy_ranks_whose_digests_differ_are_named_so) {
   BOOST_TEST(line.compact.find("weights") == std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_colocated_steps_turns_show_what_moved_and_the_memory_in_use_beside_the_plan) {
+  constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+  tandem::step_report r = third_step();
+  r.turns.offloads = 1;
+  r.turns.restores = 1;
+  r.turns.offloaded_bytes = r.turns.restored_bytes = static_cast<std::uint64_t>(2 * gib);
+  r.turns.offload_seconds = 0.5;
+  r.turns.restore_seconds = 0.25;
+  r.turns.cache_release_seconds = 0.002;
+  r.turns.cache_restore_seconds = 0.004;
+  r.turns.host_link_gb_per_s = 52;
+  r.turns.training_in_use_bytes = static_cast<std::uint64_t>(70 * gib);
+  r.turns.generation_in_use_bytes = static_cast<std::uint64_t>(11 * gib);
+  tandem::step_line_facts f = third_of_sixty();
+  f.plan = {68.5 * gib, 10 * gib};
+  BOOST_TEST(tandem::format_step_line(r, f).full.ends_with(
+                 "; turns: optimizer state 2 GiB offloaded in 0.5 s (4.29 GB/s), restored in 0.25 s (8.59 GB/s), host link "
+                 "52 GB/s; KV cache freed in 0.002 s, made in 0.004 s; in use as training ended 70 GiB (plan 68.5), as "
+                 "generation ended 11 GiB (plan 10)"),
+             tandem::format_step_line(r, f).full);
+  // The first step has no offload (the member's start made it) and a CPU run no memory figure.
+  r.turns.offloads = 0;
+  r.turns.offloaded_bytes = 0;
+  r.turns.offload_seconds = 0;
+  r.turns.training_in_use_bytes = r.turns.generation_in_use_bytes = 0;
+  BOOST_TEST(tandem::format_step_line(r, f).full.ends_with(
+                 "; turns: optimizer state 2 GiB restored in 0.25 s (8.59 GB/s), host link 52 GB/s; KV cache freed in "
+                 "0.002 s, made in 0.004 s"),
+             tandem::format_step_line(r, f).full);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
