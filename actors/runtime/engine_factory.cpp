@@ -19,6 +19,7 @@
 #include "gpu/engine/fake/fake_train_engine.h"
 #include "gpu/engine/parity_task.h"
 #include "gpu/model/kv_cache.h"
+#include "orchestration/topology/memory_plan.h"
 
 namespace tandem {
 namespace {
@@ -286,10 +287,11 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
   const std::int64_t block = gpu::kv_block_bytes(model.config, stored, B);
   const double wanted = static_cast<double>(o.max_num_sequences) * static_cast<double>(per_sequence * block);
   // What the memory plan leaves generation: the usable share of the device, less the weights
-  // (twice on a dedicated generator, which stages a refit's copy) and what a colocated trainer
-  // keeps on the device while it generates: its gradients (the weights' dtype, zero between
+  // (twice on a dedicated generator, which stages a refit's copy), what a colocated trainer
+  // keeps on the device while it generates (its gradients (the weights' dtype, zero between
   // steps), a master copy where master_weights_dtype differs from the weights' and the AdamW
-  // moments, unless policy.offload_optimizer_for_generation moves them to host memory.
+  // moments, unless policy.offload_optimizer_for_generation moves them to host memory), and the
+  // generator's own working memory (the head's logits and the sampler's scratch, the CUDA runtime).
   const double elements = static_cast<double>(model.layout.total_elements);
   const double width = static_cast<double>(gpu::size_of(stored));
   const gpu::train_engine_options t = train_engine_settings(recipe);
@@ -299,6 +301,7 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
     resident += elements * (width + static_cast<double>(state_bytes(t.first_moment_dtype) + state_bytes(t.second_moment_dtype) + master));
   }
   const double usable = p.generation.gpu_memory_utilization * recipe.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
+  resident += topology::generation_working_bytes(recipe, model.config.vocab_size);
   const double allowed = usable - resident;
   if (allowed < static_cast<double>(per_sequence * block)) {
     char text[512];

@@ -31,6 +31,13 @@ double phase_budget::total_bytes() const {
   return t;
 }
 
+double generation_working_bytes(const config::recipe_config& c, std::int64_t vocab_size) {
+  const double rows = static_cast<double>(std::min(c.policy.generation.max_num_sequences, generation_head_rows));
+  const double element = config::compute_dtype(c) == state_dtype::bfloat16 ? 2.0 : 4.0;
+  const double head = rows * static_cast<double>(vocab_size) * (element + 4.0);
+  return head + (c.cluster.backend == config::compute_backend::cuda ? cuda_runtime_bytes : 0.0);
+}
+
 memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const model_facts& m) {
   memory_plan plan;
   plan.device_bytes = c.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
@@ -67,6 +74,9 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
                           train_tokens * saved * cb},
                          {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
                           2.0 * chunk * V * 4.0}};
+  const bool on_cuda = c.cluster.backend == config::compute_backend::cuda;
+  const memory_item runtime{"CUDA context, library handles and workspaces (measured)", on_cuda ? cuda_runtime_bytes : 0.0};
+  plan.training.items.push_back(runtime);
   // Without recompute the Gemma 4 engines keep the head's logits of the whole micro-batch for the
   // backward, which then skips the head's product.
   if (c.policy.recompute == recompute_granularity::none)
@@ -88,6 +98,7 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
   plan.logprobs.items.push_back({"activations of one layer (" + std::to_string(static_cast<long long>(lp_tokens)) + " tokens)",
                                  lp_tokens * static_cast<double>(m.layer_working_activations) * cb});
   plan.logprobs.items.push_back({"logits (chunk, float32)", chunk * V * 4.0});
+  plan.logprobs.items.push_back(runtime);
 
   plan.generation.phase = "generation";
   const bool zero_copy = w.colocated && dp == 1;  // the rollout engine reads the trainer's weights
@@ -100,6 +111,11 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
       plan.generation.items.push_back(moment_item);
     }
   }
+  const double head_rows = static_cast<double>(std::min(c.policy.generation.max_num_sequences, generation_head_rows));
+  plan.generation.items.push_back({"head logits and sampler scratch (" + std::to_string(static_cast<long long>(head_rows)) +
+                                       " rows at a time)",
+                                   generation_working_bytes(c, m.vocab_size) - runtime.bytes});
+  plan.generation.items.push_back(runtime);
   const double usable = plan.device_bytes * c.policy.generation.gpu_memory_utilization;
   // A sequence of the longest allowed length: full layers cache every position, sliding layers
   // at most the window. The generator makes no more cache than max_num_sequences of them need.

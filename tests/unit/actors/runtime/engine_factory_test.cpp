@@ -226,12 +226,14 @@ BOOST_AUTO_TEST_CASE(the_kv_cache_holds_max_num_sequences_full_length_sequences_
   }
   // The memory plan's share caps it: the usable device memory less the weights and, colocated, the
   // trainer's gradients and AdamW moments (float32: 4 + 4 + 4 bytes per weight beside the shared
-  // weights), or, dedicated, the live and the staged weights.
+  // weights), or, dedicated, the live and the staged weights; and the generator's working memory
+  // (the head's logits and the sampler's scratch of 256 rows, 4 + 4 bytes per logit on the CPU).
   const double weights = 4.0 * static_cast<double>(source->layout.total_elements);
+  const double head = 256.0 * static_cast<double>(source->config.vocab_size) * 8.0;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   for (const bool colocated : {true, false}) {
     BOOST_TEST_CONTEXT((colocated ? "colocated" : "dedicated")) {
-      const double resident = colocated ? 4.0 * weights : 2.0 * weights;
+      const double resident = (colocated ? 4.0 * weights : 2.0 * weights) + head;
       const double room = 10.0 * 4.0 * static_cast<double>(block);  // ten full-length sequences
       const std::string memory = "cluster.device_memory_gib=" + exact((resident + room) / 0.5 / gib);
       const auto capped = settings({"policy.generation.max_num_sequences=256", "policy.generation.gpu_memory_utilization=0.5", memory},

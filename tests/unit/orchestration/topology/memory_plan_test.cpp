@@ -13,6 +13,13 @@ namespace tt = tandem::topology;
 namespace {
 
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+/// What every phase of a CUDA process holds beyond its tensors, and its name in the plan.
+constexpr double runtime = tt::cuda_runtime_bytes;
+const std::string runtime_item = "CUDA context, library handles and workspaces (measured)";
+/// The generator's head: logits (bfloat16) and the sampler's float32 scratch for 256 rows of the
+/// vocabulary of 100.
+constexpr double head = 256.0 * 100 * (2 + 4);
+const std::string head_item = "head logits and sampler scratch (256 rows at a time)";
 
 /// A model of one million parameters with small, distinct activation figures.
 tt::model_facts facts() {
@@ -29,13 +36,13 @@ tt::model_facts facts() {
   return m;
 }
 
-/// cuda, 1 GiB devices, half of it for generation, float32 optimizer state, sequences of 100,
+/// cuda, 2 GiB devices, half of it for generation, float32 optimizer state, sequences of 100,
 /// more running sequences than any KV cache below holds.
 tc::recipe_config recipe() {
   tc::recipe_config c;
   c.policy.generation.max_num_sequences = 1 << 30;
   c.cluster.backend = tc::compute_backend::cuda;
-  c.cluster.device_memory_gib = 1.0;
+  c.cluster.device_memory_gib = 2.0;
   c.policy.max_total_sequence_length = 100;
   c.policy.logprob_chunk_size = 10;
   c.policy.train_micro_batch_size = 2;
@@ -101,7 +108,7 @@ BOOST_AUTO_TEST_CASE(policy_precision_float32_on_cuda_plans_float32_weights_and_
 
 BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(false, 4), facts());
-  BOOST_TEST(p.device_bytes == gib);
+  BOOST_TEST(p.device_bytes == 2 * gib);
   const std::vector<std::string> expected = {"parameters (bfloat16, 1/4 shard)",
                                              "gathered unit, double-buffered (1000 elements)",
                                              "gradients (bfloat16, 1/4 shard)",
@@ -109,12 +116,17 @@ BOOST_AUTO_TEST_CASE(the_whole_training_phase_adds_up_item_by_item) {
                                              "AdamW moments, 1/4 shard",
                                              "activations (200 tokens per micro-batch)",
                                              "logits and their gradient (chunk of 10 tokens, float32)",
+                                             runtime_item,
                                              "head logits kept for the backward (200 tokens, recompute none)"};
   BOOST_TEST(names(p.training) == expected, boost::test_tools::per_element());
   BOOST_TEST(bytes(p.training, "activations (200 tokens per micro-batch)") == 200.0 * 50 * 2);
   BOOST_TEST(bytes(p.training, "logits and their gradient (chunk of 10 tokens, float32)") == 2.0 * 10 * 100 * 4);
   BOOST_TEST(bytes(p.training, "head logits kept for the backward (200 tokens, recompute none)") == 200.0 * 100 * 2);
-  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 500'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000 + 40'000);
+  BOOST_TEST(p.training.total_bytes() == 500'000.0 + 4'000 + 500'000 + 1'000'000 + 2'000'000 + 20'000 + 8'000 + runtime + 40'000);
+  // On the CPU the device is the host: no runtime of its own.
+  tc::recipe_config cpu = recipe();
+  cpu.cluster.backend = tc::compute_backend::cpu;
+  BOOST_TEST(bytes(tt::plan_memory(cpu, worlds(false, 4), facts()).training, runtime_item) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(the_moments_take_the_bytes_of_their_dtypes) {
@@ -145,7 +157,8 @@ BOOST_AUTO_TEST_CASE(offloading_the_optimizer_for_logprobs_removes_its_state_fro
   const std::vector<std::string> with_state = {"parameters (bfloat16, 1/4 shard)",
                                                "gathered unit, double-buffered (1000 elements)",
                                                "master weights, 1/4 shard", "AdamW moments, 1/4 shard",
-                                               "activations of one layer (300 tokens)", "logits (chunk, float32)"};
+                                               "activations of one layer (300 tokens)", "logits (chunk, float32)",
+                                               runtime_item};
   BOOST_TEST(names(kept.logprobs) == with_state, boost::test_tools::per_element());
   BOOST_TEST(bytes(kept.logprobs, "activations of one layer (300 tokens)") == 300.0 * 30 * 2);
   BOOST_TEST(bytes(kept.logprobs, "logits (chunk, float32)") == 10.0 * 100 * 4);
@@ -154,7 +167,8 @@ BOOST_AUTO_TEST_CASE(offloading_the_optimizer_for_logprobs_removes_its_state_fro
   const tt::memory_plan offloaded = tt::plan_memory(c, worlds(false, 4), facts());
   const std::vector<std::string> without_state = {"parameters (bfloat16, 1/4 shard)",
                                                   "gathered unit, double-buffered (1000 elements)",
-                                                  "activations of one layer (300 tokens)", "logits (chunk, float32)"};
+                                                  "activations of one layer (300 tokens)", "logits (chunk, float32)",
+                                                  runtime_item};
   BOOST_TEST(names(offloaded.logprobs) == without_state, boost::test_tools::per_element());
   BOOST_TEST(kept.logprobs.total_bytes() - offloaded.logprobs.total_bytes() == 3'000'000.0);
   BOOST_TEST(offloaded.training.total_bytes() == kept.training.total_bytes());
@@ -162,16 +176,19 @@ BOOST_AUTO_TEST_CASE(offloading_the_optimizer_for_logprobs_removes_its_state_fro
 
 BOOST_AUTO_TEST_CASE(colocated_generation_with_one_rank_shares_the_training_weights) {
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(true, 1), facts());
-  const std::vector<std::string> expected = {"weights (bfloat16, shared with training)",
+  const std::vector<std::string> expected = {"weights (bfloat16, shared with training)", head_item, runtime_item,
                                              "KV cache (policy.generation.gpu_memory_utilization 0.50)"};
   BOOST_TEST(names(p.generation) == expected, boost::test_tools::per_element());
   BOOST_TEST(bytes(p.generation, "weights (bfloat16, shared with training)") == 2'000'000.0);
+  BOOST_TEST(bytes(p.generation, head_item) == head);
+  BOOST_TEST(bytes(p.generation, runtime_item) == runtime);
 }
 
 BOOST_AUTO_TEST_CASE(colocated_generation_with_several_ranks_adds_the_resident_training_shard) {
   tc::recipe_config c = recipe();
   tt::memory_plan p = tt::plan_memory(c, worlds(true, 4), facts());
   const std::vector<std::string> expected = {"weights (bfloat16, full copy)", "training parameters, 1/4 shard, resident",
+                                             head_item, runtime_item,
                                              "KV cache (policy.generation.gpu_memory_utilization 0.50)"};
   BOOST_TEST(names(p.generation) == expected, boost::test_tools::per_element());
   BOOST_TEST(bytes(p.generation, "weights (bfloat16, full copy)") == 2'000'000.0);
@@ -188,18 +205,18 @@ BOOST_AUTO_TEST_CASE(dedicated_generation_holds_a_full_copy_and_no_training_stat
   tc::recipe_config c = recipe();
   c.policy.offload_optimizer_for_generation = false;
   const tt::memory_plan p = tt::plan_memory(c, worlds(false, 4), facts());
-  const std::vector<std::string> expected = {"weights (bfloat16, full copy)",
+  const std::vector<std::string> expected = {"weights (bfloat16, full copy)", head_item, runtime_item,
                                              "KV cache (policy.generation.gpu_memory_utilization 0.50)"};
   BOOST_TEST(names(p.generation) == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(the_kv_cache_gets_the_usable_memory_minus_the_rest_of_generation) {
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(true, 4), facts());
-  const double kv = 0.5 * gib - 2'000'000.0 - 500'000.0;
+  const double kv = 0.5 * 2 * gib - 2'000'000.0 - 500'000.0 - head - runtime;
   BOOST_TEST(p.kv_cache_bytes == kv);
   BOOST_TEST(bytes(p.generation, "KV cache (policy.generation.gpu_memory_utilization 0.50)") == kv);
   BOOST_TEST(p.kv_cache_tokens == kv / (10.0 * 2), boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(p.generation.total_bytes() == 0.5 * gib);
+  BOOST_TEST(p.generation.total_bytes() == 0.5 * 2 * gib);
   BOOST_TEST(p.warnings.empty());
 }
 
@@ -210,30 +227,33 @@ BOOST_AUTO_TEST_CASE(the_kv_cache_holds_no_more_than_max_num_sequences_sequences
   BOOST_TEST(p.kv_cache_bytes == 128'000.0);
   BOOST_TEST(bytes(p.generation, "KV cache (policy.generation.gpu_memory_utilization 0.50)") == 128'000.0);
   BOOST_TEST(p.kv_cache_sequences == 64.0);
-  BOOST_TEST(p.generation.total_bytes() == 2'000'000.0 + 500'000.0 + 128'000.0);  // a full copy, the training shard
+  // A full copy, the training shard, the head of 64 rows (the most that run at once) and the runtime.
+  BOOST_TEST(bytes(p.generation, "head logits and sampler scratch (64 rows at a time)") == 64.0 * 100 * 6);
+  BOOST_TEST(p.generation.total_bytes() == 2'000'000.0 + 500'000.0 + 64.0 * 100 * 6 + runtime + 128'000.0);
 }
 
 BOOST_AUTO_TEST_CASE(phases_larger_than_the_device_and_a_kv_cache_without_room_are_warned_about) {
   tc::recipe_config c = recipe();
   tt::model_facts m = facts();
-  m.parameters = 268'435'456;  // 2^28: training holds 16 bytes each (4 GiB), logprobs 14 (3.5 GiB)
+  m.parameters = 536'870'912;  // 2^29: training holds 16 bytes each (8 GiB), logprobs 14 (7 GiB)
   const tt::memory_plan p = tt::plan_memory(c, worlds(false, 1), m);
-  BOOST_TEST(p.kv_cache_bytes == 0.0);  // the bfloat16 copy (0.5 GiB) fills the usable half
+  BOOST_TEST(p.kv_cache_bytes < 0.0);  // the bfloat16 copy (1 GiB) fills the usable half; the head and runtime overflow it
   BOOST_TEST(p.kv_cache_tokens == 0.0);
   const std::vector<std::string> expected = {
-      "training needs 4.00 GiB per device, more than its 1.00 GiB (cluster.device_memory_gib)",
-      "logprobs needs 3.50 GiB per device, more than its 1.00 GiB (cluster.device_memory_gib)",
+      "training needs 8.60 GiB per device, more than its 2.00 GiB (cluster.device_memory_gib)",
+      "logprobs needs 7.60 GiB per device, more than its 2.00 GiB (cluster.device_memory_gib)",
       "generation leaves room for 0 KV-cache tokens, less than one sequence of policy.max_total_sequence_length (100)"};
   BOOST_TEST(p.warnings == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(a_kv_cache_shorter_than_one_sequence_is_the_only_warning) {
   tt::model_facts m = facts();
-  m.kv_elements_per_token_full = 16'777'216;  // 32 MiB per bfloat16 token: 15.9 tokens fit
+  m.kv_elements_per_token_full = 16'777'216;  // 32 MiB per bfloat16 token: 12.7 tokens fit
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(false, 4), m);
-  BOOST_TEST(p.kv_cache_tokens == (0.5 * gib - 2'000'000.0) / (16'777'216.0 * 2), boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(p.kv_cache_tokens == (0.5 * 2 * gib - 2'000'000.0 - head - runtime) / (16'777'216.0 * 2),
+             boost::test_tools::tolerance(1e-12));
   const std::vector<std::string> expected = {
-      "generation leaves room for 15 KV-cache tokens, less than one sequence of policy.max_total_sequence_length (100)"};
+      "generation leaves room for 12 KV-cache tokens, less than one sequence of policy.max_total_sequence_length (100)"};
   BOOST_TEST(p.warnings == expected, boost::test_tools::per_element());
 }
 
