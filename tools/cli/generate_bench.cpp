@@ -177,6 +177,18 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   if (auto st = run(s.new_tokens, 2, true); !st) return fail("the timed run", st);
   f.preemptions = e.preemptions();
 
+  // The train engine's agreement with the samples (it takes the generator); else the generator
+  // goes now. Either way its weights, KV cache and scratch are given back before the ceilings,
+  // whose products have weights of their own (a model's worth: 26B-A4B's did not fit beside the
+  // engine's on an 80 GB device).
+  if (s.agreement) {
+    auto a = measure_agreement(s, ctx, std::move(*engine), *s.agreement);
+    if (!a) return a.error();
+    f.agreement = *a;
+  } else {
+    engine->reset();
+  }
+
   // The decode step's ceilings, measured after the run on the same device.
   gpu::workspace ceiling_scratch(s.dev);
   gpu::exec_context ceiling_ctx = ctx;
@@ -195,11 +207,6 @@ gpu::result<generate_bench_figures> run_generate_bench(const generate_bench_sett
   if (f.decode_step_ms_median > 0) {
     f.ceiling_fraction = f.decode_gemm_ceiling_ms / f.decode_step_ms_median;
     f.roofline_fraction = f.roofline_ms / f.decode_step_ms_median;
-  }
-  if (s.agreement) {
-    auto a = measure_agreement(s, ctx, std::move(*engine), *s.agreement);
-    if (!a) return a.error();
-    f.agreement = *a;
   }
   return f;
 }
