@@ -23,6 +23,16 @@ std::string gib(double bytes) {
   return buf;
 }
 
+/// Rows the generator's head runs at once.
+std::int64_t head_rows(const config::recipe_config& c) {
+  return std::min(c.policy.generation.max_num_sequences, generation_head_rows);
+}
+
+/// What a process's runtime holds on its device beyond its tensors (none on the CPU).
+double runtime_bytes(const config::recipe_config& c) {
+  return c.cluster.backend == config::compute_backend::cuda ? cuda_runtime_bytes : 0.0;
+}
+
 }  // namespace
 
 double phase_budget::total_bytes() const {
@@ -31,18 +41,19 @@ double phase_budget::total_bytes() const {
   return t;
 }
 
+double generation_head_bytes(const config::recipe_config& c, std::int64_t vocab_size) {
+  return static_cast<double>(head_rows(c)) * static_cast<double>(vocab_size) * (bytes_of(config::compute_dtype(c)) + 4.0);
+}
+
 double generation_working_bytes(const config::recipe_config& c, std::int64_t vocab_size) {
-  const double rows = static_cast<double>(std::min(c.policy.generation.max_num_sequences, generation_head_rows));
-  const double element = config::compute_dtype(c) == state_dtype::bfloat16 ? 2.0 : 4.0;
-  const double head = rows * static_cast<double>(vocab_size) * (element + 4.0);
-  return head + (c.cluster.backend == config::compute_backend::cuda ? cuda_runtime_bytes : 0.0);
+  return generation_head_bytes(c, vocab_size) + runtime_bytes(c);
 }
 
 memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const model_facts& m) {
   memory_plan plan;
   plan.device_bytes = c.cluster.device_memory_gib * 1024.0 * 1024.0 * 1024.0;
   const bool bf16 = config::compute_dtype(c) == state_dtype::bfloat16;
-  const double cb = bf16 ? 2.0 : 4.0;
+  const double cb = bytes_of(config::compute_dtype(c));
   const char* compute_name = bf16 ? "bfloat16" : "float32";
   const double P = static_cast<double>(m.parameters);
   const double dp = static_cast<double>(std::max<std::int64_t>(w.data_parallel_size, 1));
@@ -74,8 +85,7 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
                           train_tokens * saved * cb},
                          {"logits and their gradient (chunk of " + std::to_string(c.policy.logprob_chunk_size) + " tokens, float32)",
                           2.0 * chunk * V * 4.0}};
-  const bool on_cuda = c.cluster.backend == config::compute_backend::cuda;
-  const memory_item runtime{"CUDA context, library handles and workspaces (measured)", on_cuda ? cuda_runtime_bytes : 0.0};
+  const memory_item runtime{"CUDA context, library handles and workspaces (measured)", runtime_bytes(c)};
   plan.training.items.push_back(runtime);
   // Without recompute the Gemma 4 engines keep the head's logits of the whole micro-batch for the
   // backward, which then skips the head's product.
@@ -111,10 +121,8 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
       plan.generation.items.push_back(moment_item);
     }
   }
-  const double head_rows = static_cast<double>(std::min(c.policy.generation.max_num_sequences, generation_head_rows));
-  plan.generation.items.push_back({"head logits and sampler scratch (" + std::to_string(static_cast<long long>(head_rows)) +
-                                       " rows at a time)",
-                                   generation_working_bytes(c, m.vocab_size) - runtime.bytes});
+  plan.generation.items.push_back({"head logits and sampler scratch (" + std::to_string(head_rows(c)) + " rows at a time)",
+                                   generation_head_bytes(c, m.vocab_size)});
   plan.generation.items.push_back(runtime);
   const double usable = plan.device_bytes * c.policy.generation.gpu_memory_utilization;
   // A sequence of the longest allowed length: full layers cache every position, sliding layers

@@ -47,9 +47,12 @@ constexpr double cuda_runtime_bytes = 0.6 * 1024.0 * 1024.0 * 1024.0;
 /// head_chunk_rows).
 constexpr std::int64_t generation_head_rows = 256;
 
-/// What the generator needs beside its weights and KV cache: the head's logits and the sampler's
-/// float32 scratch for min(max_num_sequences, generation_head_rows) rows of `vocab_size`, and on
-/// CUDA the runtime's memory. The KV cache is sized after it, by the plan and by the engine alike.
+/// The generator's head: its logits (compute dtype) and the sampler's float32 scratch for
+/// min(max_num_sequences, generation_head_rows) rows of `vocab_size`.
+double generation_head_bytes(const config::recipe_config& c, std::int64_t vocab_size);
+
+/// What the generator needs beside its weights and KV cache: its head, and on CUDA the runtime's
+/// memory. The KV cache is sized after it, by the plan and by the engine alike.
 double generation_working_bytes(const config::recipe_config& c, std::int64_t vocab_size);
 
 }  // namespace tandem::topology

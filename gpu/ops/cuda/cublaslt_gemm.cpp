@@ -597,11 +597,17 @@ result<timed_algo> fastest_algo(cublasLtHandle_t handle, const gemm_operands& g,
   return best;
 }
 
+/// Whether `algo` runs the product of these descriptors (C and D alike) within the workspace.
+bool runs(cublasLtHandle_t handle, cublasLtMatmulDesc_t matmul, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+          cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulHeuristicResult_t checked{};
+  return cublasLtMatmulAlgoCheck(handle, matmul, a, b, c, c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
+         checked.workspaceSize <= gemm_workspace_bytes;
+}
+
 /// Whether `algo` runs the call of `d` within the workspace.
 bool runs(cublasLtHandle_t handle, const descriptors& d, const cublasLtMatmulAlgo_t& algo) {
-  cublasLtMatmulHeuristicResult_t checked{};
-  return cublasLtMatmulAlgoCheck(handle, d.matmul, d.a, d.b, d.c, d.c, &algo, &checked) == CUBLAS_STATUS_SUCCESS &&
-         checked.workspaceSize <= gemm_workspace_bytes;
+  return runs(handle, d.matmul, d.a, d.b, d.c, algo);
 }
 
 /// The algorithm for row-invariant calls of `g`'s shape at `bucket` rows (see above); `reference`
@@ -693,12 +699,8 @@ result<cublasLtMatmulAlgo_t> small_rows_algo(std::string_view op, cublasLtHandle
   // pointers' alignments.
   auto fits = [&](const cublasLtMatmulAlgo_t& algo) {
     if (!aligned_for(algo, key) || !runs(handle, real, algo)) return false;
-    return std::all_of(at.begin(), at.end(), [&](const probe_layouts& rows) {
-      cublasLtMatmulHeuristicResult_t checked{};
-      return cublasLtMatmulAlgoCheck(handle, q.matmul, q.a, rows.b, rows.c, rows.c, &algo, &checked) ==
-                 CUBLAS_STATUS_SUCCESS &&
-             checked.workspaceSize <= gemm_workspace_bytes;
-    });
+    return std::all_of(at.begin(), at.end(),
+                       [&](const probe_layouts& rows) { return runs(handle, q.matmul, q.a, rows.b, rows.c, algo); });
   };
   // Whether `algo`'s rows equal the reference's at every row count (a launch refused: not equal).
   auto gives_the_bits = [&](const cublasLtMatmulAlgo_t& algo) -> result<bool> {

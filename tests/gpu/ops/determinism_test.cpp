@@ -290,10 +290,7 @@ void check_expert_products_match(dtype s, std::int64_t k, std::int64_t n) {
   auto b_of = [&](std::int64_t e) { return static_cast<const char*>(b.view().data()) + e * n * k * width; };
   auto choices = [] {
     std::string text;
-    for (const lt::gemm_choice& c : lt::gemm_choices())
-      text += "\n  " + c.shape + " at " + std::to_string(c.bucket) + " rows: " + std::to_string(c.equal) + " of " +
-              std::to_string(c.candidates) + (c.reference_row_invariant ? "" : " (reference not row-invariant)") + "; " +
-              c.chosen;
+    for (const std::string& line : ops::linear_algorithm_choices()) text += "\n  " + line;
     return text;
   };
   for (std::int64_t e = 0; e < experts; ++e)
