@@ -42,19 +42,19 @@ fi
 if [ -x "$bundle/bin/tandem" ]; then
   run logprobs_cuda_fp32 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
     --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype fp32 --tolerance 1e-4
-  # bfloat16 against transformers' own bfloat16, judged by the distance between transformers' eager
-  # and SDPA attention on the same weights (random weights in a deep model amplify every rounding:
-  # on this fixture the two are 0.029 apart on average, above the 1e-2 that issue 17 asked for).
+  # bfloat16 by its distance from transformers' float32 beside transformers' own bfloat16 runs
+  # (eager and SDPA attention; random weights in a deep model amplify every rounding: on this
+  # fixture those two are 0.029 apart on average, above the 1e-2 that issue 17 asked for).
   run logprobs_cuda_bf16 python3 tools/reference/check_logprobs.py --model tests/data/reference/e2b_like \
-    --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype bf16 --hf-dtype bf16 \
-    --tolerance 1 --within-spread
+    --tandem "$bundle/bin/tandem" --device cuda --tandem-backend cuda --tandem-dtype bf16 \
+    --tolerance 10 --from-float32
   # The E2B shape with random weights saved by transformers itself (GPU_CHECK_E2B=1: writes
   # about 10 GB to /tmp first), tandem's bfloat16 against transformers' on a few sequences.
   if [ "${GPU_CHECK_E2B:-0}" = 1 ]; then
     rm -rf /tmp/gpu-check-e2b
     run e2b_save python3 tools/reference/save_random_model.py --config configs/models/gemma-4-E2B --out /tmp/gpu-check-e2b
     run logprobs_e2b_bf16 python3 tools/reference/check_logprobs.py --model /tmp/gpu-check-e2b --tandem "$bundle/bin/tandem" \
-      --device cuda --tandem-backend cuda --tandem-dtype bf16 --hf-dtype bf16 --tolerance 1 --within-spread
+      --device cuda --tandem-backend cuda --tandem-dtype bf16 --tolerance 10 --from-float32
     # Layer by layer against transformers in float64: where CUDA's float32 path parts from it.
     run trace_drift_e2b_fp32 python3 tools/reference/trace_drift.py --model /tmp/gpu-check-e2b --tandem "$bundle/bin/tandem" \
       --backend cuda --dtype fp32 --out "$logs/trace_drift_e2b"

@@ -10,6 +10,7 @@ a few seeded random sequences over the model's vocabulary, and compares each tok
 Usage: check_logprobs.py --model DIR --tandem BIN [--device cpu|cuda] [--sequences N] [--length L]
                          [--tandem-backend cpu|cuda] [--tandem-dtype fp32|bf16] [--hf-dtype fp32|bf16]
                          [--tolerance MAX] [--mean-tolerance MEAN] [--within-spread]
+                         [--from-float32]
        check_logprobs.py --model DIR --tandem BIN --save FILE   tandem's side only (no torch):
                                                                 the sequences and their logprobs
        check_logprobs.py --model DIR --against FILE [--device]  transformers against a saved FILE
@@ -19,6 +20,9 @@ Usage: check_logprobs.py --model DIR --tandem BIN [--device cpu|cuda] [--sequenc
 --within-spread also runs transformers with its SDPA attention (same weights and dtype) and requires
 tandem's mean |dlogprob| from the eager run to be no larger than SDPA's: within the distance
 between transformers' own two implementations.
+--from-float32 (with --tandem-dtype bf16) judges bfloat16 by its distance from transformers' float32
+instead: tandem's mean |dlogprob| from it beside transformers' own bfloat16 eager and SDPA runs'
+(the same weights), and requires tandem's to be no larger than the farther of the two.
 Exit:  0 within --tolerance (default 2e-5) and --mean-tolerance (default none), 1 beyond, 2 the
        environment lacks torch or Gemma 4.
 Needs torch and a transformers with Gemma 4 (the GPU machine's image), except with --save.
@@ -69,7 +73,10 @@ def main():
     ap.add_argument("--hf-dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--mean-tolerance", type=float)
     ap.add_argument("--within-spread", action="store_true")
+    ap.add_argument("--from-float32", action="store_true")
     a = ap.parse_args()
+    if a.from_float32 and (a.tandem_dtype != "bf16" or a.within_spread):
+        ap.error("--from-float32 judges --tandem-dtype bf16, and replaces --within-spread")
     if bool(a.tandem) == bool(a.against) or (a.save and not a.tandem):
         ap.error("give --tandem BIN (with --save FILE for tandem's side only) or --against FILE")
     if a.against:
@@ -94,8 +101,8 @@ def main():
         return 2
     hf_dtype = torch.bfloat16 if a.hf_dtype == "bf16" else torch.float32
 
-    def hf_logprobs(attention):
-        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=hf_dtype, attn_implementation=attention).to(a.device)
+    def hf_logprobs(attention, dtype=hf_dtype):
+        model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype, attn_implementation=attention).to(a.device)
         model.eval()
         rows = []
         with torch.no_grad():
@@ -107,6 +114,9 @@ def main():
         del model
         return rows
 
+    if a.from_float32:
+        return from_float32(a, got, hf_logprobs("eager", torch.float32),
+                            {name: hf_logprobs(name, torch.bfloat16) for name in ("eager", "sdpa")})
     want = hf_logprobs("eager")
     worst, mean, n = differences(got, want)
     ok = n == sum(len(w) for w in want) and worst <= a.tolerance and (a.mean_tolerance is None or mean <= a.mean_tolerance)
@@ -121,6 +131,19 @@ def main():
     print("%s %s: %d tokens of %d sequences, max |dlogprob| %.3g, mean %.3g (transformers %s on %s, tandem %s %s)%s"
           % ("PASS" if ok else "FAIL", a.model, n, len(seqs), worst, mean, a.hf_dtype, a.device,
              a.tandem_backend, a.tandem_dtype, spread))
+    return 0 if ok else 1
+
+
+def from_float32(a, got, truth, peers):
+    """tandem's bfloat16 logprobs and transformers' bfloat16 runs (peers, by attention), each against
+    transformers' float32: a pass when tandem is no farther from it than the farther peer."""
+    worst, mean, n = differences(got, truth)
+    far = {name: differences(rows, truth) for name, rows in peers.items()}
+    ok = n == sum(len(t) for t in truth) and worst <= a.tolerance and mean <= max(m for _, m, _ in far.values())
+    print("%s %s: %d tokens of %d sequences, from transformers' float32 on %s: tandem %s bf16 max |dlogprob| %.3g, "
+          "mean %.3g; %s" % ("PASS" if ok else "FAIL", a.model, n, len(got), a.device, a.tandem_backend, worst, mean,
+                             "; ".join("transformers bf16 %s max %.3g, mean %.3g" % (name, w, m)
+                                       for name, (w, m, _) in far.items())))
     return 0 if ok else 1
 
 
