@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,nohea
 [ -x "$bundle/bin/tandem_gpu_device_tests" ] && run device_self_test "$bundle/bin/tandem_gpu_device_tests"
 for suite in backend_ops cuda_attention_sampled cuda_determinism cuda_large_tensors cuda_captured_work cuda_moe_capture \
              train_engine_conformance gemma4_train_engine cuda_train_engine_parity nccl_group \
-             generate_engine_conformance gemma4_generate_engine; do
+             generate_engine_conformance gemma4_generate_engine cuda_chunk_hashes; do
   run "$suite" "$bundle/bin/tandem_gpu_cuda_tests" --run_test="$suite" --color_output=no --report_level=short --log_level=test_suite
 done
 run cuda_ops_bench "$bundle/bin/cuda_ops_bench" $quick

@@ -40,6 +40,14 @@ std::uint64_t chunked_xxh3(std::span<const std::byte> bytes) {
   return hash_of_array(a);
 }
 
+std::uint64_t chunk_hash(std::span<const std::byte> chunk) { return XXH3_64bits(chunk.data(), chunk.size()); }
+
+std::uint64_t chunked_xxh3_of_chunks(std::span<const std::uint64_t> chunk_hashes, std::uint64_t length) {
+  std::vector<std::uint64_t> a(chunk_hashes.begin(), chunk_hashes.end());
+  a.push_back(length);
+  return hash_of_array(a);
+}
+
 struct chunked_xxh3_stream::state {
   XXH3_state_t* partial;             // XXH3 of the unfinished chunk's bytes so far (fill of them)
   std::size_t fill = 0;              // < chunk

@@ -1,8 +1,8 @@
 // The weight-stream hash: XXH3-64 of each fixed-size chunk, then XXH3-64 of the chunk hashes and
 // the length. The refit bucket checksum (actors/api/messages.hpp bucket_checksum), the weights
 // digest of every engine (engine/weight_source.h) and the fake engines' hashes all use it. Chunks
-// hash independently, so a GPU kernel (one block per chunk, then one small final hash) can
-// compute the same value where refits move to NCCL.
+// hash independently: device_hash.h computes the same value over device memory, eight threads a
+// chunk (xxh3_lanes.h), the small final hash on the host.
 //
 // Definition, bit for bit (XXH3_64bits is xxHash's XXH3 64-bit hash, seed 0, default secret,
 // whose output is stable since xxHash 0.8.0, as Debian's libxxhash-dev ships it):
@@ -35,6 +35,12 @@ inline constexpr std::size_t chunked_hash_chunk_bytes = std::size_t{1} << 20;
 
 /// The chunked XXH3-64 of `bytes` (the definition above).
 [[nodiscard]] std::uint64_t chunked_xxh3(std::span<const std::byte> bytes);
+
+/// h_i of the definition: XXH3_64bits of one chunk's bytes (at most C of them).
+[[nodiscard]] std::uint64_t chunk_hash(std::span<const std::byte> chunk);
+
+/// The result of the definition from its h_0 .. h_{n-1} (computed elsewhere: device_hash.h) and L.
+[[nodiscard]] std::uint64_t chunked_xxh3_of_chunks(std::span<const std::uint64_t> chunk_hashes, std::uint64_t length);
 
 /// The same hash over a byte stream given in pieces: after update(s_1), ..., update(s_k),
 /// digest() is chunked_xxh3 of the concatenation s_1 s_2 ... s_k, whatever the pieces' sizes

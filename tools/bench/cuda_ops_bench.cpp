@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "cudnn_attention.h"
+#include "gpu/core/device_hash.h"
 #include "gpu/core/device_query.h"
 #include "gpu/core/exec_context.h"
 #include "gpu/core/memory.h"
@@ -232,6 +233,17 @@ int main(int argc, char** argv) {
     bandwidth("softcap_forward", shape, 2 * e, [&] { return ops::softcap_forward(ctx, x.t, 30.0, y.t); });
     buffer s(bf, {1}, 0.5, 1);
     bandwidth("scale_by_forward", shape, 2 * e, [&] { return ops::scale_by_forward(ctx, x.t, s.t, y.t); });
+  }
+  // The chunked XXH3 of device memory (a refit bucket's checksum, the weights' digest): 1 GiB
+  // read once, against the copy's read + written bytes; the call's read-back of the hashes and
+  // its wait included.
+  if (wanted({"chunked_xxh3_on"})) {
+    const std::int64_t bytes = std::int64_t{1} << 30;
+    buffer b(dtype::uint8, {bytes}, 0, 255);
+    bandwidth("chunked_xxh3_on", "[1 GiB] bytes", static_cast<double>(bytes), [&]() -> status {
+      auto h = chunked_xxh3_on(ctx, static_cast<const std::byte*>(b.p), bytes);
+      return h ? status::ok() : h.error();
+    });
   }
   // The norms of the E2B train step at 4096 tokens: the residual stream (H 1536), the q norm's
   // rows (8 heads of 256; in the forward rmsnorm_rope_forward below takes them with the rotation),
