@@ -110,6 +110,8 @@ class with_eos_stops final : public gpu::generate_engine {
   }
   gpu::status commit_weight_update() override { return inner_->commit_weight_update(); }
   void abort_weight_update() override { inner_->abort_weight_update(); }
+  gpu::refit_receive receive() const override { return inner_->receive(); }
+  bool has_live_weights() const override { return inner_->has_live_weights(); }
   gpu::status share_weights(const gpu::weight_source& source) override { return inner_->share_weights(source); }
   bool shares_weights() const override { return inner_->shares_weights(); }
   gpu::status bump_weight_version(std::uint64_t version) override { return inner_->bump_weight_version(version); }

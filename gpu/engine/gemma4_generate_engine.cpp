@@ -179,6 +179,10 @@ status gemma4_generate_engine::check_request(const generation_request& r) const 
 status gemma4_generate_engine::submit(std::span<const generation_request> requests) {
   if (pending_)
     return fail(status_code::invalid_argument, "submit: refused while the update to version " + std::to_string(*pending_) + " is staged");
+  if (!has_live_weights())
+    return fail(status_code::invalid_argument, "submit: refused: no weights are live (the update to version " +
+                                                   std::to_string(*overwritten_) + ", received in place, did not complete; "
+                                                   "a complete refit restores them)");
   std::unordered_set<std::uint64_t> batch;
   for (const generation_request& r : requests) {
     if (auto s = check_request(r); !s) return s;
@@ -697,9 +701,13 @@ status gemma4_generate_engine::begin_weight_update(std::uint64_t version) {
   if (shared_) return fail(status_code::invalid_argument, which + "the weights are shared in place: a refit is bump_weight_version");
   if (version <= version_)
     return fail(status_code::invalid_argument, which + "not newer than the live version " + std::to_string(version_));
-  auto staging = slab::create("refit staging", source_.layout.total_bytes(), ctx_.dev);
-  if (!staging) return fail(staging.error().code(), which + staging.error().message());
-  staging_ = std::move(*staging);
+  if (options_.receive == refit_receive::staging) {
+    auto staging = slab::create("refit staging", source_.layout.total_bytes(), ctx_.dev);
+    if (!staging) return fail(staging.error().code(), which + staging.error().message());
+    staging_ = std::move(*staging);
+  } else {
+    overwritten_ = version;  // from the first byte on, no version is whole
+  }
   pending_ = version;
   received_.assign(plan_.bucket_count(), false);
   received_count_ = 0;
@@ -711,20 +719,21 @@ status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const 
   const std::string which = "import_bucket: bucket " + std::to_string(index) + " of version " + std::to_string(*pending_) + ": ";
   const auto refuse = [this](const std::string& why) {
     abort_weight_update();
-    return fail(status_code::invalid_argument, why + "; version " + std::to_string(version_) + " stays live");
+    return fail(status_code::invalid_argument, why + after_abort());
   };
   if (index >= plan_.bucket_count()) return refuse(which + "the plan has " + std::to_string(plan_.bucket_count()) + " buckets");
   if (static_cast<std::int64_t>(bytes.size()) != plan_.bucket_size(index))
     return refuse(which + std::to_string(bytes.size()) + " bytes, expected " + std::to_string(plan_.bucket_size(index)));
   if (received_[index]) return refuse(which + "arrived twice");
-  auto* base = static_cast<std::byte*>(staging_.view_of(0, weight_type(), std::vector<std::int64_t>{1})->data());
+  slab& target = options_.receive == refit_receive::staging ? staging_ : weights_;
+  auto* base = static_cast<std::byte*>(target.view_of(0, weight_type(), std::vector<std::int64_t>{1})->data());
   const auto width = static_cast<std::int64_t>(size_of(weight_type()));
   for (const bucket_piece& piece : plan_.pieces(index))
     if (status s = copy_to_device(ctx_, base + source_.layout.tensors[piece.entry].offset_elements * width + piece.entry_offset,
                                   bytes.data() + piece.bucket_offset, piece.bytes);
         !s) {
       abort_weight_update();
-      return fail(s.code(), which + s.message() + "; version " + std::to_string(version_) + " stays live");
+      return fail(s.code(), which + s.message() + after_abort());
     }
   received_[index] = true;
   ++received_count_;
@@ -740,10 +749,17 @@ status gemma4_generate_engine::commit_weight_update() {
     const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
     const std::string why = "commit_weight_update(" + std::to_string(*pending_) + "): " +
                             std::to_string(received_.size() - received_count_) + " of " + std::to_string(received_.size()) +
-                            " buckets missing (first: bucket " + std::to_string(missing) + "); version " +
-                            std::to_string(version_) + " stays live";
+                            " buckets missing (first: bucket " + std::to_string(missing) + ")" + after_abort();
     abort_weight_update();
     return fail(status_code::invalid_argument, why);
+  }
+  if (options_.receive == refit_receive::in_place) {  // the buckets are the live weights: same addresses
+    overwritten_.reset();
+    version_ = *pending_;
+    pending_.reset();
+    received_.clear();
+    received_count_ = 0;
+    return status::ok();
   }
   std::swap(weights_, staging_);
   if (auto s = rebind(slab_addresses(weights_, source_.layout)); !s) {  // cannot fail for a slab of the layout's size
@@ -764,7 +780,12 @@ void gemma4_generate_engine::abort_weight_update() {
   pending_.reset();
   received_.clear();
   received_count_ = 0;
-  staging_ = slab{};
+  staging_ = slab{};  // in place, overwritten_ stays: the weights are part old, part new
+}
+
+std::string gemma4_generate_engine::after_abort() const {
+  if (options_.receive == refit_receive::staging) return "; version " + std::to_string(version_) + " stays live";
+  return "; no weights are live until a complete refit commits (received in place over version " + std::to_string(version_) + ")";
 }
 
 status gemma4_generate_engine::share_weights(const weight_source& source) {
@@ -783,6 +804,7 @@ status gemma4_generate_engine::share_weights(const weight_source& source) {
   source_weights_ = source;
   shared_ = true;
   weights_ = slab{};
+  overwritten_.reset();
   return status::ok();
 }
 

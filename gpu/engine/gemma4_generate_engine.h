@@ -60,6 +60,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -89,6 +90,9 @@ struct gemma4_generate_options {
   std::int64_t kv_cache_bytes = 64 << 20;    ///< the KV pools' budget (kv_cache_options_for)
   std::int64_t bucket_bytes = 1 << 20;       ///< refit bucket size, >= 1
   bool share_prompts = true;                 ///< equal prompts share a prefilled prefix
+  /// How a refit of the engine's own weights arrives (generate_engine.h): into a staging slab of
+  /// the weights' size (the old version live until the commit), or over the live weights.
+  refit_receive receive = refit_receive::staging;
   /// Decode steps (every row a decoding sequence's, one set of sampling parameters, no trace hook,
   /// no op profile armed, a model without MoE blocks, whose router reads back) are captured.
   decode_capture_mode capture_decode = decode_capture_mode::on_cuda;
@@ -135,6 +139,8 @@ class gemma4_generate_engine final : public generate_engine {
   result<std::int64_t> step() override;
   std::vector<finished_sequence> collect() override;
   std::uint64_t weight_version() const override { return version_; }
+  refit_receive receive() const override { return options_.receive; }
+  bool has_live_weights() const override { return shared_ || !overwritten_; }
   status begin_weight_update(std::uint64_t version) override;
   status import_bucket(std::size_t index, std::span<const std::byte> bytes) override;
   status commit_weight_update() override;
@@ -234,6 +240,9 @@ class gemma4_generate_engine final : public generate_engine {
   void settle();
   void finish(std::size_t running_index, finish_reason why);
   void reset_after_failure();
+  /// What a failed or aborted update leaves: "; version N stays live" (staging), or that no
+  /// weights are live (in place).
+  std::string after_abort() const;
 
   checkpoint source_;
   gemma4_generate_options options_;
@@ -245,7 +254,10 @@ class gemma4_generate_engine final : public generate_engine {
   weight_manifest manifest_;
   bucket_plan plan_{{}, 1};
   slab weights_;                  // [layout.total_elements] in weight_type(), unless shared
-  slab staging_;                  // the same while an update is staged
+  slab staging_;                  // the same while an update is staged (staging)
+  /// In place: the version whose update began overwriting weights_ and has not committed (the
+  /// engine has no live weights meanwhile, and after the update failed).
+  std::optional<std::uint64_t> overwritten_;
   model_weights w_;
   bool shared_ = false;
   weight_source source_weights_;  // when shared

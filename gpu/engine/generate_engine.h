@@ -18,6 +18,21 @@
 //   shared     (colocated) share_weights(trainer.shared_weights()) once; the trainer rewrites the
 //              weights in place and a refit is bump_weight_version, no bytes move
 //
+// An own copy receives a refit one of two ways, chosen when the engine is made (refit_receive):
+//   staging    the buckets land in a second copy; the old version serves until the commit, and
+//              an update that fails or is aborted leaves it live (the weights' memory twice)
+//   in_place   the buckets overwrite the live weights (the memory once: a generator too large
+//              for two copies). The engine has no live weights from the begin until a commit:
+//
+//                  begin_weight_update(v)             commit_weight_update (every bucket in)
+//       live(u) -------------------------> open(v) -------------------------------------> live(v)
+//                                            | a failed import, abort, a refused commit
+//                                            v
+//                                        no weights --begin_weight_update(w > u)--> open(w)
+//
+//              While open or without weights, submit() is refused naming the update, and
+//              weight_version() is still u, the last version that was whole.
+//
 // Memory of a colocated run (the trainer has the device between rollouts):
 //
 //              release_cache()               restore_cache()
@@ -38,6 +53,10 @@
 #include "plain/generation.h"
 
 namespace tandem::gpu {
+
+/// How an engine with its own weights receives a refit (see above).
+enum class refit_receive { staging, in_place };
+inline const char* to_string(refit_receive r) { return r == refit_receive::in_place ? "in place" : "staging"; }
 
 /// A request, why a sequence ended and the sequence: one definition for every layer (plain/generation.h).
 using plain::finished_sequence;
@@ -66,15 +85,23 @@ class generate_engine {
   virtual std::uint64_t weight_version() const = 0;
 
   /// Starts replacing the weights by `version` (> the current one). Refused while sequences are
-  /// waiting or running. Until commit, the old weights stay live.
+  /// waiting or running. Staging: until commit, the old weights stay live; in place: no weights
+  /// are live until commit (see above).
   virtual status begin_weight_update(std::uint64_t version) = 0;
   /// Bucket `index` of the refit bucket plan (weight_manifest.h) in manifest order of bytes.
-  /// A failure aborts the update: the previous version stays live, untouched.
+  /// A failure aborts the update: staging, the previous version stays live, untouched; in place,
+  /// the engine is left without weights.
   virtual status import_bucket(std::size_t index, std::span<const std::byte> bytes) = 0;
-  /// Makes the new version live once every bucket arrived; refused (old version kept) otherwise.
+  /// Makes the new version live once every bucket arrived; refused (the update aborted) otherwise.
   virtual status commit_weight_update() = 0;
-  /// Drops a started update; the previous version stays live.
+  /// Drops a started update: staging, the previous version stays live; in place, the engine is
+  /// left without weights.
   virtual void abort_weight_update() = 0;
+  /// How this engine receives a refit of its own copy (chosen when it was made).
+  virtual refit_receive receive() const = 0;
+  /// Whether a version's weights are whole and live: false only while an in-place update is open,
+  /// and after one failed or was aborted, until a complete update commits (or weights are shared).
+  virtual bool has_live_weights() const = 0;
 
   /// Colocated: reads `source` (a train engine's shared_weights(), whose manifest must equal this
   /// engine's) in place from now on, and drops the engine's own copy. `source`'s memory must

@@ -98,6 +98,10 @@ std::vector<std::int32_t> fake_generate_engine::expected_tokens(std::uint64_t we
 
 status fake_generate_engine::submit(std::span<const generation_request> requests) {
   if (failures_.take(fake_generate_operation::submit)) return injected(fake_generate_operation::submit);
+  if (overwritten_ && shared_.empty())
+    return fail(status_code::invalid_argument, "submit: refused: no weights are live (the update to version " +
+                                                   std::to_string(*overwritten_) + ", received in place, " +
+                                                   (pending_ ? "is open" : "did not complete") + "; a complete refit restores them)");
   if (pending_)
     return fail(status_code::invalid_argument,
                 "submit: refused while the update to weight version " + std::to_string(*pending_) + " is staged");
@@ -183,6 +187,7 @@ status fake_generate_engine::begin_weight_update(std::uint64_t version) {
                 which + "not newer than the live version " + std::to_string(version_));
   if (!shared_.empty())
     return fail(status_code::invalid_argument, which + "the weights are shared in place: a refit is bump_weight_version");
+  if (options_.receive == refit_receive::in_place) overwritten_ = version;
   pending_ = version;
   received_.assign(plan_.bucket_count(), false);
   received_count_ = 0;
@@ -223,11 +228,12 @@ status fake_generate_engine::import_checked(std::size_t index, std::span<const s
     const std::uint64_t actual = chunked_xxh3(bytes);
     if (actual != *checksum)
       return abort_with(fail(status_code::io_error, which + "corrupted: checksum " + hex64(actual) +
-                                                        ", the sender's " + hex64(*checksum) +
-                                                        "; version " + std::to_string(version_) + " stays live"));
+                                                        ", the sender's " + hex64(*checksum) + after_abort()));
   }
-  if (staging_.empty()) staging_.resize(static_cast<std::size_t>(options_.model.weight_bytes / 4));
-  auto* out = reinterpret_cast<std::byte*>(staging_.data());
+  std::vector<float>& target = options_.receive == refit_receive::staging ? staging_ : own_;
+  if (target.empty()) target.resize(static_cast<std::size_t>(options_.model.weight_bytes / 4));
+  if (options_.receive == refit_receive::in_place) hash_.reset();
+  auto* out = reinterpret_cast<std::byte*>(target.data());
   for (const auto& piece : plan_.pieces(index))
     std::memcpy(out + entry_begin_[piece.entry] + piece.entry_offset, bytes.data() + piece.bucket_offset,
                 static_cast<std::size_t>(piece.bytes));
@@ -246,9 +252,10 @@ status fake_generate_engine::commit_weight_update() {
     return abort_with(fail(status_code::invalid_argument,
                            which + std::to_string(received_.size() - received_count_) + " of " +
                                std::to_string(received_.size()) + " buckets missing (first: bucket " +
-                               std::to_string(missing) + "); version " + std::to_string(version_) + " stays live"));
+                               std::to_string(missing) + ")" + after_abort()));
   }
-  own_.swap(staging_);  // the old weights become the next update's staging copy
+  if (options_.receive == refit_receive::staging) own_.swap(staging_);  // the old weights: the next update's staging copy
+  overwritten_.reset();
   hash_.reset();
   version_ = *pending_;
   pending_.reset();
@@ -260,7 +267,12 @@ status fake_generate_engine::commit_weight_update() {
 void fake_generate_engine::abort_weight_update() {
   pending_.reset();
   received_.clear();
-  received_count_ = 0;
+  received_count_ = 0;  // in place, overwritten_ stays: own_ is part old, part new
+}
+
+std::string fake_generate_engine::after_abort() const {
+  if (options_.receive == refit_receive::staging) return "; version " + std::to_string(version_) + " stays live";
+  return "; no weights are live until a complete refit commits (received in place over version " + std::to_string(version_) + ")";
 }
 
 status fake_generate_engine::check_no_work(const std::string& which) const {
@@ -281,6 +293,7 @@ status fake_generate_engine::share_weights(const weight_source& source) {
   shared_ = source;
   own_ = {};
   staging_ = {};
+  overwritten_.reset();
   hash_.reset();
   return status::ok();
 }

@@ -51,6 +51,7 @@ struct fake_generate_options {
   std::int32_t max_num_sequences = 8;    ///< running sequences at once, >= 1 (0 or less: 1)
   std::int64_t bucket_bytes = 1 << 20;   ///< refit bucket size, > 0 (0 or less: 1 MiB)
   bool verify_checksums = false;         ///< every bucket must come with its chunked_xxh3 checksum
+  refit_receive receive = refit_receive::staging;  ///< a refit into a second copy, or over the live one
 };
 
 /// The calls whose failure a test can inject.
@@ -68,6 +69,8 @@ class fake_generate_engine final : public generate_engine {
   result<std::int64_t> step() override;
   std::vector<finished_sequence> collect() override;
   std::uint64_t weight_version() const override { return version_; }
+  refit_receive receive() const override { return options_.receive; }
+  bool has_live_weights() const override { return !shared_.empty() || !overwritten_; }
   status begin_weight_update(std::uint64_t version) override;
   /// Refused when checksums are on: use the overload with the checksum.
   status import_bucket(std::size_t index, std::span<const std::byte> bytes) override;
@@ -122,13 +125,16 @@ class fake_generate_engine final : public generate_engine {
   status check_no_work(const std::string& which) const;
   status import_checked(std::size_t index, std::span<const std::byte> bytes, std::optional<std::uint64_t> checksum);
   status abort_with(status why);
+  /// "; version N stays live" (staging), or that no weights are live (in place).
+  std::string after_abort() const;
 
   fake_generate_options options_;
   weight_manifest manifest_;
   std::vector<std::int64_t> entry_begin_;  // byte offset of each manifest entry in the weight stream
   bucket_plan plan_;
   std::vector<float> own_;                 // F32 [weight_bytes / 4], live unless shared
-  std::vector<float> staging_;             // F32 [weight_bytes / 4], allocated at the first bucket refit
+  std::vector<float> staging_;             // F32 [weight_bytes / 4], allocated at the first bucket refit (staging)
+  std::optional<std::uint64_t> overwritten_;  // in place: the update writing over own_ that has not committed
   weight_source shared_;                   // a trainer's weights, when colocated
   bool cache_resident_ = true;
   std::uint64_t version_ = 0;

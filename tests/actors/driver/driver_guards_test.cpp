@@ -99,6 +99,8 @@ class stale_sequence_engine final : public gpu::generate_engine {
   }
   gpu::status commit_weight_update() override { return engine_->commit_weight_update(); }
   void abort_weight_update() override { engine_->abort_weight_update(); }
+  gpu::refit_receive receive() const override { return engine_->receive(); }
+  bool has_live_weights() const override { return engine_->has_live_weights(); }
   gpu::status share_weights(const gpu::weight_source& source) override { return engine_->share_weights(source); }
   bool shares_weights() const override { return engine_->shares_weights(); }
   gpu::status bump_weight_version(std::uint64_t version) override { return engine_->bump_weight_version(version); }

@@ -36,6 +36,8 @@ class gated_generate_engine final : public gpu::generate_engine {
   gpu::status import_bucket(std::size_t i, std::span<const std::byte> b) override { return inner_.import_bucket(i, b); }
   gpu::status commit_weight_update() override { return inner_.commit_weight_update(); }
   void abort_weight_update() override { inner_.abort_weight_update(); }
+  gpu::refit_receive receive() const override { return inner_.receive(); }
+  bool has_live_weights() const override { return inner_.has_live_weights(); }
   gpu::status share_weights(const gpu::weight_source& s) override { return inner_.share_weights(s); }
   bool shares_weights() const override { return inner_.shares_weights(); }
   gpu::status bump_weight_version(std::uint64_t v) override { return inner_.bump_weight_version(v); }

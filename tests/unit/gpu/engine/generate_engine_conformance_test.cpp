@@ -30,13 +30,14 @@ struct pair_of_engines {
 
 struct fake_engines {
   static constexpr std::int32_t vocab = 64;
-  static pair_of_engines make() {
+  static pair_of_engines make(tg::refit_receive receive = tg::refit_receive::staging) {
     tg::fake_model_options m;
     m.weight_bytes = 16384;
     m.vocab = vocab;
     tg::fake_generate_options g;
     g.model = m;
     g.bucket_bytes = bucket_bytes;
+    g.receive = receive;
     return {std::make_unique<tg::fake_generate_engine>(g), std::make_unique<tg::fake_train_engine>(m)};
   }
 };
@@ -46,7 +47,7 @@ struct fake_engines {
 template <tg::device_kind where, tg::dtype weights = tg::dtype::float32>
 struct gemma4_engines {
   static constexpr std::int32_t vocab = 256;
-  static pair_of_engines make() {
+  static pair_of_engines make(tg::refit_receive receive = tg::refit_receive::staging) {
     const fs::path dir = fs::path(TANDEM_SOURCE_DIR) / "tests/data/reference/all_features";
     auto open = [&] { return *tg::open_checkpoint(dir, weights); };
     tg::exec_context ctx;
@@ -54,6 +55,7 @@ struct gemma4_engines {
     tg::gemma4_generate_options g;
     g.bucket_bytes = bucket_bytes;
     g.max_sequence_length = 256;
+    g.receive = receive;
     auto gen = tg::gemma4_generate_engine::create(ctx, open(), g);
     BOOST_REQUIRE_MESSAGE(gen.has_value(), (gen.has_value() ? "" : gen.error().message()));
     auto train = tg::gemma4_train_engine::create(ctx, open(), {});
@@ -182,6 +184,50 @@ BOOST_AUTO_TEST_CASE_TEMPLATE(weight_updates_wait_for_the_queue_and_a_partial_re
   BOOST_TEST(!refit(*e.generator, *e.trainer, 1).is_ok(), "not newer");
   BOOST_REQUIRE(e.generator->submit(std::span(&r, 1)).is_ok());
   BOOST_TEST(run_all(*e.generator).at(1).weight_version == 1u);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(an_in_place_refit_that_fails_leaves_no_weights_until_a_complete_one_commits, E, engines) {
+  auto e = E::make(tg::refit_receive::in_place);
+  BOOST_TEST((e.generator->receive() == tg::refit_receive::in_place));
+  BOOST_TEST(e.generator->has_live_weights());
+  train_once(*e.trainer);
+  const auto r = request(1, {1, 2}, 3);
+  const tg::status partial = refit(*e.generator, *e.trainer, 1, 1);
+  BOOST_TEST(!partial.is_ok());
+  BOOST_TEST(partial.message().find("no weights are live until a complete refit commits") != std::string::npos, partial.message());
+  BOOST_TEST(!e.generator->has_live_weights());
+  BOOST_TEST(e.generator->weight_version() == 0u, "the last version that was whole");
+  const tg::status refused = e.generator->submit(std::span(&r, 1));
+  BOOST_TEST(!refused.is_ok(), "nothing generates from half-written weights");
+  BOOST_TEST(refused.message().find("no weights are live") != std::string::npos, refused.message());
+  BOOST_REQUIRE(e.generator->begin_weight_update(1).is_ok());  // the way back
+  BOOST_TEST(!e.generator->has_live_weights(), "an open in-place update");
+  e.generator->abort_weight_update();
+  BOOST_TEST(!e.generator->has_live_weights(), "an aborted in-place update");
+  BOOST_REQUIRE(refit(*e.generator, *e.trainer, 1).is_ok());
+  BOOST_TEST(e.generator->has_live_weights());
+  BOOST_TEST(e.generator->weight_version() == 1u);
+  BOOST_REQUIRE(e.generator->submit(std::span(&r, 1)).is_ok());
+  BOOST_TEST(run_all(*e.generator).at(1).weight_version == 1u);
+}
+
+BOOST_AUTO_TEST_CASE_TEMPLATE(a_refit_received_in_place_generates_what_a_staged_one_does, E, engines) {
+  auto staged = E::make(tg::refit_receive::staging);
+  auto in_place = E::make(tg::refit_receive::in_place);
+  BOOST_TEST((staged.generator->receive() == tg::refit_receive::staging));
+  const auto r = request(1, {3, 1, 4}, 5);
+  for (std::uint64_t version = 1; version <= 2; ++version) {
+    train_once(*staged.trainer);
+    train_once(*in_place.trainer);
+    BOOST_REQUIRE(refit(*staged.generator, *staged.trainer, version).is_ok());
+    BOOST_REQUIRE(refit(*in_place.generator, *in_place.trainer, version).is_ok());
+    BOOST_REQUIRE(staged.generator->submit(std::span(&r, 1)).is_ok());
+    BOOST_REQUIRE(in_place.generator->submit(std::span(&r, 1)).is_ok());
+    const auto a = run_all(*staged.generator).at(1), b = run_all(*in_place.generator).at(1);
+    BOOST_TEST((a.tokens == b.tokens), "version " << version);
+    BOOST_TEST((a.logprobs == b.logprobs), "version " << version);
+    BOOST_TEST(b.weight_version == version);
+  }
 }
 
 BOOST_AUTO_TEST_CASE_TEMPLATE(shared_weights_make_a_refit_a_bump_and_own_weights_refuse_one, E, engines) {
