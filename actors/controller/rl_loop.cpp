@@ -483,6 +483,7 @@ caf::behavior rl_loop(loop_ptr self, rl_loop_settings s) {
   rc.rollout = st.s.rollout;
   rc.bucket_bytes = refit_bucket_bytes(recipe);
   rc.checksums = recipe.policy.refit.checksums;
+  rc.in_place = recipe.policy.refit.receive == config::refit_receive_mode::in_place;
   rc.timeout = timeout;
   st.coordinator = spawn_refit_coordinator(self->system(), std::move(rc));
 

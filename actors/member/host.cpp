@@ -302,8 +302,12 @@ void on_refit_abort(host_ptr self, const control::refit_abort& m) {
       .then(
           [self, v](weight_version live) {
             self->state.rollout_live = live;
-            log_line(self->state.s.log_name + ": refit to v" + std::to_string(v) + " aborted; v" + std::to_string(live) +
-                     " stays live");
+            const bool in_place = self->state.engines.generate->receive() == gpu::refit_receive::in_place &&
+                                  !self->state.engines.generate->shares_weights();  // immutable once made
+            log_line(self->state.s.log_name + ": refit to v" + std::to_string(v) + " aborted; " +
+                     (in_place ? "received in place: no weights are live until a complete refit (v" + std::to_string(live) +
+                                     " was the last whole version)"
+                               : "v" + std::to_string(live) + " stays live"));
             send(self, ack(self, v, S::aborted));
           },
           [self, v](caf::error& e) { send(self, failed_ack(self, v, S::aborted, e)); });

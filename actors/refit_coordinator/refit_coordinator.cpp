@@ -388,7 +388,10 @@ struct refit_coordinator_state {
     }
     const caf::error& e = *refit.failure;
     std::string text = "refit to " + v(refit.version) + " failed: " + error_text(e) + "; ";
-    if (refit.after_abort.empty()) {
+    if (config.mode == refit_mode::dedicated && config.in_place) {
+      text += "the rollout workers received it in place: none generates until a complete refit (" + v(live) +
+              " was the last whole version)";
+    } else if (refit.after_abort.empty()) {
       text += v(live) + " stays live on every rollout worker";
     } else {
       text += v(live) + " stays live except: ";

@@ -48,6 +48,7 @@ struct refit_coordinator_config {
   std::vector<rollout_actor> rollout;           ///< every rollout worker, named by their handshake answers
   std::int64_t bucket_bytes = std::int64_t{64} << 20;  ///< > 0; the rollout engines must cut the same buckets
   bool checksums = false;                       ///< every bucket's checksum is compared (debug integrity)
+  bool in_place = false;                        ///< dedicated: the rollout workers receive over their live weights
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  ///< per request and per stage
 };
 

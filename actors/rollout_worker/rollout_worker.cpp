@@ -1,6 +1,7 @@
 // The rollout worker (rollout_worker.hpp): a generate_engine behind the rollout_actor interface.
 #include "actors/rollout_worker/rollout_worker.hpp"
 
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -24,6 +25,10 @@ struct rollout_worker_state {
   rollout_worker_config config;
   weight_version live = 0;                  // the engine's live version (cached; the engine is the executor's)
   std::optional<weight_version> updating;   // the version being staged
+  bool in_place = false;                    // the engine receives a refit over its live weights
+  /// In place: the refit whose update was dropped unfinished (the engine holds no whole version
+  /// until a complete refit commits; generate is refused meanwhile).
+  std::optional<weight_version> without_weights;
   std::shared_ptr<const gpu::bucket_plan> plan;  // from the manifest check; shared with stream calls
   std::int64_t bucket_bytes = 0;
   const char* busy_with = nullptr;          // the engine call in flight, if any
@@ -52,8 +57,23 @@ struct rollout_worker_state {
     abort_waiters.clear();
   }
 
-  /// Drops the update in progress on the engine (the previous version stays live).
+  /// What the engine holds after a dropped update: the live version, or (an in-place update
+  /// dropped) no weights.
+  std::string left_live() const {
+    return without_weights ? "no weights are live until a complete refit (" + v(*without_weights) + " was received in place over " +
+                                 v(live) + ")"
+                           : v(live) + " stays live";
+  }
+
+  /// Records that the update to `version` was dropped on the engine.
+  void dropped(weight_version version) {
+    if (in_place) without_weights = version;
+  }
+
+  /// Drops the update in progress on the engine (staging: the previous version stays live; in
+  /// place: the engine is left without weights).
   void start_abort() {
+    if (updating) dropped(*updating);
     updating.reset();
     busy_with = "abort";
     auto engine = config.engine;
@@ -69,6 +89,10 @@ struct rollout_worker_state {
   caf::result<generate_result> generate(generate_job& job) {
     if (busy_with) return busy("generate");
     if (updating) return refuse(tandem_errc::wrong_state, "generate refused: a refit to " + v(*updating) + " is in progress");
+    if (without_weights)
+      return refuse(tandem_errc::wrong_state, "generate refused: no weights are live (the refit to " + v(*without_weights) +
+                                                  ", received in place over " + v(live) +
+                                                  ", did not complete; a complete refit restores them)");
     if (job.version != live)
       return refuse(tandem_errc::stale_version, "generate for " + v(job.version) + " refused: " + v(live) + " is live");
     if (!job.requests.empty()) reach(fault_point::generate, std::uint64_t{job.requests.front().rng.step} + 1);
@@ -150,7 +174,7 @@ struct rollout_worker_state {
     a.stream.failed_bucket = out.bucket;
     const std::string at = out.bucket ? "bucket " + std::to_string(*out.bucket) + " of " + v(version) : "stream of " + v(version);
     const std::string reason = out.failure == stream_failure::transport ? "transport: " + out.reason : out.reason;
-    a.error = where(at + ": " + reason + "; update dropped, " + v(live) + " stays live");
+    a.error = where(at + ": " + reason + "; update dropped, " + left_live());
     return a;
   }
 
@@ -197,7 +221,8 @@ struct rollout_worker_state {
     const weight_version version = job.version;
     updating = version;  // so that an abort(version) arriving meanwhile is carried out afterwards
     auto engine = config.engine;
-    auto work = [engine, group, root, cut = plan, version, drop_first, checksums]() -> gpu::result<stream_outcome> {
+    auto began = std::make_shared<bool>(false);  // the engine's update began (in place: its weights are being overwritten)
+    auto work = [engine, group, root, cut = plan, version, drop_first, checksums, began]() -> gpu::result<stream_outcome> {
       if (drop_first) engine->abort_weight_update();
       if (gpu::status s = engine->begin_weight_update(version); !s) {
         stream_outcome out = receive_stream(*group, root, nullptr, *cut, checksums);  // the group stays in step
@@ -207,19 +232,23 @@ struct rollout_worker_state {
         out.reason = "begin: " + std::string(gpu::to_string(s.code())) + ": " + s.message();
         return out;
       }
+      *began = true;
       stream_outcome out = receive_stream(*group, root, engine.get(), *cut, checksums);
       if (!out.ok()) engine->abort_weight_update();
       return out;
     };
-    runner.run(self, std::move(work), [this, rp, version, checksums](gpu::result<stream_outcome> r) mutable {
+    runner.run(self, std::move(work), [this, rp, version, checksums, began](gpu::result<stream_outcome> r) mutable {
       if (!r) {  // the engine executor itself failed
         updating.reset();
+        if (*began) dropped(version);
         call_done();
-        rp.deliver(engine_error(where("stream of " + v(version) + " (update dropped, " + v(live) + " stays live)"),
-                                r.error()));
+        rp.deliver(engine_error(where("stream of " + v(version) + " (update dropped, " + left_live() + ")"), r.error()));
         return;
       }
-      if (!r.value().ok()) updating.reset();  // the update was aborted on the engine
+      if (!r.value().ok()) {  // the update was aborted on the engine
+        updating.reset();
+        if (*began) dropped(version);
+      }
       call_done();
       rp.deliver(stream_ack(version, r.value(), checksums));
     });
@@ -246,11 +275,13 @@ struct rollout_worker_state {
     runner.run(self, std::move(work), [this, rp, version](gpu::status s) mutable {
       updating.reset();
       if (!s) {
+        dropped(version);
         call_done();
-        rp.deliver(engine_error(where("commit " + v(version) + " (update dropped, " + v(live) + " stays live)"), s));
+        rp.deliver(engine_error(where("commit " + v(version) + " (update dropped, " + left_live() + ")"), s));
         return;
       }
       live = version;
+      without_weights.reset();
       call_done();
       rp.deliver(ack(version, refit_stage::commit));
     });
@@ -276,6 +307,7 @@ rollout_actor::behavior_type rollout_worker(rollout_actor::stateful_pointer<roll
   st.self = self;
   if (config.engine) {
     st.live = config.engine->weight_version();
+    st.in_place = config.engine->receive() == gpu::refit_receive::in_place && !config.engine->shares_weights();
     st.runner.init(self, config.execution, config.name + " engine");
   } else {
     self->quit(tandem_error(tandem_errc::invalid_config, config.name + ": no generate engine given"));

@@ -24,6 +24,12 @@
 namespace tandem {
 namespace {
 
+/// policy.refit.receive as the generate engines take it.
+gpu::refit_receive generator_receive(const config::recipe_config& recipe) {
+  return recipe.policy.refit.receive == config::refit_receive_mode::in_place ? gpu::refit_receive::in_place
+                                                                              : gpu::refit_receive::staging;
+}
+
 /// Prompts in the parity task's set (the driver cycles through them).
 constexpr std::size_t parity_prompt_count = 64;
 
@@ -163,6 +169,7 @@ gpu::result<member_engines> make_fake_engines(const config::recipe_config& recip
     g.max_num_sequences = static_cast<std::int32_t>(recipe.policy.generation.max_num_sequences);
     g.bucket_bytes = refit_bucket_bytes(recipe);
     g.verify_checksums = false;  // the rollout worker checks every bucket's checksum itself
+    g.receive = generator_receive(recipe);
     auto generator = std::make_shared<gpu::fake_generate_engine>(g);
     out.rollout_layout = generator->manifest();
     out.generate = generator;
@@ -281,6 +288,7 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
   o.max_num_sequences = p.generation.max_num_sequences;
   o.max_sequence_length = p.max_total_sequence_length;
   o.bucket_bytes = refit_bucket_bytes(recipe);
+  o.receive = generator_receive(recipe);
   // Blocks one sequence of the longest length holds, with a fork's copy of its last block and a
   // prefix holder's partial block: the room a request needs alone.
   const std::int64_t B = o.kv_block_size;
@@ -289,7 +297,7 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
   const std::int64_t block = gpu::kv_block_bytes(model.config, stored, B);
   const double wanted = static_cast<double>(o.max_num_sequences) * static_cast<double>(per_sequence * block);
   // What the memory plan leaves generation: the usable share of the device, less the weights
-  // (twice on a dedicated generator, which stages a refit's copy), what a colocated trainer
+  // (twice on a dedicated generator that stages a refit's copy), what a colocated trainer
   // keeps on the device while it generates (its gradients (the weights' dtype, zero between
   // steps), a master copy where master_weights_dtype differs from the weights' and the AdamW
   // moments, unless policy.offload_optimizer_for_generation moves them to host memory), and the
@@ -297,7 +305,7 @@ gpu::result<gpu::gemma4_generate_options> generate_settings(const config::recipe
   const double elements = static_cast<double>(model.layout.total_elements);
   const double width = static_cast<double>(gpu::size_of(stored));
   const gpu::train_engine_options t = train_engine_settings(recipe);
-  double resident = elements * width * (colocated_trainer ? 1.0 : 2.0);
+  double resident = elements * width * (colocated_trainer || o.receive == gpu::refit_receive::in_place ? 1.0 : 2.0);
   if (colocated_trainer && !p.offload_optimizer_for_generation) {
     const std::int64_t master = t.master_dtype == stored ? 0 : state_bytes(t.master_dtype);
     resident += elements * (width + static_cast<double>(state_bytes(t.first_moment_dtype) + state_bytes(t.second_moment_dtype) + master));

@@ -103,10 +103,15 @@ struct generation_config {
   std::int64_t tensor_parallel_size{};
 };
 
+/// Where a dedicated rollout worker writes a refit's buckets: a second copy of the weights (the
+/// old version serves, and survives a failed refit), or over the live weights (memory for one copy).
+enum class refit_receive_mode { staging, in_place };
+
 /// How new weights reach the rollout workers after every step (DESIGN.md section 4).
 struct refit_config {
   std::int64_t bucket_mb{};  // bucket size: the weights move in buckets of this many MiB
   bool checksums{};          // every bucket carries a checksum, verified before it is staged
+  refit_receive_mode receive{};
 };
 
 struct policy_config {

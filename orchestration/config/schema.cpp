@@ -211,6 +211,15 @@ void declare_policy(schema& s) {
       .boolean(false).to([](R& r) -> auto& { return r.policy.refit.checksums; })
       .shown_by("tests/integration/runtime/rl_run_test.cpp: a_corrupted_weight_bucket_leaves_the_rollout_workers_on_their_old_version_and_fails_the_run_saying_why");
 
+  key(s, "policy.refit.receive", "Where a dedicated rollout worker receives new weights: staging (a second copy; the old "
+         "version serves until every bucket arrived, and a failed refit leaves it live) or in_place (over the live weights, "
+         "for a generator too large for two copies; a failed refit leaves the worker without weights, refusing to generate "
+         "until a complete refit arrives). Colocated workers read the trainer's weights and receive no buckets")
+      .choice<refit_receive_mode>({{"staging", refit_receive_mode::staging}, {"in_place", refit_receive_mode::in_place}},
+                                  "staging", [](R& r) -> auto& { return r.policy.refit.receive; })
+      .shown_by("tests/unit/orchestration/topology/memory_plan_test.cpp: a_dedicated_generator_plans_a_staging_copy_unless_it_receives_in_place; "
+                "tests/integration/runtime/rl_run_test.cpp: a_corrupted_weight_bucket_received_in_place_leaves_the_rollout_workers_without_weights_and_fails_the_run_saying_why");
+
   key(s, "policy.generation.max_new_tokens", "Longest response in tokens").integer(2048).at_least(1)
       .to([](R& r) -> auto& { return r.policy.generation.max_new_tokens; })
       .shown_by("tests/integration/runtime/rl_run_test.cpp: a_colocated_run_trains_every_step_on_trajectories_of_the_newest_weights_with_identical_policy_ranks").at_most(1 << 24);

@@ -114,6 +114,8 @@ memory_plan plan_memory(const config::recipe_config& c, const worlds& w, const m
   const bool zero_copy = w.colocated && dp == 1;  // the rollout engine reads the trainer's weights
   plan.generation.items = {{std::string("weights (") + compute_name + (zero_copy ? ", shared with training" : ", full copy") + ")",
                             P * cb}};
+  if (!w.colocated && c.policy.refit.receive == config::refit_receive_mode::staging)  // a refit's buckets land in it
+    plan.generation.items.push_back({std::string("refit staging copy (") + compute_name + ", policy.refit.receive staging)", P * cb});
   if (w.colocated) {
     if (!zero_copy) plan.generation.items.push_back({"training parameters" + shard + ", resident", P * cb / dp});
     if (!c.policy.offload_optimizer_for_generation) {

@@ -76,6 +76,25 @@ BOOST_AUTO_TEST_CASE(a_corrupted_weight_bucket_leaves_the_rollout_workers_on_the
     BOOST_TEST(err.find(member + ": refit to v1 aborted; v0 stays live") != std::string::npos, run.output());
 }
 
+BOOST_AUTO_TEST_CASE(a_corrupted_weight_bucket_received_in_place_leaves_the_rollout_workers_without_weights_and_fails_the_run_saying_why) {
+  tandem::test::temp_dir dir;
+  child_process run(run_args(dedicated_recipe, dir.path(),
+                             {"grpo.max_num_steps=3", "runtime.fake_weight_mb=4", "policy.refit.bucket_mb=1",
+                              "policy.refit.checksums=true", "policy.refit.receive=in_place"}),
+                    {{"TANDEM_FAULT_CORRUPT_REFIT_PAYLOAD", "2"}});
+  BOOST_TEST_REQUIRE(run.exit_code(std::chrono::milliseconds(120000)) == 1, run.output());
+  const std::string err = run.err();
+  BOOST_TEST(err.find("bucket 1 of v1: checksum mismatch") != std::string::npos, run.output());
+  BOOST_TEST(err.find("the rollout workers received it in place: none generates until a complete refit (v0 was the last "
+                      "whole version)") != std::string::npos,
+             run.output());
+  BOOST_TEST(err.find("v0 stays live") == std::string::npos, run.output());
+  for (const std::string member : {"tandem member 2", "tandem member 3"})
+    BOOST_TEST(err.find(member + ": refit to v1 aborted; received in place: no weights are live until a complete refit (v0 "
+                                 "was the last whole version)") != std::string::npos,
+               run.output());
+}
+
 BOOST_AUTO_TEST_CASE(killing_a_rollout_worker_during_a_run_fails_it_naming_that_member) {
   tandem::test::temp_dir dir;
   child_process run(run_args(dedicated_recipe, dir.path(),

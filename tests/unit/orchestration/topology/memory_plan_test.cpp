@@ -205,9 +205,25 @@ BOOST_AUTO_TEST_CASE(dedicated_generation_holds_a_full_copy_and_no_training_stat
   tc::recipe_config c = recipe();
   c.policy.offload_optimizer_for_generation = false;
   const tt::memory_plan p = tt::plan_memory(c, worlds(false, 4), facts());
+  const std::vector<std::string> expected = {"weights (bfloat16, full copy)",
+                                             "refit staging copy (bfloat16, policy.refit.receive staging)", head_item,
+                                             runtime_item, "KV cache (policy.generation.gpu_memory_utilization 0.50)"};
+  BOOST_TEST(names(p.generation) == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_dedicated_generator_plans_a_staging_copy_unless_it_receives_in_place) {
+  tc::recipe_config c = recipe();
+  const tt::memory_plan staged = tt::plan_memory(c, worlds(false, 4), facts());
+  BOOST_TEST(bytes(staged.generation, "refit staging copy (bfloat16, policy.refit.receive staging)") == 2'000'000.0);
+  c.policy.refit.receive = tc::refit_receive_mode::in_place;
+  const tt::memory_plan in_place = tt::plan_memory(c, worlds(false, 4), facts());
   const std::vector<std::string> expected = {"weights (bfloat16, full copy)", head_item, runtime_item,
                                              "KV cache (policy.generation.gpu_memory_utilization 0.50)"};
-  BOOST_TEST(names(p.generation) == expected, boost::test_tools::per_element());
+  BOOST_TEST(names(in_place.generation) == expected, boost::test_tools::per_element());
+  BOOST_TEST(in_place.kv_cache_bytes == staged.kv_cache_bytes + 2'000'000.0, "the KV cache gets the copy's room");
+  // Colocated generators receive no buckets: the same plan either way.
+  BOOST_TEST(tt::plan_memory(c, worlds(true, 1), facts()).generation.total_bytes() ==
+             tt::plan_memory(recipe(), worlds(true, 1), facts()).generation.total_bytes());
 }
 
 BOOST_AUTO_TEST_CASE(the_kv_cache_gets_the_usable_memory_minus_the_rest_of_generation) {
@@ -250,7 +266,8 @@ BOOST_AUTO_TEST_CASE(a_kv_cache_shorter_than_one_sequence_is_the_only_warning) {
   tt::model_facts m = facts();
   m.kv_elements_per_token_full = 16'777'216;  // 32 MiB per bfloat16 token: 12.7 tokens fit
   const tt::memory_plan p = tt::plan_memory(recipe(), worlds(false, 4), m);
-  BOOST_TEST(p.kv_cache_tokens == (0.5 * 2 * gib - 2'000'000.0 - head - runtime) / (16'777'216.0 * 2),
+  // The weights and the refit's staging copy (2 x 2 MB), the head and the runtime.
+  BOOST_TEST(p.kv_cache_tokens == (0.5 * 2 * gib - 2 * 2'000'000.0 - head - runtime) / (16'777'216.0 * 2),
              boost::test_tools::tolerance(1e-12));
   const std::vector<std::string> expected = {
       "generation leaves room for 12 KV-cache tokens, less than one sequence of policy.max_total_sequence_length (100)"};
