@@ -56,8 +56,14 @@ struct stream_fixture {
   gpu::bucket_plan plan{trainer->manifest(), test_bucket_bytes};
   rollout_actor worker;
 
-  /// `tap` sees the root's broadcasts (0 the opening, 1 + i bucket i's payload, 4 the closing).
-  explicit stream_fixture(tap_function tap = {}) {
+  /// `tap` sees the root's broadcasts (0 the opening, 1 + i bucket i's payload, 4 the closing);
+  /// `receive`: how the worker's engine takes a refit.
+  explicit stream_fixture(tap_function tap = {}, gpu::refit_receive receive = gpu::refit_receive::staging) {
+    if (receive != gpu::refit_receive::staging) {
+      gpu::fake_generate_options o = tiny_generator();
+      o.receive = receive;
+      engine = std::make_shared<gpu::fake_generate_engine>(o);
+    }
     auto group = gpu::make_local_group(2);
     root = std::make_shared<tapped_communicator>(std::move(group[0]), std::move(tap));
     rollout_worker_config rc;
@@ -106,6 +112,18 @@ struct stream_fixture {
     return out;
   }
 
+  /// A generate job for `version`, asked again while the worker is busy with an abort (which
+  /// runs on the engine's thread after its answer).
+  answer<generate_result> generate_after_abort(weight_version version) {
+    answer<generate_result> g;
+    for (int tries = 0; tries < 6000; ++tries) {
+      g = ask<generate_result>(generate_atom_v, job_for(version));
+      if (g.value || text_of(g.error) != "rollout-0: generate refused: busy with abort") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return g;
+  }
+
   weight_version live() {
     auto v = ask<weight_version>(version_atom_v);
     CAF_REQUIRE(v.value.has_value());
@@ -119,6 +137,11 @@ struct corrupting_stream_fixture : stream_fixture {
       : stream_fixture([](int call, bool is_root, std::span<std::byte> data) {
           if (is_root && call % 5 == 2) data[17] ^= std::byte{0x40};  // 5 broadcasts a stream
         }) {}
+};
+
+/// A stream fixture whose worker's engine receives a refit over its live weights.
+struct in_place_stream_fixture : stream_fixture {
+  in_place_stream_fixture() : stream_fixture({}, gpu::refit_receive::in_place) {}
 };
 
 }  // namespace
@@ -241,13 +264,8 @@ CAF_TEST(abort drops a staged update and answers the live version) {
   CAF_CHECK(engine->pending_version() == std::optional<std::uint64_t>{1});
   auto live_version = ask<weight_version>(abort_atom_v, weight_version{1});
   CAF_CHECK(live_version.value == std::optional<weight_version>{0});
-  // the abort runs on the engine's thread after the answer: generation with v0 is accepted once it is done
-  answer<generate_result> g;
-  for (int tries = 0; tries < 6000; ++tries) {
-    g = ask<generate_result>(generate_atom_v, job_for(0));
-    if (g.value || text_of(g.error) != "rollout-0: generate refused: busy with abort") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // generation with v0 is accepted once the abort is done
+  const answer<generate_result> g = generate_after_abort(0);
   if (!g.value) CAF_FAIL("generate after the abort failed: " << text_of(g.error));
   CAF_CHECK(!engine->pending_version().has_value());
   auto commit = ask<refit_ack>(commit_atom_v, weight_version{1});
@@ -296,6 +314,50 @@ CAF_TEST(a bucket corrupted in transit fails its checksum which the ack names an
   CAF_REQUIRE(unchecked.value.has_value());
   CAF_CHECK(!unchecked.value->stream.aborted);
   CAF_CHECK(!unchecked.value->stream.checksums);
+}
+
+CAF_TEST_FIXTURE_SCOPE_END()
+
+CAF_TEST_FIXTURE_SCOPE(rollout_worker_in_place_stream_tests, in_place_stream_fixture)
+
+CAF_TEST(an import failing mid-stream in place leaves the worker refusing to generate until a complete refit commits) {
+  check_manifest();
+  train_to_v1();
+  engine->fail_next(gpu::fake_generate_operation::import_bucket);
+  auto a = root_streams(1, true);
+  CAF_REQUIRE(a.value.has_value());
+  CAF_CHECK(a.value->stream.aborted);
+  CAF_CHECK_EQUAL(a.value->error, "rollout-0: bucket 0 of v1: device_error: fake_generate_engine: injected failure in "
+                                  "import_bucket; update dropped, no weights are live until a complete refit (v1 was "
+                                  "received in place over v0)");
+  CAF_CHECK_EQUAL(live(), 0u);
+  CAF_CHECK(!engine->has_live_weights());
+  auto refused = ask<generate_result>(generate_atom_v, job_for(0));
+  CAF_CHECK(is_tandem_error(refused.error, tandem_errc::wrong_state));
+  CAF_CHECK_EQUAL(text_of(refused.error), "rollout-0: generate refused: no weights are live (the refit to v1, received in "
+                                          "place over v0, did not complete; a complete refit restores them)");
+  // a complete refit brings the worker back
+  auto again = root_streams(1, true);
+  CAF_REQUIRE(again.value.has_value());
+  CAF_CHECK(!again.value->stream.aborted);
+  CAF_REQUIRE(ask<refit_ack>(commit_atom_v, weight_version{1}).value.has_value());
+  CAF_CHECK_EQUAL(live(), 1u);
+  CAF_CHECK(engine->has_live_weights());
+  CAF_CHECK_EQUAL(engine->weight_hash(), trainer->weight_hash());
+  auto after = ask<generate_result>(generate_atom_v, job_for(1));
+  CAF_REQUIRE(after.value.has_value());
+  CAF_CHECK_EQUAL(after.value->trajectories[0].weight_version, 1u);
+}
+
+CAF_TEST(an abort of a refit staged in place leaves the worker without weights) {
+  check_manifest();
+  train_to_v1();
+  CAF_REQUIRE(root_streams(1, false).value.has_value());
+  CAF_CHECK(ask<weight_version>(abort_atom_v, weight_version{1}).value == std::optional<weight_version>{0});
+  const answer<generate_result> g = generate_after_abort(0);
+  CAF_CHECK_EQUAL(text_of(g.error), "rollout-0: generate refused: no weights are live (the refit to v1, received in place "
+                                    "over v0, did not complete; a complete refit restores them)");
+  CAF_CHECK(!engine->has_live_weights());
 }
 
 CAF_TEST_FIXTURE_SCOPE_END()
