@@ -23,7 +23,7 @@
 
 #include "actors/bridge/socket_thread.hpp"
 #include "gpu/comm/curve_keys.h"
-#include "gpu/comm/zmq_group.h"
+#include "gpu/comm/loopback_group.h"
 
 using namespace tandem;
 using clock_type = std::chrono::steady_clock;
@@ -42,33 +42,20 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 /// Seconds for the root of a group of `ranks` to broadcast `total` bytes in `bucket`-byte buckets
 /// (every rank done: the broadcast returns on the root once the last rank has the bytes).
 double refit_seconds(int ranks, std::size_t total, std::size_t bucket, bool secure) {
-  std::vector<gpu::curve_keypair> keys;
-  for (int r = 0; r < ranks; ++r) keys.push_back(gpu::make_curve_keypair().value());
-  std::vector<std::string> publics;
-  for (const auto& k : keys) publics.push_back(k.public_key);
-  std::vector<std::optional<gpu::zmq_data_endpoint>> own(static_cast<std::size_t>(ranks));
-  std::vector<std::string> addresses;
-  for (int r = 0; r < ranks; ++r) {
-    gpu::zmq_group_options o;
-    o.timeout = std::chrono::milliseconds(60000);
-    o.group_tag = 42;
-    if (secure) o.curve = gpu::zmq_group_curve{keys[static_cast<std::size_t>(r)], publics};
-    auto e = gpu::bind_data_endpoint("127.0.0.1", o);
-    if (!e) die(e.error().message());
-    addresses.push_back(e->address());
-    own[static_cast<std::size_t>(r)].emplace(std::move(e.value()));
-  }
+  gpu::zmq_group_options o;
+  o.timeout = std::chrono::milliseconds(60000);
+  o.group_tag = 42;
+  auto group = gpu::join_loopback_group(ranks, secure, o);
+  if (!group) die(group.error().message());
   std::vector<double> took(static_cast<std::size_t>(ranks), 0);
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      auto g = gpu::zmq_group::create(r, ranks, addresses, std::move(*own[static_cast<std::size_t>(r)]),
-                                      secure ? publics : std::vector<std::string>{});
-      if (!g) die(g.error().message());
+      gpu::zmq_group& g = *(*group)[static_cast<std::size_t>(r)];
       std::vector<std::byte> buffer(bucket, std::byte{static_cast<unsigned char>(r == 0 ? 0x5a : 0)});
       const auto start = clock_type::now();
       for (std::size_t sent = 0; sent < total; sent += bucket)
-        if (gpu::status s = (*g)->broadcast(std::span<std::byte>(buffer), 0); !s) die(s.message());
+        if (gpu::status s = g.broadcast(std::span<std::byte>(buffer), 0); !s) die(s.message());
       took[static_cast<std::size_t>(r)] = seconds_since(start);
       if (buffer.front() != std::byte{0x5a}) die("rank " + std::to_string(r) + " received other bytes");
     });

@@ -10,6 +10,7 @@
 
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/fixed_digits.h"
 #include "tools/cli/compute_choice.h"
 #include "tools/cli/train_bench.h"
 
@@ -24,12 +25,6 @@ constexpr const char* usage =
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
 
-std::string fixed(double v, int digits) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
-
 // " 12.345 GiB", or nothing where the figure is unknown (-1: the CPU).
 std::string in_use(std::int64_t bytes) { return bytes < 0 ? "" : " " + fixed(gib(bytes), 3) + " GiB"; }
 nlohmann::json in_use_json(std::int64_t bytes) { return bytes < 0 ? nlohmann::json(nullptr) : nlohmann::json(bytes); }
@@ -38,8 +33,9 @@ nlohmann::json in_use_json(std::int64_t bytes) { return bytes < 0 ? nlohmann::js
 
 int bench_command(const args& a, std::ostream& out, std::ostream& err) {
   if (!a.empty() && a[0] == "generate") return bench_generate_command(args(a.begin() + 1, a.end()), out, err);
+  if (!a.empty() && a[0] == "refit") return bench_refit_command(args(a.begin() + 1, a.end()), out, err);
   if (a.empty() || a[0] != "train") {
-    err << "tandem bench: " << (a.empty() ? "missing what to benchmark" : "unknown benchmark '" + a[0] + "'") << " (train, generate)\n"
+    err << "tandem bench: " << (a.empty() ? "missing what to benchmark" : "unknown benchmark '" + a[0] + "'") << " (train, generate, refit)\n"
         << usage;
     return exit_usage;
   }

@@ -17,6 +17,7 @@
 #include "gpu/ops/linear.h"
 #include "tools/cli/arguments.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/fixed_digits.h"
 #include "tools/cli/compute_choice.h"
 #include "tools/cli/generate_bench.h"
 
@@ -28,12 +29,6 @@ constexpr const char* usage =
     "                             [--backend cpu|cuda] [--dtype fp32|bf16] [--temperature T --top-k K --top-p P]\n"
     "                             [--prefill-budget R] [--seed N] [--profile] [--profiler-range] [--agreement]\n"
     "                             [--overlap on|off] [--json FILE]\n";
-
-std::string fixed(double v, int digits) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
-}
 
 double gib(std::int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(std::int64_t{1} << 30); }
 

@@ -53,6 +53,9 @@ int bench_command(const args& a, std::ostream& out, std::ostream& err);
 /// `tandem bench generate --model DIR ...`: one batch of sampled generations beside the decode
 /// step's GEMM-only ceiling and memory roofline (bench_generate_command.cpp, generate_bench.h).
 int bench_generate_command(const args& a, std::ostream& out, std::ostream& err);
+/// `tandem bench refit [--model DIR | --mb N] ...`: a refit over the CPU data plane beside a plain
+/// broadcast of the same buckets (bench_refit_command.cpp, refit_bench.h).
+int bench_refit_command(const args& a, std::ostream& out, std::ostream& err);
 int help_command(const args& a, std::ostream& out, std::ostream& err);
 int version_command(std::ostream& out);
 

@@ -54,6 +54,9 @@ commands:
   bench generate --model DIR [--batch B] [--prompt-len P] [--new-tokens N] [--backend cpu|cuda] ...
                                      sampled generation over random weights beside the decode
                                      step's GEMM-only ceiling and memory roofline
+  bench refit [--model DIR | --mb N] [--receivers R] [--bucket-mb M] [--checksums] ...
+                                     a refit over the CPU data plane beside a plain broadcast of
+                                     the same buckets
   help [command]                     this text, or one command's
   --version                          version and compute backends of this build
 
@@ -303,6 +306,24 @@ one replayed decode step for `ncu --profile-from-start off`, --agreement scores 
 temperature 0.7, top-k 20, top-p 0.9 with a train engine. --json FILE writes every figure.
 
 exit status: 0 measured, 1 refused (a bad config, no such device, a failed step), 2 usage error
+
+usage: tandem bench refit [--model DIR | --mb N] [--dtype bf16|fp32] [--receivers R] [--bucket-mb M]
+                          [--rounds N] [--checksums] [--receive staging|in_place] [--insecure] [--json FILE]
+
+Times a refit of a model's weights (DIR's parameters at --dtype's bytes each, default bf16, as a
+GPU refit moves them; or N MiB) from a policy root to R rollout workers (default 1), each a rank
+of this process on a thread, over the CPU data plane a run's members use (ZeroMQ on loopback,
+CurveZMQ unless --insecure) and the refit stream protocol: buckets of M MiB (default 512, as
+policy.refit.bucket_mb), checksummed with --checksums, received into a staging copy or in place
+(policy.refit.receive), staged and committed on every worker. Beside it, in the same run, a plain
+broadcast of the same buckets over the same group: the transport's ceiling. The weights are the
+fake engines', which export and import them with a memory copy, so the figures are the
+transport's and the protocol's. Prints the fastest of N rounds (default 3) of each, GB/s and the
+refit as a share of the broadcast, and whether every worker's weights hash as the policy's after
+it. --json FILE writes every figure.
+
+exit status: 0 measured, 1 refused (a bad model, a group or stream that failed, weights that did
+not arrive whole), 2 usage error
 )";
 
 constexpr const char* validate_help = R"(usage: tandem validate RECIPE [key=value ...]

@@ -124,6 +124,18 @@ struct stream_fixture {
     return g;
   }
 
+  /// A checked stream to v1 whose first bucket's import fails on the worker's engine: the
+  /// worker's aborted ack.
+  refit_ack stream_failing_at_import() {
+    check_manifest();
+    train_to_v1();
+    engine->fail_next(gpu::fake_generate_operation::import_bucket);
+    auto a = root_streams(1, true);
+    CAF_REQUIRE(a.value.has_value());
+    CAF_CHECK(a.value->stream.aborted);
+    return *a.value;
+  }
+
   weight_version live() {
     auto v = ask<weight_version>(version_atom_v);
     CAF_REQUIRE(v.value.has_value());
@@ -238,15 +250,10 @@ CAF_TEST(a streamed refit is staged with its checksums matched and becomes live 
 }
 
 CAF_TEST(an import failing mid-stream is in the ack and the previous version stays live) {
-  check_manifest();
-  train_to_v1();
-  engine->fail_next(gpu::fake_generate_operation::import_bucket);
-  auto a = root_streams(1, true);
-  CAF_REQUIRE(a.value.has_value());
-  CAF_CHECK(a.value->stream.aborted);
-  CAF_CHECK(a.value->stream.failed_bucket == std::optional<std::size_t>{0});
-  CAF_CHECK_EQUAL(a.value->error, "rollout-0: bucket 0 of v1: device_error: fake_generate_engine: injected failure in "
-                                  "import_bucket; update dropped, v0 stays live");
+  const refit_ack a = stream_failing_at_import();
+  CAF_CHECK(a.stream.failed_bucket == std::optional<std::size_t>{0});
+  CAF_CHECK_EQUAL(a.error, "rollout-0: bucket 0 of v1: device_error: fake_generate_engine: injected failure in "
+                           "import_bucket; update dropped, v0 stays live");
   CAF_CHECK_EQUAL(live(), 0u);
   CAF_CHECK(!engine->pending_version().has_value());
   // the update is gone: its commit is refused, generation with v0 works again, the next stream succeeds
@@ -321,15 +328,10 @@ CAF_TEST_FIXTURE_SCOPE_END()
 CAF_TEST_FIXTURE_SCOPE(rollout_worker_in_place_stream_tests, in_place_stream_fixture)
 
 CAF_TEST(an import failing mid-stream in place leaves the worker refusing to generate until a complete refit commits) {
-  check_manifest();
-  train_to_v1();
-  engine->fail_next(gpu::fake_generate_operation::import_bucket);
-  auto a = root_streams(1, true);
-  CAF_REQUIRE(a.value.has_value());
-  CAF_CHECK(a.value->stream.aborted);
-  CAF_CHECK_EQUAL(a.value->error, "rollout-0: bucket 0 of v1: device_error: fake_generate_engine: injected failure in "
-                                  "import_bucket; update dropped, no weights are live until a complete refit (v1 was "
-                                  "received in place over v0)");
+  const refit_ack a = stream_failing_at_import();
+  CAF_CHECK_EQUAL(a.error, "rollout-0: bucket 0 of v1: device_error: fake_generate_engine: injected failure in "
+                           "import_bucket; update dropped, no weights are live until a complete refit (v1 was received in "
+                           "place over v0)");
   CAF_CHECK_EQUAL(live(), 0u);
   CAF_CHECK(!engine->has_live_weights());
   auto refused = ask<generate_result>(generate_atom_v, job_for(0));

@@ -4,7 +4,9 @@
 // and an absent device by name. `tandem bench generate` (bench_generate_command.cpp,
 // generate_bench.h) generates exactly the asked tokens and reports its decode step beside both
 // of its ceilings, op by op with --profile, and with --agreement a train engine's scores of a
-// sampled batch (generate_agreement.h). Figures are read, never compared with a time.
+// sampled batch (generate_agreement.h). `tandem bench refit` (bench_refit_command.cpp,
+// refit_bench.h) delivers every byte to every worker and reports the refit beside a broadcast of
+// the same buckets. Figures are read, never compared with a time.
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
@@ -144,6 +146,33 @@ BOOST_AUTO_TEST_CASE(bench_generate_profiles_the_decode_steps_and_the_trainer_sc
   BOOST_TEST(a.at("token_mult_prob_error_max").get<double>() == 1.0);
 }
 
+BOOST_AUTO_TEST_CASE(bench_refit_streams_every_bucket_to_every_worker_beside_a_broadcast_of_the_same_buckets) {
+  temp_dir t;
+  const auto json = t.path() / "refit.json";
+  for (const char* receive : {"staging", "in_place"}) {
+    const auto r = cli({"bench", "refit", "--mb", "3", "--bucket-mb", "1", "--receivers", "2", "--rounds", "1", "--checksums",
+                        "--receive", receive, "--json", json.string()});
+    BOOST_REQUIRE_MESSAGE(r.code == 0, r.err);
+    for (const char* line : {"3145728 bytes in 3 buckets of up to 1 MiB, from a policy root to 2 rollout workers",
+                             "(ZeroMQ on loopback, CurveZMQ), checksums on", "broadcast of the same buckets over the same group",
+                             "% of the broadcast", "every rollout worker's weights hash as the policy's: yes"})
+      BOOST_TEST(r.out.find(line) != std::string::npos, "missing '" << line << "' in:\n" << r.out);
+    const nlohmann::json j = read_json(json);
+    BOOST_TEST(j.at("bytes").get<std::int64_t>() == 3 << 20);
+    BOOST_TEST(j.at("buckets").get<std::int64_t>() == 3);
+    BOOST_TEST(j.at("receive").get<std::string>() == (std::string(receive) == "in_place" ? "in place" : "staging"));
+    BOOST_TEST(j.at("bits_delivered").get<bool>());
+    BOOST_TEST(j.at("refit_seconds").get<double>() > 0);
+    BOOST_TEST(j.at("broadcast_seconds").get<double>() > 0);
+  }
+  // --model: the config's parameters at two bytes each (bfloat16), in 512 MiB buckets.
+  const auto m = cli({"bench", "refit", "--model", tiny, "--rounds", "1", "--insecure"});
+  BOOST_REQUIRE_MESSAGE(m.code == 0, m.err);
+  const auto layout = tg::build_layout(*tg::load_model_config(tiny), tg::dtype::float32);
+  BOOST_TEST(m.out.find(std::to_string(layout.parameter_count * 2) + " bytes in 1 buckets") != std::string::npos, m.out);
+  BOOST_TEST(m.out.find("CurveZMQ off") != std::string::npos, m.out);
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"bench"}, "missing what to benchmark"},
@@ -159,6 +188,11 @@ BOOST_AUTO_TEST_CASE(bad_options_are_usage_errors_naming_the_option) {
       {{"bench", "train", "--model", tiny, "--recompute", "some"}, "--recompute 'some'"},
       {{"bench", "train", "--model", tiny, "--optimizer-dtype", "fp16"}, "--optimizer-dtype 'fp16'"},
       {{"bench", "train", "--model", tiny, "--dtype", "fp8"}, "--dtype 'fp8': expected fp32 or bf16"},
+      {{"bench", "refit"}, "give --model DIR or --mb N (the bytes refit), one of them"},
+      {{"bench", "refit", "--model", tiny, "--mb", "4"}, "give --model DIR or --mb N"},
+      {{"bench", "refit", "--mb", "0"}, "--mb '0': expected a whole number from 1"},
+      {{"bench", "refit", "--mb", "4", "--receive", "elsewhere"}, "--receive 'elsewhere': expected staging or in_place"},
+      {{"bench", "refit", "--mb", "4", "--dtype", "fp8"}, "--dtype 'fp8': expected bf16 or fp32"},
   };
   for (const auto& [a, message] : cases) {
     const auto r = cli(a);
