@@ -218,6 +218,7 @@ struct rollout_worker_state {
       return rp;
     }
     const bool drop_first = updating.has_value();
+    if (drop_first) dropped(*updating);  // in place, the unfinished update took the weights with it
     const weight_version version = job.version;
     updating = version;  // so that an abort(version) arriving meanwhile is carried out afterwards
     auto engine = config.engine;
