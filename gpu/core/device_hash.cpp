@@ -40,14 +40,14 @@ status copy_stream_to_host(const exec_context& ctx, std::span<const byte_range> 
 status device_chunk_hashes(const exec_context& ctx, std::span<const byte_range> ranges, const std::vector<std::uint64_t>& starts,
                            std::uint64_t long_chunks, std::uint64_t* hashes) {
   const std::size_t n = ranges.size();
-  std::vector<std::uint64_t> table(n + (n + 1) + long_chunks);  // U64 [n] bases, U64 [n + 1] starts, U64 [chunks]
+  std::vector<std::uint64_t> table(n + (n + 1));  // U64 [n] bases, U64 [n + 1] starts; the device's copy then U64 [chunks]
   std::vector<const unsigned char*> bases(n);
   for (std::size_t i = 0; i < n; ++i) {
     bases[i] = reinterpret_cast<const unsigned char*>(ranges[i].data);
     table[i] = reinterpret_cast<std::uintptr_t>(ranges[i].data);
   }
   std::copy(starts.begin(), starts.end(), table.begin() + static_cast<std::ptrdiff_t>(n));
-  const auto bytes = static_cast<std::int64_t>(table.size() * sizeof(std::uint64_t));
+  const auto bytes = static_cast<std::int64_t>((table.size() + long_chunks) * sizeof(std::uint64_t));
   auto on_device = device_allocate(ctx.dev, bytes);
   if (!on_device) return status{on_device.error().code(), "a table of " + std::to_string(n) + " ranges and " +
                                                               std::to_string(long_chunks) + " chunk hashes: " +
@@ -56,7 +56,7 @@ status device_chunk_hashes(const exec_context& ctx, std::span<const byte_range> 
   const xxh3::segments host_view{bases.data(), starts.data(), static_cast<std::uint32_t>(n)};
   const xxh3::segments device_view{reinterpret_cast<const unsigned char* const*>(words), words + n, static_cast<std::uint32_t>(n)};
   std::uint64_t* out = words + n + (n + 1);
-  status s = copy_to_device(ctx, words, table.data(), static_cast<std::int64_t>((2 * n + 1) * sizeof(std::uint64_t)));
+  status s = copy_to_device(ctx, words, table.data(), static_cast<std::int64_t>(table.size() * sizeof(std::uint64_t)));
   if (s) s = cuda::enqueue_chunk_hashes(ctx, device_view, starts[n], long_chunks, cuda::stripe_alignment(host_view), out);
   if (s) s = copy_to_host(ctx, hashes, out, static_cast<std::int64_t>(long_chunks * sizeof(std::uint64_t)));
   device_free(ctx.dev, words);

@@ -5,7 +5,7 @@
 // at most 240 bytes take XXH3's short paths, which this header does not have (the caller hashes
 // them on the host with the library).
 //
-// The long path, from xxHash's specification (doc/xxhash_spec.md):
+// The long path, as xxHash's published XXH3 specification defines it:
 //
 //   acc[0..7]   = PRIME32_3, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME32_2, PRIME64_5, PRIME32_1
 //   a stripe    = 64 bytes, 8 little-endian words d[0..7]; with key words k[0..7]:

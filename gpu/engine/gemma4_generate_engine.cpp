@@ -719,7 +719,7 @@ status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const 
   const std::string which = "import_bucket: bucket " + std::to_string(index) + " of version " + std::to_string(*pending_) + ": ";
   const auto refuse = [this](const std::string& why) {
     abort_weight_update();
-    return fail(status_code::invalid_argument, why + after_abort());
+    return fail(status_code::invalid_argument, why + after_dropped_update(options_.receive, version_));
   };
   if (index >= plan_.bucket_count()) return refuse(which + "the plan has " + std::to_string(plan_.bucket_count()) + " buckets");
   if (static_cast<std::int64_t>(bytes.size()) != plan_.bucket_size(index))
@@ -733,7 +733,7 @@ status gemma4_generate_engine::import_bucket(std::size_t index, std::span<const 
                                   bytes.data() + piece.bucket_offset, piece.bytes);
         !s) {
       abort_weight_update();
-      return fail(s.code(), which + s.message() + after_abort());
+      return fail(s.code(), which + s.message() + after_dropped_update(options_.receive, version_));
     }
   received_[index] = true;
   ++received_count_;
@@ -749,7 +749,7 @@ status gemma4_generate_engine::commit_weight_update() {
     const auto missing = static_cast<std::size_t>(std::find(received_.begin(), received_.end(), false) - received_.begin());
     const std::string why = "commit_weight_update(" + std::to_string(*pending_) + "): " +
                             std::to_string(received_.size() - received_count_) + " of " + std::to_string(received_.size()) +
-                            " buckets missing (first: bucket " + std::to_string(missing) + ")" + after_abort();
+                            " buckets missing (first: bucket " + std::to_string(missing) + ")" + after_dropped_update(options_.receive, version_);
     abort_weight_update();
     return fail(status_code::invalid_argument, why);
   }
@@ -783,10 +783,6 @@ void gemma4_generate_engine::abort_weight_update() {
   staging_ = slab{};  // in place, overwritten_ stays: the weights are part old, part new
 }
 
-std::string gemma4_generate_engine::after_abort() const {
-  if (options_.receive == refit_receive::staging) return "; version " + std::to_string(version_) + " stays live";
-  return "; no weights are live until a complete refit commits (received in place over version " + std::to_string(version_) + ")";
-}
 
 status gemma4_generate_engine::share_weights(const weight_source& source) {
   // A step in flight reads the weights and the cache. With nothing running its rows are all

@@ -240,9 +240,6 @@ class gemma4_generate_engine final : public generate_engine {
   void settle();
   void finish(std::size_t running_index, finish_reason why);
   void reset_after_failure();
-  /// What a failed or aborted update leaves: "; version N stays live" (staging), or that no
-  /// weights are live (in place).
-  std::string after_abort() const;
 
   checkpoint source_;
   gemma4_generate_options options_;

@@ -44,6 +44,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gpu/core/philox.h"
@@ -57,6 +58,12 @@ namespace tandem::gpu {
 /// How an engine with its own weights receives a refit (see above).
 enum class refit_receive { staging, in_place };
 inline const char* to_string(refit_receive r) { return r == refit_receive::in_place ? "in place" : "staging"; }
+/// What a failed or aborted update leaves, as an engine's error ends: "; version N stays live"
+/// (staging), or that no weights are live (in place, over version N).
+inline std::string after_dropped_update(refit_receive r, std::uint64_t live) {
+  if (r == refit_receive::staging) return "; version " + std::to_string(live) + " stays live";
+  return "; no weights are live until a complete refit commits (received in place over version " + std::to_string(live) + ")";
+}
 
 /// A request, why a sequence ended and the sequence: one definition for every layer (plain/generation.h).
 using plain::finished_sequence;

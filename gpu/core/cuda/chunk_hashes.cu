@@ -5,8 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <string>
-
 #include "gpu/core/chunked_hash.h"
 #include "gpu/core/cuda/check.h"
 
@@ -74,10 +72,7 @@ status launch(const exec_context& ctx, const xxh3::segments& s, std::uint64_t le
   const std::uint64_t blocks = (chunks * 8 + threads - 1) / threads;
   chunk_hashes_kernel<ALIGN><<<static_cast<unsigned>(blocks), threads, 0, static_cast<cudaStream_t>(ctx.stream.native)>>>(
       s, length, chunks, xxh3::default_keys(), out);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess)
-    return {e == cudaErrorMemoryAllocation ? status_code::out_of_memory : status_code::device_error,
-            std::string("chunk_hashes_kernel: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")"};
+  TANDEM_CUDA_CHECK(cudaGetLastError());  // the launch of chunk_hashes_kernel
   return status::ok();
 }
 

@@ -228,7 +228,7 @@ status fake_generate_engine::import_checked(std::size_t index, std::span<const s
     const std::uint64_t actual = chunked_xxh3(bytes);
     if (actual != *checksum)
       return abort_with(fail(status_code::io_error, which + "corrupted: checksum " + hex64(actual) +
-                                                        ", the sender's " + hex64(*checksum) + after_abort()));
+                                                        ", the sender's " + hex64(*checksum) + after_dropped_update(options_.receive, version_)));
   }
   std::vector<float>& target = options_.receive == refit_receive::staging ? staging_ : own_;
   if (target.empty()) target.resize(static_cast<std::size_t>(options_.model.weight_bytes / 4));
@@ -252,7 +252,7 @@ status fake_generate_engine::commit_weight_update() {
     return abort_with(fail(status_code::invalid_argument,
                            which + std::to_string(received_.size() - received_count_) + " of " +
                                std::to_string(received_.size()) + " buckets missing (first: bucket " +
-                               std::to_string(missing) + ")" + after_abort()));
+                               std::to_string(missing) + ")" + after_dropped_update(options_.receive, version_)));
   }
   if (options_.receive == refit_receive::staging) own_.swap(staging_);  // the old weights: the next update's staging copy
   overwritten_.reset();
@@ -270,10 +270,6 @@ void fake_generate_engine::abort_weight_update() {
   received_count_ = 0;  // in place, overwritten_ stays: own_ is part old, part new
 }
 
-std::string fake_generate_engine::after_abort() const {
-  if (options_.receive == refit_receive::staging) return "; version " + std::to_string(version_) + " stays live";
-  return "; no weights are live until a complete refit commits (received in place over version " + std::to_string(version_) + ")";
-}
 
 status fake_generate_engine::check_no_work(const std::string& which) const {
   if (pending_) return fail(status_code::invalid_argument, which + ": refused while the update to version " +

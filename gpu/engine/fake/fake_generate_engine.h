@@ -125,8 +125,6 @@ class fake_generate_engine final : public generate_engine {
   status check_no_work(const std::string& which) const;
   status import_checked(std::size_t index, std::span<const std::byte> bytes, std::optional<std::uint64_t> checksum);
   status abort_with(status why);
-  /// "; version N stays live" (staging), or that no weights are live (in place).
-  std::string after_abort() const;
 
   fake_generate_options options_;
   weight_manifest manifest_;
