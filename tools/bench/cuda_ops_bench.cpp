@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -108,6 +109,10 @@ struct buffer {
   }
 };
 
+/// The host's median milliseconds to enqueue the last time_ms's call (its launches, not the device's
+/// work): a row whose device time is not above it measures the host, not the kernel.
+double last_host_ms = 0;
+
 /// Median milliseconds of `reps` event-timed calls after `warm` untimed ones.
 double time_ms(int warm, int reps, const std::function<status()>& f) {
   for (int i = 0; i < warm; ++i) check(f(), "warm-up");
@@ -115,10 +120,12 @@ double time_ms(int warm, int reps, const std::function<status()>& f) {
   cudaEvent_t a, b;
   check_cuda(cudaEventCreate(&a), "event");
   check_cuda(cudaEventCreate(&b), "event");
-  std::vector<double> ms;
+  std::vector<double> ms, host;
   for (int i = 0; i < reps; ++i) {
     check_cuda(cudaEventRecord(a), "record");
+    const auto enqueue = std::chrono::steady_clock::now();
     check(f(), "timed call");
+    host.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - enqueue).count());
     check_cuda(cudaEventRecord(b), "record");
     check_cuda(cudaEventSynchronize(b), "sync");
     float t = 0;
@@ -128,20 +135,23 @@ double time_ms(int warm, int reps, const std::function<status()>& f) {
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
+  std::sort(host.begin(), host.end());
+  last_host_ms = host[host.size() / 2];
   return ms[ms.size() / 2];
 }
 
 /// Median milliseconds per call of `reps` event-timed batches of `calls` back-to-back calls (the
 /// host's launch work overlaps the device's, as in a training step).
 double time_ms_batched(int warm, int reps, int calls, const std::function<status()>& f) {
-  return time_ms(warm, reps, [&] {
-           for (int i = 0; i < calls; ++i) {
-             const status s = f();
-             if (!s) return s;
-           }
-           return status::ok();
-         }) /
-         calls;
+  const double ms = time_ms(warm, reps, [&] {
+    for (int i = 0; i < calls; ++i) {
+      const status s = f();
+      if (!s) return s;
+    }
+    return status::ok();
+  });
+  last_host_ms /= calls;
+  return ms / calls;
 }
 
 struct row {
@@ -221,6 +231,9 @@ int main(int argc, char** argv) {
   const auto bandwidth = [&](const std::string& op, const std::string& shape, double bytes, const std::function<status()>& f) {
     const double ms = timed(f);
     print({op, shape, ms, bytes / ms / 1e6, copy_gbs, "GB/s"});
+    // A short op whose launches take the host as long as the device takes to run it: the row
+    // then measures the host.
+    if (last_host_ms >= 0.8 * ms) std::printf("  (host-bound: %.1f us a call to enqueue)\n", last_host_ms * 1e3);
   };
   if (wanted({"rmsnorm_forward", "rmsnorm_backward", "add_forward", "softcap_forward", "scale_by_forward"})) {
     buffer x(bf, {tokens, hidden}), w(bf, {hidden}, 0.5, 1.5), y(bf, {tokens, hidden}), dy(bf, {tokens, hidden});
