@@ -24,9 +24,9 @@ struct weight_source {
   /// chunked_xxh3 (gpu/core/chunked_hash.h) of the tensors' bytes concatenated in manifest order:
   /// the digest of the refit byte stream, whatever the tensors' sizes. Host memory only.
   std::uint64_t digest() const;
-  /// The same for tensors on ctx.dev (== dev), read through host staging after the work enqueued
-  /// on ctx.stream. A device that cannot be read gives the digest of what was read; the engine's
-  /// next call on it reports the failure.
+  /// The same for tensors on ctx.dev (== dev), hashed on the device (gpu/core/device_hash.h) after
+  /// the work enqueued on ctx.stream. A device that cannot be read gives the digest of no bytes,
+  /// which matches no weights; the engine's next call on it reports the failure.
   std::uint64_t digest(const exec_context& ctx) const;
 };
 

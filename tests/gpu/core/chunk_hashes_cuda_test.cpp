@@ -53,7 +53,7 @@ BOOST_AUTO_TEST_CASE(the_device_gives_the_hosts_chunked_hash_at_every_length_and
     const std::byte* d = b.at(offset);
     for (const std::size_t n : lengths) {
       auto h = chunked_xxh3_on(ctx, d, static_cast<std::int64_t>(n));
-      BOOST_REQUIRE_MESSAGE(h.has_value(), "length " << n << ": " << h.error().message());
+      BOOST_REQUIRE_MESSAGE(h.has_value(), "length " << n << ": " << (h.has_value() ? "" : h.error().message()));
       BOOST_TEST(*h == chunked_xxh3({b.host.data(), n}), "length " << n << " at offset " << offset);
     }
   }
@@ -75,7 +75,7 @@ BOOST_AUTO_TEST_CASE(ranges_on_the_device_hash_as_their_concatenation_on_the_hos
         at += n;
       }
       auto h = chunked_xxh3_on(ctx, ranges);
-      BOOST_REQUIRE_MESSAGE(h.has_value(), h.error().message());
+      BOOST_REQUIRE_MESSAGE(h.has_value(), (h.has_value() ? "" : h.error().message()));
       BOOST_TEST(*h == chunked_xxh3(b.host), ranges.size() << " ranges of a multiple of " << grain << " bytes at offset " << offset);
     }
   }
