@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "gpu/core/cuda/check.h"
 #include "gpu/core/exec_context.h"
@@ -55,6 +56,33 @@ status allow_shared_memory(std::size_t bytes, bool most_shared = false) {
   raised.fetch_or(bit, std::memory_order_release);
   return status::ok();
 }
+
+/// Programmatic dependent launch (Hopper): kernel<<<grid, block, 0, stream>>>(args...) may start
+/// while the kernel before it on the stream finishes (once each of that kernel's blocks has called
+/// allow_dependents() or exited), so its launch's latency is hidden behind the other's tail. The
+/// dependent must call wait_for_prior_grid() before it reads or writes anything the kernel before
+/// it touches: that waits until the kernel has completed and its writes are visible.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+/// In a kernel launched by launch_dependent: waits until the kernel before it on the stream has
+/// completed, its writes visible (a no-op in a kernel launched otherwise).
+__device__ __forceinline__ void wait_for_prior_grid() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+/// In the kernel before a launch_dependent: this block lets the dependent start (the dependent
+/// still waits for the whole kernel before it touches its memory).
+__device__ __forceinline__ void allow_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 /// Blocks for a grid-stride loop over n items at `threads` per block: enough to fill the GPU
 /// several times over, never more than n needs, at least 1.
