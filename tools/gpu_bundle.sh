@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packs the GPU tests (the op and engine suites, and the colocated run on one GPU), the op benchmark, the tensor-core rounding probe and tandem itself (for `tandem bench train --backend cuda`)
+# Packs the GPU tests (the op and engine suites, and the colocated run on one GPU), the op benchmark, the tensor-core rounding, batched-expert and norm-backward probes and tandem itself (for `tandem bench train --backend cuda`)
 # of a build, with the libraries they load that a GPU
 # machine may lack (CAF, ZeroMQ, Boost, OpenBLAS and their dependencies; not glibc, libstdc++ or
 # the CUDA and NVIDIA libraries, which that machine brings: tools/bundle_libraries.sh), into
@@ -18,7 +18,8 @@ bundle_name=tools/gpu_bundle.sh
 source "$(dirname "$0")/bundle_libraries.sh"
 programs=("$build/tests/tandem_gpu_device_tests" "$build/tests/tandem_gpu_cuda_tests" "$build/tests/tandem_gpu_runtime_tests"
           "$build/tools/bench/cuda_ops_bench"
-          "$build/tools/bench/tensor_core_rounding" "$build/tools/bench/moe_batched_gemm" "$build/tandem")
+          "$build/tools/bench/tensor_core_rounding" "$build/tools/bench/moe_batched_gemm"
+          "$build/tools/bench/norm_backward_designs" "$build/tandem")
 for p in "${programs[@]}"; do
   [ -x "$p" ] || { echo "tools/gpu_bundle.sh: $p is missing: build with CUDA first (tools/build.sh)" >&2; exit 1; }
 done
