@@ -2,7 +2,7 @@
 # tools/gpu_bundle.sh refuses a build whose op benchmark was configured without cuDNN's attention
 # (its CMakeCache has a NOTFOUND cuDNN path): it names tools/fetch_cudnn_frontend.sh and leaves no
 # bundle behind; with TANDEM_BUNDLE_WITHOUT_CUDNN=1, or with every cuDNN path found, it packs the
-# programs. The build is a stand-in: the seven programs are copies of true(1), so the test runs on
+# programs. The build is a stand-in: the eight programs are copies of true(1), so the test runs on
 # any machine.
 set -euo pipefail
 source_dir="$(cd "$(dirname "$0")/../../.." && pwd)"
@@ -12,7 +12,7 @@ fail() { echo "FAILED: $1" >&2; [ -z "${2:-}" ] || { echo "--- output:" >&2; cat
 
 build="$work/build"
 mkdir -p "$build/tests" "$build/tools/bench"
-for p in tests/tandem_gpu_device_tests tests/tandem_gpu_cuda_tests tests/tandem_gpu_runtime_tests tools/bench/cuda_ops_bench tools/bench/tensor_core_rounding tools/bench/moe_batched_gemm tandem; do
+for p in tests/tandem_gpu_device_tests tests/tandem_gpu_cuda_tests tests/tandem_gpu_runtime_tests tools/bench/cuda_ops_bench tools/bench/tensor_core_rounding tools/bench/moe_batched_gemm tools/bench/norm_backward_designs tandem; do
   cp "$(type -P true)" "$build/$p"
 done
 cache() {  # the cuDNN lines of a CMakeCache: frontend headers found or not
