@@ -472,6 +472,25 @@ __device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_
 template <int N>
 __device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
+/// A vector of dx at p: inv · (dy·w - x · inv · mean_dot) (w taken as 1 without a weight), added to
+/// p's old values when accumulating; the backward kernels' one formula, so a row gets the same bits
+/// in each.
+template <class S>
+__device__ __forceinline__ void store_dx(S* p, const float (&xv)[width<S>], const float (&gv)[width<S>],
+                                         const float (&wv)[width<S>], bool has_w, float inv, float mean_dot,
+                                         bool accumulate) {
+  constexpr int V = width<S>;
+  float out[V];
+  if (accumulate) unpack<S>(load16(p), out);
+#pragma unroll
+  for (int e = 0; e < V; ++e) {
+    const float dn = gv[e] * (has_w ? wv[e] : 1.f);
+    const float gr = inv * (dn - xv[e] * inv * mean_dot);
+    out[e] = accumulate ? out[e] + gr : gr;
+  }
+  *reinterpret_cast<uint4*>(p) = pack<S>(out);
+}
+
 /// Stages of the backward's copy pipeline: while the block computes one iteration (R rows), the
 /// x and dy of the next stages - 1 are on their way into shared memory.
 constexpr int backward_stages = 3;
@@ -586,17 +605,9 @@ __global__ void __launch_bounds__(vec_threads, backward_blocks_per_sm<STAGES>) r
         for (int e = 0; e < V; ++e) acc[k][e] += gv[e] * xv[e] * inv;
       }
       if (dx) {
-        float wv[V], out[V];
+        float wv[V];
         unpack<S>(load_w(c), wv);
-        S* p = dx + r * d + static_cast<std::int64_t>(c) * V;
-        if (accumulate) unpack<S>(load16(p), out);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const float dn = gv[e] * (w ? wv[e] : 1.f);
-          const float gr = inv * (dn - xv[e] * inv * mean_dot);
-          out[e] = accumulate ? out[e] + gr : gr;
-        }
-        *reinterpret_cast<uint4*>(p) = pack<S>(out);
+        store_dx<S>(dx + r * d + static_cast<std::int64_t>(c) * V, xv, gv, wv, w != nullptr, inv, mean_dot, accumulate);
       }
     }
   }
@@ -707,16 +718,7 @@ __global__ void __launch_bounds__(vec_threads, narrow_blocks_per_sm) rmsnorm_bac
         for (int e = 0; e < V; ++e) acc[e] += gv[e] * xv[e] * inv;
       }
       if (dx) {
-        float out[V];
-        S* p = dx + r * d + static_cast<std::int64_t>(t) * V;
-        if (accumulate) unpack<S>(load16(p), out);
-#pragma unroll
-        for (int e = 0; e < V; ++e) {
-          const float dn = gv[e] * (w ? wv[e] : 1.f);
-          const float gr = inv * (dn - xv[e] * inv * mean_dot);
-          out[e] = accumulate ? out[e] + gr : gr;
-        }
-        *reinterpret_cast<uint4*>(p) = pack<S>(out);
+        store_dx<S>(dx + r * d + static_cast<std::int64_t>(t) * V, xv, gv, wv, w != nullptr, inv, mean_dot, accumulate);
       }
     }
   }
