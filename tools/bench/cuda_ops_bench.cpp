@@ -277,6 +277,10 @@ int main(int argc, char** argv) {
       const double e = static_cast<double>(rows * width) * 2;
       bandwidth("rmsnorm_backward", "[" + std::to_string(rows) + ", " + std::to_string(width) + "]", 3 * e,
                 [&] { return ops::rmsnorm_backward(ctx, x.t, w.t, inv.t, dy.t, dx.t, dw.t); });
+      // The same bytes moved by the plainest kernel (two tensors read, one written): what one
+      // pass over a tensor this small reaches against the 1 GiB copy.
+      bandwidth("add_forward", "[" + std::to_string(rows) + ", " + std::to_string(width) + "] (the norm's bytes)", 3 * e,
+                [&] { return ops::add_forward(ctx, x.t, dy.t, dx.t); });
     }
   }
   if (wanted({"gated_gelu_forward", "gated_gelu_backward"})) {
@@ -373,7 +377,9 @@ int main(int argc, char** argv) {
   };
   const std::vector<attn> attention_rows =
       wanted({"attention_forward", "attention_backward"})
-          ? std::vector<attn>{{"causal", 8, 1, 256, 0}, {"sliding 512", 8, 1, 256, 512}, {"causal", 8, 1, 512, 0},
+          ? std::vector<attn>{{"causal", 8, 1, 256, 0}, {"sliding 512", 8, 1, 256, 512},
+                              // (beside 512: a window's cost a key tile and its fixed cost a query tile)
+                              {"sliding 128", 8, 1, 256, 128}, {"sliding 2048", 8, 1, 256, 2048}, {"causal", 8, 1, 512, 0},
                               {"causal", 32, 4, 512, 0}}
           : std::vector<attn>{};
   for (const attn& a : attention_rows) {

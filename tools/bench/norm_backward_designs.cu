@@ -7,7 +7,8 @@
 // partials summed by a separate finish kernel, by a programmatic dependent one, or in the same
 // kernel after a cooperative grid barrier. Each design's dx is compared with the kept op's bit for
 // bit (the same arithmetic a row) and its dw within bfloat16 rounding (partials summed in another
-// order). Times: median per call of 20 CUDA-event-timed batches of 10 calls. Exits 0 when it ran
+// order). Beside them, the kept op's rows kernel alone (dx only) and a plain kernel moving the same
+// bytes (x + dy into dx): what a call of this size can reach. Times: median per call of 20 CUDA-event-timed batches of 10 calls. Exits 0 when it ran
 // (whatever it found), 1 on a CUDA error, 2 without a GPU. Bfloat16 storage.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
@@ -244,6 +245,19 @@ __global__ void __launch_bounds__(T, BPS) v1_kernel(const bf16* __restrict__ x, 
 }
 
 
+/// out = a + b, a 16-byte vector a thread: the plainest kernel of a norm backward's bytes.
+__global__ void __launch_bounds__(256) add_kernel(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ out,
+                                                  i64 vectors) {
+  const i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= vectors) return;
+  float av[V], bv[V], ov[V];
+  unpack(ldnc(a + i * V), av);
+  unpack(ldnc(b + i * V), bv);
+#pragma unroll
+  for (int e = 0; e < V; ++e) ov[e] = av[e] + bv[e];
+  *reinterpret_cast<uint4*>(out + i * V) = pack(ov);
+}
+
 float time_batched(const std::function<void()>& f) {
   for (int i = 0; i < 3; ++i) f();
   CK(cudaDeviceSynchronize());
@@ -370,6 +384,22 @@ int main() {
       std::fflush(stdout);
     };
     report("kept op (rmsnorm.cu)", time_batched(kept));
+    std::printf("\n");
+    // Where the kept op's time goes: its rows kernel alone (no dw asked: no partials, no finish),
+    // and the plainest kernel moving the same bytes (x + dy into dx, 16 bytes a thread).
+    report("kept op, dx only (no dw, no finish)", time_batched([&] {
+             if (const tg::status s = tg::ops::cuda::rmsnorm_backward(ctx, tg::dtype::bfloat16, tx, tw, tinv, tdy, tdx,
+                                                                       tg::tensor{}, false);
+                 !s) {
+               std::printf("norm_backward_designs: the kept op without dw: %s\n", s.message().c_str());
+               std::exit(1);
+             }
+           }));
+    std::printf("\n");
+    report("the same bytes: x + dy into dx", time_batched([&] {
+             const i64 vectors = rows * d / V;
+             add_kernel<<<static_cast<unsigned>((vectors + 255) / 256), 256, 0, st>>>(p.x, p.dy, p.dx, vectors);
+           }));
     std::printf("\n");
     const auto finish = [&](i64 blocks, bool dependent) {
       const auto fb = static_cast<unsigned>((d + fc - 1) / fc);

@@ -481,7 +481,12 @@ __device__ __forceinline__ void store_dx(S* p, const float (&xv)[width<S>], cons
                                          bool accumulate) {
   constexpr int V = width<S>;
   float out[V];
-  if (accumulate) unpack<S>(load16(p), out);
+  if (accumulate) {
+    unpack<S>(load16(p), out);
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; ++e) out[e] = 0.f;  // (set on both paths: left unset, the narrow kernel spilled)
+  }
 #pragma unroll
   for (int e = 0; e < V; ++e) {
     const float dn = gv[e] * (has_w ? wv[e] : 1.f);
@@ -659,9 +664,9 @@ constexpr int narrow_blocks_per_sm = 4;
 /// i = g, g + R, ... (row b + i · B, interleaved as rmsnorm_backward_vec_kernel's), and loads its
 /// next row's x, dy (16-byte loads) and inv_rms into registers before it computes this one; w's
 /// vector stays in registers. A row's arithmetic is rmsnorm_backward_vec_kernel's at G = 32, K = 1
-/// (the same dx bits); dw's partial[b, j] likewise, the warps added in warp order. Measured on an
-/// H100 against the eight-stage copy pipeline it replaces: [32768, 256] 79% of copy against 51%,
-/// [143360, 256] 86% against 77% (docs/cuda-kernel-notes.md).
+/// (the same dx bits); dw's partial[b, j] likewise, the warps added in warp order. Measured in the
+/// op benchmark on an H100: [32768, 256] 81% of copy, [143360, 256] 85% (the eight-stage copy
+/// pipeline it replaced: 49-51% and 76-77%; docs/cuda-kernel-notes.md).
 template <class S>
 __global__ void __launch_bounds__(vec_threads, narrow_blocks_per_sm) rmsnorm_backward_narrow_kernel(
     const S* __restrict__ x, const S* __restrict__ w, const float* __restrict__ inv_rms, const S* __restrict__ dy,
@@ -679,48 +684,49 @@ __global__ void __launch_bounds__(vec_threads, narrow_blocks_per_sm) rmsnorm_bac
   float acc[V];
 #pragma unroll
   for (int e = 0; e < V; ++e) acc[e] = 0.f;
-  uint4 xs[2], gs[2];
-  float invs[2];
-  // Iteration i's row into slot s (zeros past the block's rows and the row's vectors).
-  const auto load = [&](int s, std::int64_t i) {
+  // Iteration i's row (zeros past the block's rows and the row's vectors).
+  struct row_regs {
+    uint4 x, g;
+    float inv;
+  };
+  const auto load = [&](std::int64_t i) {
     const std::int64_t ri = i * R + g;
     const bool live = row_live(ri);
     const std::int64_t off = row_of(ri) * d + static_cast<std::int64_t>(t) * V;
-    xs[s] = live && lane_in ? load16_stream(x + off) : zero;
-    gs[s] = live && lane_in ? load16_stream(dy + off) : zero;
-    invs[s] = live ? __ldg(inv_rms + row_of(ri)) : 0.f;
+    return row_regs{live && lane_in ? load16_stream(x + off) : zero, live && lane_in ? load16_stream(dy + off) : zero,
+                    live ? __ldg(inv_rms + row_of(ri)) : 0.f};
   };
   const std::int64_t iterations = rows_per_block / R;  // rows_per_block is whole groups of R rows
-  load(0, 0);
+  row_regs cur = load(0);
+  // One row a trip, the next one's registers moved into the current ones at its end (a loop
+  // unrolled over two slots instead spilled at 64 registers). A warp's own count: the row's sum
+  // needs no other warp.
 #pragma unroll 1
-  for (std::int64_t i0 = 0; i0 < iterations; i0 += 2) {
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    const row_regs next = load(i + 1);  // the next row on its way while this one is computed
+    const std::int64_t ri = i * R + g, r = row_of(ri);
+    float xv[V], gv[V], wv[V];
+    unpack<S>(cur.x, xv);
+    unpack<S>(cur.g, gv);
+    unpack<S>(w_raw, wv);
+    float dot = 0.f;
 #pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const std::int64_t i = i0 + s;
-      if (i >= iterations) break;  // (a warp's own count: the row's sum needs no other warp)
-      load(s ^ 1, i + 1);          // the next row on its way while this one is computed
-      const std::int64_t ri = i * R + g, r = row_of(ri);
-      const float inv = invs[s];
-      float xv[V], gv[V], wv[V];
-      unpack<S>(xs[s], xv);
-      unpack<S>(gs[s], gv);
-      unpack<S>(w_raw, wv);
-      float dot = 0.f;
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const float dn = gv[e] * (w ? wv[e] : 1.f);
-        dot += dn * xv[e] * inv;
-      }
-      const float mean_dot = warp_sum(dot) / static_cast<float>(d);
-      if (!row_live(ri) || !lane_in) continue;
+    for (int e = 0; e < V; ++e) {
+      const float dn = gv[e] * (w ? wv[e] : 1.f);
+      dot += dn * xv[e] * cur.inv;
+    }
+    const float mean_dot = warp_sum(dot) / static_cast<float>(d);
+    if (row_live(ri) && lane_in) {
       if (partial) {
 #pragma unroll
-        for (int e = 0; e < V; ++e) acc[e] += gv[e] * xv[e] * inv;
+        for (int e = 0; e < V; ++e) acc[e] += gv[e] * xv[e] * cur.inv;
       }
       if (dx) {
-        store_dx<S>(dx + r * d + static_cast<std::int64_t>(t) * V, xv, gv, wv, w != nullptr, inv, mean_dot, accumulate);
+        store_dx<S>(dx + r * d + static_cast<std::int64_t>(t) * V, xv, gv, wv, w != nullptr, cur.inv, mean_dot,
+                    accumulate);
       }
     }
+    cur = next;
   }
   if (!partial) return;
   float* prow = partial + static_cast<std::int64_t>(blockIdx.x) * d;
