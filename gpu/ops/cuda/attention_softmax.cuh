@@ -8,13 +8,17 @@
 // s[4i + 2R + 1] (R = 0: the thread's row g, R = 1: its row g + 8; the other two entries belong
 // to the other row and are not touched).
 //
-// Per tile: s2 = scale2·s (scale2 = scaling·log2 e; -inf where the key is masked), m' = max(m,
-// max s2), p = exp2(s2 - m') (kept unrounded in s), l' = l·alpha + Σ p with alpha = exp2(m - m')
-// (Σ p: the thread's entries in n-tile order, then the lane group's partial sums by xor 1 and
-// xor 2), and the caller rescales its accumulators by alpha. A row that has seen no key keeps
-// m = -inf, l = 0 (p = exp2(-inf) = 0, alpha = 1); a tile the row sees nothing of leaves m, l and
-// (alpha = 1, p = 0) the accumulators unchanged, so which key tiles a block visits beyond a row's
-// own does not change the row's bits.
+// Per tile: s2 = scale2·s (scale2 = scaling·log2 e; -inf where the key is masked); m' = the
+// tile's max s2 where it passes m by more than rescale_margin (or m is -inf), else m (lazy
+// rescaling, as FlashAttention 4 does it: the same function, p at most 2^rescale_margin, and most
+// tiles leave m alone); p = exp2(s2 - m') (kept unrounded in s); l' = l·alpha + Σ p with
+// alpha = exp2(m - m'), exactly 1 where m' = m (Σ p: the thread's entries in n-tile order, then
+// the lane group's partial sums by xor 1 and xor 2); the caller rescales its accumulators by alpha
+// (and may skip it where alpha is 1). Each exp2 is one ex2.approx.ftz: exp2f's result except
+// below 2^-126, where it gives +0. A row that has seen no key keeps m = -inf, l = 0
+// (p = exp2(-inf) = 0, alpha = 1); a tile the row sees nothing of leaves m, l and (alpha = 1,
+// p = 0) the accumulators unchanged, so which key tiles a block visits beyond a row's own does not
+// change the row's bits.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,11 @@
 #include "gpu/ops/cuda/device_math.cuh"
 
 namespace tandem::gpu::ops::cuda::attn::mma {
+
+/// How far (log2 units) a tile's max may pass the running max before the row rescales: p is then
+/// at most 2^8 (exact in float32 and bfloat16's range as ever), and a tile whose max stays within
+/// it leaves the accumulators untouched (alpha = 1), so the caller can skip their rescaling.
+constexpr float rescale_margin = 8.f;
 
 template <int SR, int R>
 struct online_row {
@@ -64,14 +73,16 @@ struct online_row {
   /// Replaces the row's scaled scores by p, updates m and l from the tile's max `mx` (of
   /// scale_mask_max), and returns alpha, the factor of the row's accumulators.
   __device__ __forceinline__ float update(float (&s)[SR], float mx) {
-    const float mn = fmaxf(m, mx);
+    // m moves only when the tile's max passes it by more than rescale_margin (or m is still
+    // -inf): otherwise alpha is exactly 1 and the caller's accumulators stay as they are.
+    const float mn = mx > m + rescale_margin ? mx : m;
     const float base = mn == -INFINITY ? 0.f : mn;
-    const float alpha = mn == -INFINITY ? 1.f : exp2f(m - mn);
+    const float alpha = mn == m ? 1.f : exp2_approx(m - mn);
     float sum = 0.f;
 #pragma unroll
     for (int i = 0; i < SR; i += 4) {
-      s[i + 2 * R] = exp2f(s[i + 2 * R] - base);
-      s[i + 2 * R + 1] = exp2f(s[i + 2 * R + 1] - base);
+      s[i + 2 * R] = exp2_approx(s[i + 2 * R] - base);
+      s[i + 2 * R + 1] = exp2_approx(s[i + 2 * R + 1] - base);
       sum = __fadd_rn(__fadd_rn(sum, s[i + 2 * R]), s[i + 2 * R + 1]);
     }
     sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));

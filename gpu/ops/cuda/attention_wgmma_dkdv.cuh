@@ -118,14 +118,14 @@ __device__ __forceinline__ void dkdv_probabilities(float (&x)[32], const dkdv_wo
                      (window <= 0 || w.first_key > q0 + BQ - 1 - window);
   if (whole) {
 #pragma unroll
-    for (int e = 0; e < 32; ++e) x[e] = exp2f(fmaf(x[e], scale2, -lse2[8 * (e >> 2) + 2 * t + (e & 1)]));
+    for (int e = 0; e < 32; ++e) x[e] = exp2_approx(fmaf(x[e], scale2, -lse2[8 * (e >> 2) + 2 * t + (e & 1)]));
   } else {
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
       const int il = 8 * (e >> 2) + 2 * t + (e & 1);
       const int qp = q0 + il, j = (e & 2) == 0 ? key0 : key1;
       const bool visible = qp <= ql && j <= jl && j <= qp && (window <= 0 || j > qp - window);
-      x[e] = visible ? exp2f(fmaf(x[e], scale2, -lse2[il])) : 0.f;
+      x[e] = visible ? exp2_approx(fmaf(x[e], scale2, -lse2[il])) : 0.f;
     }
   }
 }

@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
     if (j0 + BN - 1 <= pmin && j0 >= full_first) {  // uniform over the block
 #pragma unroll
       for (int e = 0; e < 32; ++e) {
-        const float p = exp2f(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
+        const float p = exp2_approx(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
         x[e] = __fmul_rn(p, dp[e] - ((e & 2) == 0 ? delta0 : delta1));
       }
     } else {
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(dq_wg_shape::threads, 1)
       for (int e = 0; e < 32; ++e) {
         const int j = j0 + (e >> 2) * 8 + 2 * t + (e & 1);
         const bool visible = (e & 2) == 0 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
-        const float p = exp2f(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
+        const float p = exp2_approx(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
         x[e] = visible ? __fmul_rn(p, dp[e] - ((e & 2) == 0 ? delta0 : delta1)) : 0.f;
       }
     }

@@ -185,13 +185,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(dq_cluster_shape::th
     if (wg == 0) {  // P, over the received S half
       if (j0 + BN - 1 <= pmin && j0 >= full_first) {  // uniform over the cluster
 #pragma unroll
-        for (int e = 0; e < 32; ++e) x[e] = exp2f(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
+        for (int e = 0; e < 32; ++e) x[e] = exp2_approx(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21));
       } else {
 #pragma unroll
         for (int e = 0; e < 32; ++e) {
           const int j = j0 + (e >> 2) * 8 + 2 * t + (e & 1);
           const bool visible = (e & 2) == 0 ? (pos0 >= 0 && j >= first0 && j <= pos0) : (pos1 >= 0 && j >= first1 && j <= pos1);
-          x[e] = visible ? exp2f(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21)) : 0.f;
+          x[e] = visible ? exp2_approx(fmaf(x[e], scale2, (e & 2) == 0 ? -lse20 : -lse21)) : 0.f;
         }
       }
 #pragma unroll

@@ -420,12 +420,16 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       wgmma::wait<0>();
       score();
     }
+    // Most tiles leave every row's max of the warp where it was (alpha = 1: online_row's lazy
+    // rescaling): then o stays as it is, without 128 multiplications by one.
+    if (__any_sync(0xffffffffu, alpha0 != 1.f || alpha1 != 1.f)) {
 #pragma unroll
-    for (int i = 0; i < 128; i += 4) {
-      o[i] = __fmul_rn(o[i], alpha0);
-      o[i + 1] = __fmul_rn(o[i + 1], alpha0);
-      o[i + 2] = __fmul_rn(o[i + 2], alpha1);
-      o[i + 3] = __fmul_rn(o[i + 3], alpha1);
+      for (int i = 0; i < 128; i += 4) {
+        o[i] = __fmul_rn(o[i], alpha0);
+        o[i + 1] = __fmul_rn(o[i + 1], alpha0);
+        o[i + 2] = __fmul_rn(o[i + 2], alpha1);
+        o[i + 3] = __fmul_rn(o[i + 3], alpha1);
+      }
     }
     // P as the next A operand only now: pa is read by the P·V just waited for (converting into
     // other registers first let ptxas coalesce them with pa and wait before the exponentials).

@@ -161,14 +161,6 @@ __device__ __forceinline__ float scaled_by(float x, float m, float t) { return t
 /// d = (x - x_max) / T in float32.
 __device__ __forceinline__ float scaled_logit(const row_state& row, float x) { return scaled_by(x, row.x_max, row.temperature); }
 
-/// 2^t by the special-function unit (ex2.approx.ftz: relative error ~2^-22, 2^t below 2^-126
-/// flushed to +0, 2^-inf = +0, NaN stays NaN): one instruction, where expf takes eight.
-__device__ __forceinline__ float exp2_approx(float t) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(t));
-  return y;
-}
-
 /// e = 2^((x - m) · log2(e) / T) ~ exp((x - m) / T) for a row maximum m: x - m is exact for
 /// bfloat16 logits, one rounding of the product, one ex2 (no division, no expf).
 __device__ __forceinline__ float weight_of(float x, float m, float exp2_scale) { return exp2_approx((x - m) * exp2_scale); }
