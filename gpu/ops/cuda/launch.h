@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -57,20 +58,21 @@ status allow_shared_memory(std::size_t bytes, bool most_shared = false) {
   return status::ok();
 }
 
-/// Programmatic dependent launch (Hopper): kernel<<<grid, block, 0, stream>>>(args...) may start
-/// while the kernel before it on the stream finishes (once each of that kernel's blocks has called
-/// allow_dependents() or exited), so its launch's latency is hidden behind the other's tail. The
-/// dependent must call wait_for_prior_grid() before it reads or writes anything the kernel before
-/// it touches: that waits until the kernel has completed and its writes are visible.
+/// Programmatic dependent launch (Hopper): kernel<<<grid, block, shared_bytes, stream>>>(args...)
+/// may start while the kernel before it on the stream finishes (once each of that kernel's blocks
+/// has called allow_dependents() or exited), so its launch's latency is hidden behind the other's
+/// tail. The dependent must call wait_for_prior_grid() before it reads or writes anything the
+/// kernel before it touches: that waits until the kernel has completed and its writes are visible.
 template <class... Params, class... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t stream, Args&&... args) {
+cudaError_t launch_dependent(void (*kernel)(Params...), unsigned grid, unsigned block, std::size_t shared_bytes,
+                             cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(block);
-  config.dynamicSmemBytes = 0;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = 1;

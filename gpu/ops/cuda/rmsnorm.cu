@@ -530,6 +530,7 @@ __global__ void __launch_bounds__(vec_threads, backward_blocks_per_sm<STAGES>) r
     std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
     float* __restrict__ partial) {
   constexpr int V = width<S>, R = vec_threads / G, slots = K * G;
+  wait_for_prior_grid();  // launched as a dependent of the kernel before it: its writes (x, dy, ...) first
   __shared__ float shared[vec_threads / 32];
   extern __shared__ __align__(16) uint4 stage[];  // [STAGES][R][x, dy][K · G], then [STAGES][R · G] inv_rms
   float* const inv_stage = reinterpret_cast<float*>(stage + STAGES * R * 2 * slots);
@@ -673,6 +674,7 @@ __global__ void __launch_bounds__(vec_threads, narrow_blocks_per_sm) rmsnorm_bac
     std::int64_t rows, int nv, std::int64_t rows_per_block, S* __restrict__ dx, bool accumulate,
     float* __restrict__ partial) {
   constexpr int V = width<S>, R = vec_threads / 32;
+  wait_for_prior_grid();  // launched as a dependent of the kernel before it: its writes (x, dy, ...) first
   __shared__ __align__(16) float combine[32 * V];
   const int t = static_cast<int>(threadIdx.x) % 32, g = static_cast<int>(threadIdx.x) / 32;
   const std::int64_t d = static_cast<std::int64_t>(nv) * V;
@@ -749,21 +751,28 @@ __global__ void __launch_bounds__(vec_threads, narrow_blocks_per_sm) rmsnorm_bac
   allow_dependents();  // the finish kernel may start (it waits for this grid before it reads)
 }
 
-/// dw[j] += Σ_b partial[b, j], blocks in order: finish_columns columns per block of 256 threads,
-/// finish_slices slices of consecutive blocks each summed in order, then the slices in order. Eight
-/// columns (a 32-byte sector a row) by 32 slices: a thread adds at most 13 of the at most 396
-/// partials (9 of 264 past the narrow rows: backward_blocks), one round of loads, where 32 columns
-/// by 8 slices took four, in 8 blocks on E2B's rows of 256.
+/// dw[j] += Σ_b partial[b, j]: finish_columns columns per block of 256 threads, finish_slices
+/// slices of consecutive blocks each summed in order, then the slices by a shuffle tree (a warp a
+/// column: the same tree on every run). Eight columns (a 32-byte sector a row) by 32 slices: a
+/// thread adds at most 13 of the at most 528 partials (8 of 256 at E2B's rows of 1536), one round
+/// of loads, where 32 columns by 8 slices took four, in 8 blocks on E2B's rows of 256. dw's old
+/// value is read before the wait: only the rows kernel's partials are waited for (the kernel
+/// before that one, the last to write dw, had completed before the rows kernel's blocks, which
+/// each waited for it first, let this kernel start).
 constexpr int finish_columns = 8, finish_slices = 32;
 template <class S>
 __global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float* __restrict__ partial,
                                                                     std::int64_t blocks, std::int64_t d,
                                                                     S* __restrict__ dw) {
-  static_assert(finish_columns * finish_slices == 256, "a thread per (column, slice)");
-  wait_for_prior_grid();  // launched as a dependent of rmsnorm_backward_vec_kernel, which wrote partial
+  static_assert(finish_columns * finish_slices == 256 && finish_slices == 32, "a thread per (column, slice); a warp a column");
   __shared__ float sums[finish_slices][finish_columns];
   const int column = threadIdx.x % finish_columns, slice = threadIdx.x / finish_columns;
   const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * finish_columns + column;
+  // The warp that finishes a column: warp w takes column w, lane l its slice l.
+  const int lane = static_cast<int>(threadIdx.x) % 32, own = static_cast<int>(threadIdx.x) / 32;
+  const std::int64_t own_j = static_cast<std::int64_t>(blockIdx.x) * finish_columns + own;
+  const float old = lane == 0 && own_j < d ? to_float(dw[own_j]) : 0.f;
+  wait_for_prior_grid();  // launched as a dependent of the rows kernel, which wrote partial
   const std::int64_t per = (blocks + finish_slices - 1) / finish_slices;
   const std::int64_t b0 = slice * per, b1 = std::min(blocks, b0 + per);
   float acc = 0.f;
@@ -773,11 +782,9 @@ __global__ void __launch_bounds__(256) rmsnorm_dw_finish_vec_kernel(const float*
   }
   sums[slice][column] = acc;
   __syncthreads();
-  if (slice != 0 || j >= d) return;
-  float total = sums[0][column];
-#pragma unroll
-  for (int s = 1; s < finish_slices; ++s) total += sums[s][column];
-  dw[j] = from_float<S>(to_float(dw[j]) + total);
+  if (own_j >= d) return;  // (uniform over the warp)
+  const float total = warp_sum(sums[lane][own]);
+  if (lane == 0) dw[own_j] = from_float<S>(old + total);
 }
 
 /// The vector path's shape for rows of nv vectors: G threads per row, the fewest in 32 .. 256 that
@@ -988,7 +995,7 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           const auto finish_blocks = static_cast<unsigned>((d + finish_columns - 1) / finish_columns);
           // A dependent launch: the finish's launch overlaps the rows kernel's last blocks.
           // (its error, as a launch's, is the last error)
-          static_cast<void>(launch_dependent(rmsnorm_dw_finish_vec_kernel<S>, finish_blocks, 256, stream,
+          static_cast<void>(launch_dependent(rmsnorm_dw_finish_vec_kernel<S>, finish_blocks, 256, 0, stream,
                                              static_cast<const float*>(partial), blocks, d, dw.as<S>()));
           return launch_status(op, "rmsnorm_dw_finish_vec_kernel");
         };
@@ -999,9 +1006,11 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
           if (nv <= 32)
             return launch(132 * narrow_blocks_per_sm, "rmsnorm_backward_narrow_kernel",
                           [&](std::int64_t blocks, std::int64_t rows_per_block, float* partial) -> status {
-                            rmsnorm_backward_narrow_kernel<S><<<static_cast<unsigned>(blocks), vec_threads, 0, stream>>>(
-                                x.as<const S>(), wp, inv_rms.as<const float>(), dy.as<const S>(), rows, nv, rows_per_block, dxp,
-                                accumulate_dx, partial);
+                            // (a dependent launch, as the finish: its launch overlaps the last kernel's tail)
+                            static_cast<void>(launch_dependent(rmsnorm_backward_narrow_kernel<S>, static_cast<unsigned>(blocks),
+                                                               vec_threads, 0, stream, x.as<const S>(), wp,
+                                                               inv_rms.as<const float>(), dy.as<const S>(), rows, nv,
+                                                               rows_per_block, dxp, accumulate_dx, partial));
                             return status::ok();
                           });
         }
@@ -1013,9 +1022,9 @@ status rmsnorm_backward(const exec_context& ctx, dtype storage, const tensor& x,
                                       "the dw sums fit in the stages");
                         constexpr auto kernel = &rmsnorm_backward_vec_kernel<S, G, K, STAGES>;
                         TANDEM_RETURN_IF_ERROR(allow_shared_memory<kernel>(bytes));
-                        kernel<<<static_cast<unsigned>(blocks), vec_threads, bytes, stream>>>(
-                            x.as<const S>(), wp, inv_rms.as<const float>(), dy.as<const S>(), rows, nv, rows_per_block, dxp,
-                            accumulate_dx, partial);
+                        static_cast<void>(launch_dependent(kernel, static_cast<unsigned>(blocks), vec_threads, bytes, stream,
+                                                           x.as<const S>(), wp, inv_rms.as<const float>(), dy.as<const S>(),
+                                                           rows, nv, rows_per_block, dxp, accumulate_dx, partial));
                         return status::ok();
                       });
       });
