@@ -7,9 +7,11 @@
 // partials summed by a separate finish kernel, by a programmatic dependent one, or in the same
 // kernel after a cooperative grid barrier. Each design's dx is compared with the kept op's bit for
 // bit (the same arithmetic a row) and its dw within bfloat16 rounding (partials summed in another
-// order). Beside them, the kept op's rows kernel alone (dx only) and a plain kernel moving the same
-// bytes (x + dy into dx): what a call of this size can reach. Times: median per call of 20 CUDA-event-timed batches of 10 calls. Exits 0 when it ran
-// (whatever it found), 1 on a CUDA error, 2 without a GPU. Bfloat16 storage.
+// order). Beside them, the kept op's rows kernel alone (dx only) and the plainest op moving the
+// same bytes (add_forward, x + dy into dx): what a call of this size can reach. The designs use
+// the kept kernels' vector helpers (gpu/ops/cuda/row_vectors.cuh). Times: median per call of 20
+// CUDA-event-timed batches of 10 calls. Exits 0 when it ran (whatever it found), 1 on a CUDA
+// error, 2 without a GPU. Bfloat16 storage.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -26,7 +28,9 @@
 
 #include "gpu/core/exec_context.h"
 #include "gpu/core/tensor.h"
+#include "gpu/ops/cuda/elementwise.h"
 #include "gpu/ops/cuda/rmsnorm.h"
+#include "gpu/ops/cuda/row_vectors.cuh"
 
 namespace {
 
@@ -45,49 +49,12 @@ constexpr int V = 8;  // bf16 elements a 16-byte vector
     }                                                                                \
   } while (0)
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[V]) {
-  bf16 s[V];
-  memcpy(s, &raw, 16);
-#pragma unroll
-  for (int k = 0; k < V; ++k) v[k] = __bfloat162float(s[k]);
-}
-__device__ __forceinline__ uint4 pack(const float (&v)[V]) {
-  bf16 s[V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) s[k] = __float2bfloat16_rn(v[k]);
-  uint4 r;
-  memcpy(&r, s, 16);
-  return r;
-}
-template <int G>
-__device__ __forceinline__ float group_sum(float v, float* shared) {
-  v = warp_sum(v);
-  if constexpr (G == 32) {
-    return v;
-  } else {
-    constexpr int W = G / 32;
-    const int warp = threadIdx.x >> 5, first = warp / W * W;
-    if ((threadIdx.x & 31) == 0) shared[warp] = v;
-    __syncthreads();
-    float total = shared[first];
-#pragma unroll
-    for (int i = 1; i < W; ++i) total += shared[first + i];
-    __syncthreads();
-    return total;
-  }
-}
-__device__ __forceinline__ uint4 ldnc(const bf16* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
+// The kept kernels' vector helpers (gpu/ops/cuda/row_vectors.cuh) at bfloat16.
+using tandem::gpu::ops::cuda::group_sum;
+using tandem::gpu::ops::cuda::warp_sum;
+__device__ __forceinline__ void unpack(const uint4& raw, float (&v)[V]) { tandem::gpu::ops::cuda::unpack<bf16>(raw, v); }
+__device__ __forceinline__ uint4 pack(const float (&v)[V]) { return tandem::gpu::ops::cuda::pack<bf16>(v); }
+__device__ __forceinline__ uint4 ldnc(const bf16* p) { return tandem::gpu::ops::cuda::load16_stream(p); }
 
 // dw[j] += Σ_b partial[b, j]: 8 columns x 32 slices a block. PDL: waits for the grid before.
 constexpr int fc = 8, fs = 32;
@@ -245,19 +212,6 @@ __global__ void __launch_bounds__(T, BPS) v1_kernel(const bf16* __restrict__ x, 
 }
 
 
-/// out = a + b, a 16-byte vector a thread: the plainest kernel of a norm backward's bytes.
-__global__ void __launch_bounds__(256) add_kernel(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ out,
-                                                  i64 vectors) {
-  const i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= vectors) return;
-  float av[V], bv[V], ov[V];
-  unpack(ldnc(a + i * V), av);
-  unpack(ldnc(b + i * V), bv);
-#pragma unroll
-  for (int e = 0; e < V; ++e) ov[e] = av[e] + bv[e];
-  *reinterpret_cast<uint4*>(out + i * V) = pack(ov);
-}
-
 float time_batched(const std::function<void()>& f) {
   for (int i = 0; i < 3; ++i) f();
   CK(cudaDeviceSynchronize());
@@ -386,7 +340,7 @@ int main() {
     report("kept op (rmsnorm.cu)", time_batched(kept));
     std::printf("\n");
     // Where the kept op's time goes: its rows kernel alone (no dw asked: no partials, no finish),
-    // and the plainest kernel moving the same bytes (x + dy into dx, 16 bytes a thread).
+    // and the plainest op moving the same bytes (add_forward: x + dy into dx).
     report("kept op, dx only (no dw, no finish)", time_batched([&] {
              if (const tg::status s = tg::ops::cuda::rmsnorm_backward(ctx, tg::dtype::bfloat16, tx, tw, tinv, tdy, tdx,
                                                                        tg::tensor{}, false);
@@ -397,8 +351,10 @@ int main() {
            }));
     std::printf("\n");
     report("the same bytes: x + dy into dx", time_batched([&] {
-             const i64 vectors = rows * d / V;
-             add_kernel<<<static_cast<unsigned>((vectors + 255) / 256), 256, 0, st>>>(p.x, p.dy, p.dx, vectors);
+             if (const tg::status s = tg::ops::cuda::add_forward(ctx, tg::dtype::bfloat16, tx, tdy, tdx); !s) {
+               std::printf("norm_backward_designs: add_forward: %s\n", s.message().c_str());
+               std::exit(1);
+             }
            }));
     std::printf("\n");
     const auto finish = [&](i64 blocks, bool dependent) {
