@@ -1007,17 +1007,44 @@ std::string attention_label(const attention_dims& a) {
              a.window ? cat(", window ", a.window) : std::string(", full"), ", scaling ", a.scaling);
 }
 
-void attention_cases(case_table& t) {
-  for (const attention_dims& a : attention_shapes()) {
+/// `x` ([tokens, heads, d]) with element [j, h, 0] set to value(j) in every head.
+host_buffer with_first_column(host_buffer x, const std::function<double(std::int64_t)>& value) {
+  const std::int64_t n = x.shape()[0], heads = x.shape()[1], d = x.shape()[2];
+  const std::span<double> v = x.span<double>();
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t h = 0; h < heads; ++h) v[static_cast<std::size_t>((j * heads + h) * d)] = value(j);
+  return x;
+}
+
+/// Attention cases of `shapes`. rise > 0: every query's first column is 16 and every key's first
+/// column grows so that a score gains `rise` (log2 units of the scaled score) per token, so each
+/// row's scores rise along its keys and the row's running max moves mid-row, by more than the CUDA
+/// kernels' lazy rescaling margin (2^8) over some key tiles and by less over others (the random
+/// columns' scores are a fraction of a unit: without the rise a row's max settles in its first
+/// tile). The rise sits in q more than in k: dq's first column sums dS · k over a row's keys, whose
+/// terms cancel (Σ dS = 0), and keys as large as the rise needs at q = 1 (hundreds) left float32's
+/// rounding of those terms above the table's rtol of 1e-4 in a few elements.
+void attention_cases(case_table& t, const std::vector<attention_dims>& shapes, double rise = 0) {
+  for (const attention_dims& a : shapes) {
     const std::uint64_t s = t.seed();
     const std::int64_t n = total(a.lengths);
     const shape_t qs{n, a.heads, a.d}, ks{n, a.kv_heads, a.d};
     const ops::attention_options options{a.scaling, a.window};
     const host_buffer cu = offsets_of(a.lengths);
-    t.add("attention_forward", attention_label(a), [=](const backend& b) {
+    constexpr double q0 = 16;
+    const double per_token = rise / (a.scaling * std::numbers::log2e * q0);  // the keys' first column's step
+    const auto query = [=](std::uint64_t seed) {
+      return rise > 0 ? with_first_column(f64(qs, seed), [](std::int64_t) { return q0; }) : f64(qs, seed);
+    };
+    const auto key = [=](std::uint64_t seed) {
+      return rise > 0 ? with_first_column(f64(ks, seed), [=](std::int64_t j) { return per_token * static_cast<double>(j); })
+                      : f64(ks, seed);
+    };
+    const std::string label = attention_label(a) + (rise > 0 ? cat(", keys rising ", rise, " a token") : std::string());
+    t.add("attention_forward", label, [=](const backend& b) {
       device_tensors m(b);
       const tensor out = m.out(qs), lse = m.stat({n, a.heads});
-      require_ok(ops::attention_forward(b.ctx, m.in(f64(qs, s)), m.in(f64(ks, s + 1)), m.in(f64(ks, s + 2)), m.raw(cu),
+      require_ok(ops::attention_forward(b.ctx, m.in(query(s)), m.in(key(s + 1)), m.in(f64(ks, s + 2)), m.raw(cu),
                                         out, lse, options));
       return outputs{{"out", m.get(out)}, {"lse", m.get(lse)}};
     });
@@ -1026,10 +1053,10 @@ void attention_cases(case_table& t) {
     for (const bool accumulate : {false, true})
       for (const bool with_out : {false, true})
         t.add("attention_backward",
-              attention_label(a) + (accumulate ? ", accumulate dq" : "") + (with_out ? ", forward output given" : ""),
+              label + (accumulate ? ", accumulate dq" : "") + (with_out ? ", forward output given" : ""),
               [=](const backend& b) {
                 device_tensors m(b);
-                const tensor q = m.in(f64(qs, s)), k = m.in(f64(ks, s + 1)), v = m.in(f64(ks, s + 2)), c = m.raw(cu);
+                const tensor q = m.in(query(s)), k = m.in(key(s + 1)), v = m.in(f64(ks, s + 2)), c = m.raw(cu);
                 const tensor out = m.out(qs), lse = m.stat({n, a.heads});
                 require_ok(ops::attention_forward(b.ctx, q, k, v, c, out, lse, options));
                 const tensor dq = accumulate ? m.in(f64(qs, s + 3)) : m.out(qs);
@@ -1611,7 +1638,7 @@ const std::vector<op_case>& case_list() {
     gated_mlp_cases(t);
     softcap_cases(t);
     per_layer_input_cases(t);
-    attention_cases(t);
+    attention_cases(t, attention_shapes());
     paged_attention_cases(t, paged_shapes());
     moe_cases(t);
     logprobs_cases(t, scoring_shapes());
@@ -1638,6 +1665,14 @@ const std::vector<op_case>& case_list() {
     // its blocks again run more iterations than they have copy stages; rows of 1792 keep the
     // forward's eight slots a thread in the table beside the six of 1536.
     rmsnorm_cases(t, {{40000, 256, 3}, {40000, 128, 3}, {300, 1792, 3}});
+    // Scores rising along the keys, 5 log2 units every 64 (a d-256 key tile of the CUDA kernels;
+    // 2.5 every d-512 tile of 32): the lazy rescaling moves a row's max mid-row on some tiles and
+    // keeps it on others.
+    attention_cases(t,
+                    {{{130, 1, 77, 200}, 4, 1, 256, 0, 0.0625},
+                     {{130, 1, 77, 200}, 4, 1, 256, 150, 0.0625},
+                     {{97, 160}, 4, 1, 512, 0, 0.044}},
+                    5.0 / 64);
     return t.cases;
   }();
   return cases;
