@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "gpu/ops/cuda/device_math.cuh"
+#include "gpu/ops/cuda/launch.h"
 
 namespace tandem::gpu::ops::cuda::attn {
 
@@ -77,6 +78,9 @@ __device__ __forceinline__ std::int64_t warp_inclusive_scan(std::int64_t v) {
 /// twenty).
 static __global__ void __launch_bounds__(1024) tile_offsets_kernel(const std::int32_t* __restrict__ cu, std::int64_t num_seqs,
                                                             std::int64_t rows_per_tile, std::int64_t* __restrict__ offsets) {
+  // The kernel after it may be a dependent launch (the forward): it may start now and set itself
+  // up, and it waits for this kernel's completion before reading the offsets.
+  allow_dependents();
   __shared__ std::int64_t warp_total[32];
   const int tid = static_cast<int>(threadIdx.x), n = static_cast<int>(blockDim.x);
   const int warp = tid >> 5, lane = tid & 31;

@@ -30,9 +30,10 @@
 //
 //   producer (warpgroup 2), item n (a query tile; slot = n % 2):
 //                            [n >= 2: wait item_empty[slot]] the item's rows and positions into the
-//                            slot, their range -> item_full[slot] (after the last item: "last");
-//                            K/V of its first key tile; [n >= 1: wait q_empty (item n - 1's last
-//                            Q·Kᵀ done)] cp.async Q, wait, -> q_full; K/V of its other key tiles.
+//                            slot [n = 0: cp.async Q now], their range -> item_full[slot] (after
+//                            the last item: "last"); K/V of its first key tile; [n >= 1: wait
+//                            q_empty (item n - 1's last Q·Kᵀ done), cp.async Q] wait for Q
+//                            -> q_full; K/V of its other key tiles.
 //                            Key tile j over all items (stage s = j % 2, round r = j / 2):
 //                            [j >= 2: wait k_empty[s] of round r - 1] K_j -> k_full[s];
 //                            [j >= 2: wait v_empty[s] of round r - 1] V_j -> v_full[s];
@@ -192,8 +193,15 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       wgmma::mbarrier_init(item_empty(s), CONSUMER_THREADS / 32);
     }
     wgmma::mbarrier_init_fence();
+    if constexpr (has_tensor_maps<Keys>) {  // the maps' descriptors on their way before the first copy
+      wgmma::prefetch_tensor_map(&keys.k_map);
+      wgmma::prefetch_tensor_map(&keys.v_map);
+    }
   }
   __syncthreads();
+  // Launched as a dependent of the tile numbering (tile_offsets_kernel): the block is resident and
+  // its barriers set while the offsets are summed; nothing global is read before they are complete.
+  wait_for_prior_grid();
   const int wg = static_cast<int>(threadIdx.x) >> 7, tid = static_cast<int>(threadIdx.x) & 127;
   const std::int64_t item_count = items.tiles * items.chunks;
 
@@ -201,6 +209,14 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
     wgmma::registers_down<shape::producer_registers>();
     int published = 0;       // items handed to the consumers
     std::uint32_t sent = 0;  // key tiles issued over all items (stage sent % 2, round sent / 2)
+    // The cp.async of the Q rows placed in `slot` (committed as one group).
+    const auto load_q = [&](int slot) {
+      load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) {
+        const std::int64_t r = qrow_s[slot * BM + l];
+        return r >= 0 ? r * D : std::int64_t{-1};
+      });
+      cp_async_commit();  // (wait_group waits for committed groups only)
+    };
     for (std::int64_t item = blockIdx.x;; item += gridDim.x) {
       const bool last = item >= item_count;
       query_tile tile{};
@@ -217,9 +233,15 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
         pos_s[slot * BM + l] = static_cast<std::int32_t>(pos);  // positions fit 32 bits (cu_seqlens is I32)
       }
       named_barrier(2, 128);
+      // A block's first Q has no earlier item to wait for: it is copied as soon as its rows are
+      // placed, before the position range and the first keys (the consumers' longest wait of a
+      // short item, a sliding window's, was this copy).
+      const bool q_early = published == 0 && !last;
+      if (q_early) load_q(slot);
       std::int32_t pmin, pmax;  // over the item's rows (every warp finds the same)
       position_range(pos_s + slot * BM, BM, pmin, pmax);
       if (!last && pmax < 0) {  // no row: not handed over (the slot is rewritten by the next item)
+        cp_async_wait<0>();     // an early Q's copies land before the next item's rewrite Q
         named_barrier(2, 128);
         continue;
       }
@@ -254,12 +276,10 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
         if (tid == 0) issue(0);
       }
       // Q, once the consumers' products of the last item no longer read it.
-      if (published >= 2) wgmma::mbarrier_wait(q_empty, static_cast<std::uint32_t>((published - 2) & 1));
-      load_sw128<D, BM, 128>(qs, a.q, tid, [&](int l) {
-        const std::int64_t r = qrow_s[slot * BM + l];
-        return r >= 0 ? r * D : std::int64_t{-1};
-      });
-      cp_async_commit();   // (wait_group waits for committed groups only)
+      if (!q_early) {
+        if (published >= 2) wgmma::mbarrier_wait(q_empty, static_cast<std::uint32_t>((published - 2) & 1));
+        load_q(slot);
+      }
       cp_async_wait<0>();  // this thread's part of Q has landed: publish it to the tensor cores
       wgmma::fence_proxy_async();
       wgmma::mbarrier_arrive(q_full);
@@ -553,7 +573,10 @@ status launch_forward_dim(cudaStream_t stream, const char* op, dim3 grid, const 
   }
   if (blocks <= 0) return status::ok();
   if (blocks > 0x7fffffffLL) return {status_code::unsupported, std::string(op) + ": too many query tiles for one CUDA grid"};
-  kernel<<<static_cast<unsigned>(blocks), fwd_shape<D>::threads, smem, stream>>>(a, layout, items, keys);
+  // A dependent launch: the blocks start while the tile numbering before it finishes (the kernel
+  // waits for it before reading anything). Its error, as a launch's, is the last error.
+  static_cast<void>(launch_dependent(kernel, static_cast<unsigned>(blocks), fwd_shape<D>::threads, smem, stream, a, layout,
+                                     items, keys));
   return launch_status(op, "wgmma_forward_kernel");
 }
 

@@ -88,4 +88,10 @@ __device__ __forceinline__ void tensor_load_3d(std::uint32_t dst, const void* ma
       : "memory");
 }
 
+/// Brings the tensor map `map` (a __grid_constant__ kernel parameter) into the SM's descriptor
+/// cache ahead of its first copy, so that copy does not wait for the descriptor's fetch.
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+}
+
 }  // namespace tandem::gpu::ops::cuda::async_copy

@@ -56,6 +56,7 @@ using async_copy::mbarrier_init;
 using async_copy::mbarrier_init_fence;
 using async_copy::mbarrier_try_wait;
 using async_copy::mbarrier_wait;
+using async_copy::prefetch_tensor_map;
 using async_copy::tensor_load_3d;
 
 /// Register budget of this warp's warpgroup from here on (sm_90a; the kernel needs a register cap
