@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(fwd_shape<D>::threads, 1)
       std::int32_t pmin, pmax;  // over the item's rows (every warp finds the same)
       position_range(pos_s + slot * BM, BM, pmin, pmax);
       if (!last && pmax < 0) {  // no row: not handed over (the slot is rewritten by the next item)
-        cp_async_wait<0>();     // an early Q's copies land before the next item's rewrite Q
+        cp_async_wait<0>();     // an early Q's copies land before the next item copies its own
         named_barrier(2, 128);
         continue;
       }

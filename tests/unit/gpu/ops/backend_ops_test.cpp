@@ -1020,14 +1020,6 @@ host_buffer with_first_column(host_buffer x, const std::function<double(std::int
   return x;
 }
 
-/// Attention cases of `shapes`. rise > 0: every query's first column is 16 and every key's first
-/// column grows so that a score gains `rise` (log2 units of the scaled score) per token, so each
-/// row's scores rise along its keys and the row's running max moves mid-row, by more than the CUDA
-/// kernels' lazy rescaling margin (2^8) over some key tiles and by less over others (the random
-/// columns' scores are a fraction of a unit: without the rise a row's max settles in its first
-/// tile). The rise sits in q more than in k: dq's first column sums dS · k over a row's keys, whose
-/// terms cancel (Σ dS = 0), and keys as large as the rise needs at q = 1 (hundreds) left float32's
-/// rounding of those terms above the table's rtol of 1e-4 in a few elements.
 /// The queries' first column in attention cases with a rise (attention_cases).
 constexpr double rising_query_column = 16;
 /// The backward's element tolerance (float32) with a rise: dk's first column adds q0 · scaling · dS
@@ -1037,6 +1029,14 @@ constexpr double rising_query_column = 16;
 /// to 1.9e-5 in 1 to 4 of about 10^5 elements (on an H100).
 constexpr tolerance rising_backward_tol{1e-4, rising_query_column * 1e-5};
 
+/// Attention cases of `shapes`. rise > 0: every query's first column is 16 and every key's first
+/// column grows so that a score gains `rise` (log2 units of the scaled score) per token, so each
+/// row's scores rise along its keys and the row's running max moves mid-row, by more than the CUDA
+/// kernels' lazy rescaling margin (2^8) over some key tiles and by less over others (the random
+/// columns' scores are a fraction of a unit: without the rise a row's max settles in its first
+/// tile). The rise sits in q more than in k: dq's first column sums dS · k over a row's keys, whose
+/// terms cancel (Σ dS = 0), and keys as large as the rise needs at q = 1 (hundreds) left float32's
+/// rounding of those terms above the table's rtol of 1e-4 in a few elements.
 void attention_cases(case_table& t, const std::vector<attention_dims>& shapes, double rise = 0) {
   for (const attention_dims& a : shapes) {
     const std::uint64_t s = t.seed();
